@@ -1,0 +1,3 @@
+export * from "./schema.ts";
+export { buildConfig, ConfigError, loadConfigFiles } from "./load.ts";
+export { repositoryOf, resolveNsParam } from "./repositories.ts";

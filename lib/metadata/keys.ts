@@ -1,0 +1,77 @@
+// Every Deno KV key Wharf writes. The whole layout, as a tree:
+//
+//   blob/<digest>                         → BlobRecord      bytes exist in the blob store
+//   owner/<digest>/<ns>                   → true            reverse of link (mount without from, scrub)
+//   link/<ns>/<digest>                    → LinkRecord      the namespace owns (may read) the blob
+//   rev/<ns>/<digest>                     → RevisionRecord  a manifest revision
+//   tag/<ns>/<tag>                        → TagRecord
+//   tagrev/<ns>/<digest>/<tag>            → true            tags pointing at a revision
+//   bref/<ns>/<blob digest>/<manifest>    → true            a manifest of ns references the blob
+//   mref/<ns>/<child digest>/<index>      → Platform|null   an index of ns names the child manifest
+//   referrer/<ns>/<subject>/<digest>      → ReferrerRecord  a manifest of ns whose subject is <subject>
+//   ns/<ns>                               → { at }          category index (catalog, namespace lists)
+//   upload/<ns>/<uuid>                    → UploadRecord
+//
+// Namespaces and tags are validated (≤ 255 / ≤ 128 chars) before they reach a key, so no key
+// nears KV's 2 KiB limit.
+
+export const K = {
+  blob: (digest: string) => ["blob", digest],
+  owner: (digest: string, ns: string) => ["owner", digest, ns],
+  owners: (digest: string) => ["owner", digest],
+  link: (ns: string, digest: string) => ["link", ns, digest],
+  rev: (ns: string, digest: string) => ["rev", ns, digest],
+  revs: (ns: string) => ["rev", ns],
+  tag: (ns: string, tag: string) => ["tag", ns, tag],
+  tags: (ns: string) => ["tag", ns],
+  tagrev: (ns: string, digest: string, tag: string) => ["tagrev", ns, digest, tag],
+  tagrevs: (ns: string, digest: string) => ["tagrev", ns, digest],
+  bref: (ns: string, blob: string, manifest: string) => ["bref", ns, blob, manifest],
+  brefs: (ns: string, blob: string) => ["bref", ns, blob],
+  mref: (ns: string, child: string, index: string) => ["mref", ns, child, index],
+  referrer: (ns: string, subject: string, digest: string) => ["referrer", ns, subject, digest],
+  referrers: (ns: string, subject: string) => ["referrer", ns, subject],
+  ns: (ns: string) => ["ns", ns],
+  nsAll: () => ["ns"],
+  upload: (ns: string, uuid: string) => ["upload", ns, uuid],
+} as const;
+
+export interface BlobRecord {
+  size: number;
+  at: number;
+}
+export interface LinkRecord {
+  size: number;
+  at: number;
+}
+export interface RevisionRecord {
+  mediaType: string;
+  size: number;
+  pushedAt: number;
+  subject?: string;
+  artifactType?: string;
+  /** the manifest body when small enough to live in KV; otherwise it is in the blob store */
+  body?: Uint8Array;
+}
+export interface TagRecord {
+  digest: string;
+  /** ms since epoch; absent for a tag with no recorded creation time (oldest for LWW) */
+  createdAt?: number;
+}
+export interface ReferrerRecord {
+  mediaType: string;
+  size: number;
+  artifactType?: string;
+  annotations?: Record<string, string>;
+}
+export interface UploadRecord {
+  offset: number;
+  /** the algorithm the session hashes under */
+  algorithm: "sha256" | "sha512";
+  /** set by `digest-algorithm`: closing with another algorithm is DIGEST_INVALID */
+  pinned: boolean;
+  startedAt: number;
+}
+
+/** Manifest bodies up to this size are stored inline in their KV revision record. */
+export const INLINE_MANIFEST_MAX = 48 * 1024;

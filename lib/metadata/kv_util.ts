@@ -1,0 +1,37 @@
+// Small Deno KV helpers shared by the metadata modules.
+
+/** `kv.getMany` takes at most 10 keys; this takes any number, keeping order. */
+export async function getAll<T>(kv: Deno.Kv, keys: Deno.KvKey[]): Promise<Deno.KvEntryMaybe<T>[]> {
+  const out: Deno.KvEntryMaybe<T>[] = [];
+  for (let i = 0; i < keys.length; i += 10) out.push(...await kv.getMany<T[]>(keys.slice(i, i + 10)));
+  return out;
+}
+
+/** Collects every key/value under a prefix (bounded by `limit`). */
+export async function listAll<T>(
+  kv: Deno.Kv,
+  selector: Deno.KvListSelector,
+  limit?: number,
+): Promise<Deno.KvEntry<T>[]> {
+  const out: Deno.KvEntry<T>[] = [];
+  for await (const e of kv.list<T>(selector, { limit, batchSize: limit ? Math.min(limit, 500) : 500 })) out.push(e);
+  return out;
+}
+
+export async function hasAny(kv: Deno.Kv, prefix: Deno.KvKey): Promise<boolean> {
+  for await (const _ of kv.list({ prefix }, { limit: 1 })) return true;
+  return false;
+}
+
+/** Writes independent set mutations in commits of at most `batch` (KV allows 1,000 per commit). */
+export async function setInBatches(kv: Deno.Kv, entries: [Deno.KvKey, unknown][], batch = 500): Promise<void> {
+  for (let i = 0; i < entries.length; i += batch) {
+    const op = kv.atomic();
+    for (const [k, v] of entries.slice(i, i + batch)) op.set(k, v);
+    const r = await op.commit();
+    if (!r.ok) throw new Error("batched KV write failed");
+  }
+}
+
+/** KV's atomic limits; a change larger than this is split (see manifests.ts). */
+export const MAX_MUTATIONS = 900;

@@ -1,0 +1,50 @@
+// Blob HEAD/GET/DELETE within a namespace (SPEC §Blobs). Visibility is ownership: a digest the
+// namespace has no link for is BLOB_UNKNOWN even when its bytes exist.
+import { RegistryError } from "../oci/errors.ts";
+import { type RangeResult, resolveRange } from "../oci/range.ts";
+import type { BlobStore } from "../storage/blob_store.ts";
+import type { BlobMeta, ManifestMeta } from "../metadata/mod.ts";
+
+export interface BlobRead {
+  size: number;
+  range: RangeResult;
+  /** absent for HEAD */
+  stream?: ReadableStream<Uint8Array>;
+}
+
+export class Blobs {
+  constructor(
+    private readonly store: BlobStore,
+    private readonly meta: BlobMeta,
+    private readonly manifests: ManifestMeta,
+  ) {}
+
+  async read(ns: string, digest: string, rangeHeader: string | null, withBody: boolean): Promise<BlobRead> {
+    const link = await this.meta.link(ns, digest);
+    if (!link) return await this.readManifestAsBlob(ns, digest, rangeHeader, withBody);
+    const range = resolveRange(rangeHeader, link.size);
+    if (!withBody || range.kind === "unsatisfiable") return { size: link.size, range };
+    try {
+      const stream = await this.store.read(digest, range.kind === "partial" ? range : undefined);
+      return { size: link.size, range, stream };
+    } catch (e) {
+      if (e instanceof Deno.errors.NotFound) throw new RegistryError("BLOB_UNKNOWN", `${digest} (bytes missing)`);
+      throw e;
+    }
+  }
+
+  /** A manifest is content too: clients may fetch it through the blob endpoint. */
+  private async readManifestAsBlob(ns: string, digest: string, rangeHeader: string | null, withBody: boolean) {
+    const rev = await this.manifests.revision(ns, digest);
+    if (!rev) throw new RegistryError("BLOB_UNKNOWN", digest);
+    const range = resolveRange(rangeHeader, rev.size);
+    if (!withBody || range.kind === "unsatisfiable") return { size: rev.size, range };
+    const body = rev.body ?? await this.store.readAll(digest);
+    const part = range.kind === "partial" ? body.subarray(range.start, range.end + 1) : body;
+    return { size: rev.size, range, stream: ReadableStream.from([part]) };
+  }
+
+  delete(ns: string, digest: string): Promise<void> {
+    return this.meta.unlink(ns, digest);
+  }
+}

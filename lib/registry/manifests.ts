@@ -1,0 +1,184 @@
+// Manifest GET/PUT/DELETE (SPEC §Manifests rules 2-8), immutable tags and the receiving side
+// of replication's last-writer-wins (X-Svc-Source-Timestamp rules 1-7).
+import { RegistryError } from "../oci/errors.ts";
+import { isValidTag, parseDigest, truncate } from "../oci/grammar.ts";
+import { type ParsedManifest, parseManifest } from "../oci/manifest.ts";
+import type { Config } from "../config/schema.ts";
+import { repositoryOf } from "../config/repositories.ts";
+import { digestBytes } from "../streams/hasher.ts";
+import type { BlobStore } from "../storage/blob_store.ts";
+import {
+  type BlobMeta,
+  INLINE_MANIFEST_MAX,
+  type ManifestMeta,
+  type RevisionRecord,
+  type TagRecord,
+} from "../metadata/mod.ts";
+
+export interface ManifestBody {
+  digest: string;
+  mediaType: string;
+  size: number;
+  /** null for HEAD when the body is not inline (no byte read needed) */
+  body: Uint8Array | null;
+}
+
+export interface PutInput {
+  body: ReadableStream<Uint8Array> | null;
+  contentLength: number | null;
+  contentType: string | null;
+  tags: string[];
+  sourceTimestamp: string | null;
+}
+
+const RFC3339 = /^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:[Zz]|[+-]\d{2}:\d{2})$/;
+
+/** Rule 1: LWW applies only to a header that parses as RFC 3339; rule 6: future → now. */
+export function parseSourceTimestamp(v: string | null): number | null {
+  if (v === null || !RFC3339.test(v.trim())) return null;
+  const t = Date.parse(v.trim());
+  return Number.isFinite(t) ? Math.min(t, Date.now()) : null;
+}
+
+export class Manifests {
+  constructor(
+    private readonly cfg: Config,
+    private readonly store: BlobStore,
+    private readonly meta: ManifestMeta,
+    private readonly blobs: BlobMeta,
+  ) {}
+
+  async resolve(ns: string, reference: string): Promise<{ digest: string; rev: RevisionRecord }> {
+    let digest = reference;
+    if (!reference.includes(":")) {
+      const t = await this.meta.tag(ns, reference);
+      if (!t) throw new RegistryError("MANIFEST_UNKNOWN", `${truncate(ns)}:${truncate(reference)}`);
+      digest = t.digest;
+    }
+    const rev = await this.meta.revision(ns, digest);
+    if (!rev) throw new RegistryError("MANIFEST_UNKNOWN", `${truncate(ns)}@${truncate(reference)}`);
+    return { digest, rev };
+  }
+
+  async get(ns: string, reference: string, withBody: boolean): Promise<ManifestBody> {
+    const { digest, rev } = await this.resolve(ns, reference);
+    const body = rev.body ?? (withBody ? await this.store.readAll(digest) : null);
+    return { digest, mediaType: rev.mediaType, size: rev.size, body };
+  }
+
+  /** The stored body of a revision (inline or in the blob store). */
+  async body(digest: string, rev: RevisionRecord): Promise<Uint8Array> {
+    return rev.body ?? await this.store.readAll(digest);
+  }
+
+  async put(ns: string, reference: string, input: PutInput): Promise<{ digest: string; subject?: string; tags: string[] }> {
+    const bytes = await readLimited(input.body, input.contentLength, this.cfg.global.maxManifestSize);
+    const parsed = parseManifest(bytes, input.contentType);
+    let digest: string;
+    let tags: string[];
+    const byDigest = parseDigest(reference);
+    if (byDigest) {
+      digest = digestBytes(byDigest.algorithm, bytes);
+      if (digest !== reference) throw new RegistryError("DIGEST_INVALID", `manifest does not hash to ${reference}`);
+      tags = [...new Set(input.tags)];
+    } else {
+      digest = digestBytes("sha256", bytes);
+      tags = [reference];
+    }
+    if (!this.cfg.global.allowMissingManifestReferences) await this.requireReferences(ns, parsed);
+    const record: RevisionRecord = { mediaType: parsed.mediaType, size: bytes.byteLength, pushedAt: Date.now() };
+    if (parsed.subject) record.subject = parsed.subject;
+    if (parsed.artifactType) record.artifactType = parsed.artifactType;
+    if (bytes.byteLength <= INLINE_MANIFEST_MAX) record.body = bytes;
+    else await this.store.put(digest, bytes);
+
+    const lww = byDigest ? null : parseSourceTimestamp(input.sourceTimestamp);
+    const immutable = this.immutability(ns);
+    await this.meta.commit({
+      ns,
+      digest,
+      record,
+      parsed,
+      tags,
+      tagCreatedAt: lww ?? Date.now(),
+      guard: (tag, existing) => {
+        if (!existing) return;
+        if (lww !== null && existing.createdAt !== undefined && existing.createdAt > lww) {
+          throw new RegistryError("REPLICATION_SUPERSEDED", `tag ${tag} was written after the source event`);
+        }
+        if (existing.digest !== digest && immutable(tag)) {
+          throw new RegistryError("DENIED", `tag ${tag} is immutable`, { status: 409 });
+        }
+      },
+    });
+    return { digest, subject: parsed.subject, tags };
+  }
+
+  /** Rule 3: with allow_missing_manifest_references = false every reference must be readable. */
+  private async requireReferences(ns: string, parsed: ParsedManifest): Promise<void> {
+    for (const b of parsed.blobs) {
+      if (!(await this.blobs.link(ns, b))) throw new RegistryError("MANIFEST_BLOB_UNKNOWN", b);
+    }
+    for (const c of parsed.children) {
+      if (!(await this.meta.revision(ns, c.digest))) throw new RegistryError("MANIFEST_BLOB_UNKNOWN", c.digest);
+    }
+  }
+
+  /** Whether a tag of `ns` may not move: repository setting over global, minus exclusions. */
+  private immutability(ns: string): (tag: string) => boolean {
+    const rc = repositoryOf(this.cfg, ns);
+    const on = rc.immutableTags ?? this.cfg.global.immutableTags;
+    const exclusions = rc.immutableTagsExclusions ?? this.cfg.global.immutableTagsExclusions;
+    return (tag) => on && !exclusions.some((re) => re.test(tag));
+  }
+
+  async delete(ns: string, reference: string, sourceTimestamp: string | null): Promise<void> {
+    const lww = parseSourceTimestamp(sourceTimestamp);
+    const guard = (t: TagRecord) => {
+      if (lww !== null && t.createdAt !== undefined && t.createdAt > lww) {
+        throw new RegistryError("REPLICATION_SUPERSEDED", "a tag was written after the source event");
+      }
+    };
+    if (!parseDigest(reference)) {
+      if (!isValidTag(reference)) throw new RegistryError("UNSUPPORTED", `invalid tag ${truncate(reference)}`);
+      return await this.meta.deleteTag(ns, reference, guard);
+    }
+    const rev = await this.meta.revision(ns, reference);
+    if (!rev) throw new RegistryError("MANIFEST_UNKNOWN", reference);
+    const parsed = parseManifest(await this.body(reference, rev), rev.mediaType);
+    await this.meta.deleteRevision(ns, reference, parsed, guard);
+  }
+}
+
+/** Reads a request body of at most `max` bytes; more is 413 MANIFEST_INVALID. */
+async function readLimited(
+  body: ReadableStream<Uint8Array> | null,
+  declared: number | null,
+  max: number,
+): Promise<Uint8Array> {
+  const tooBig = () => new RegistryError("MANIFEST_INVALID", `manifest exceeds ${max} bytes`, { status: 413 });
+  if (declared !== null && declared > max) {
+    await body?.cancel();
+    throw tooBig();
+  }
+  if (!body) return new Uint8Array(0);
+  const parts: Uint8Array[] = [];
+  let n = 0;
+  try {
+    for await (const chunk of body) {
+      n += chunk.byteLength;
+      if (n > max) throw tooBig();
+      parts.push(chunk);
+    }
+  } catch (e) {
+    if (e instanceof RegistryError) throw e;
+    throw new RegistryError("MANIFEST_INVALID", "manifest body could not be read");
+  }
+  const out = new Uint8Array(n);
+  let off = 0;
+  for (const p of parts) {
+    out.set(p, off);
+    off += p.byteLength;
+  }
+  return out;
+}

@@ -1,0 +1,269 @@
+// Blob upload sessions: POST (start, monolithic, mount), PATCH, GET status, PUT, DELETE.
+// SPEC §Blob upload and its state table.
+import { RegistryError } from "../oci/errors.ts";
+import { type Algorithm, type Digest, isAlgorithm, requireDigest, requireName, truncate } from "../oci/grammar.ts";
+import { parseContentRange } from "../oci/range.ts";
+import type { BlobStore } from "../storage/blob_store.ts";
+import { TooLargeError } from "../storage/blob_store.ts";
+import { Hasher } from "../streams/hasher.ts";
+import type { BlobMeta, UploadMeta, UploadRecord } from "../metadata/mod.ts";
+import { HasherCache, KeyedLock } from "./hashers.ts";
+
+export interface BodyInput {
+  body: ReadableStream<Uint8Array> | null;
+  /** declared Content-Length; null when the body is chunked or absent */
+  contentLength: number | null;
+}
+
+export interface StartInput extends BodyInput {
+  digest: string | null;
+  digestAlgorithm: string | null;
+  mount: string | null;
+  from: string | null;
+}
+
+export type StartResult =
+  | { kind: "created"; digest: string }
+  | { kind: "session"; uuid: string; offset: number };
+
+export interface UploadDeps {
+  store: BlobStore;
+  blobs: BlobMeta;
+  uploads: UploadMeta;
+  maxBlobSize: number | null;
+  /** mount rule 1-2: may the caller read `digest` from `ns`? */
+  canReadBlob: (ns: string, digest: string) => Promise<boolean>;
+}
+
+export class Uploads {
+  private readonly hashers: HasherCache;
+  private readonly lock = new KeyedLock();
+
+  constructor(private readonly d: UploadDeps) {
+    this.hashers = new HasherCache(d.store);
+  }
+
+  async start(ns: string, input: StartInput): Promise<StartResult> {
+    let algorithm: Algorithm = "sha256";
+    let pinned = false;
+    if (input.digestAlgorithm !== null) {
+      if (!isAlgorithm(input.digestAlgorithm)) {
+        throw new RegistryError("UNSUPPORTED", `unsupported digest-algorithm ${truncate(input.digestAlgorithm)}`);
+      }
+      algorithm = input.digestAlgorithm;
+      pinned = true;
+    }
+    if (input.mount !== null) {
+      const d = requireDigest(input.mount, "mount digest");
+      if (input.from !== null) requireName(input.from);
+      await input.body?.cancel();
+      if (await this.tryMount(ns, d.value, input.from)) return { kind: "created", digest: d.value };
+      return await this.newSession(ns, algorithm, pinned, null);
+    }
+    if (input.digest !== null) {
+      const d = requireDigest(input.digest);
+      if (pinned && d.algorithm !== algorithm) {
+        throw new RegistryError("DIGEST_INVALID", "digest does not use the session's digest-algorithm");
+      }
+      if (await this.d.blobs.link(ns, d.value)) {
+        await input.body?.cancel();
+        return { kind: "created", digest: d.value };
+      }
+      if (input.contentLength !== null) {
+        await this.monolithic(ns, d, input);
+        return { kind: "created", digest: d.value };
+      }
+      return await this.newSession(ns, d.algorithm, pinned, input.body);
+    }
+    await input.body?.cancel();
+    return await this.newSession(ns, algorithm, pinned, null);
+  }
+
+  private async tryMount(ns: string, digest: string, from: string | null): Promise<boolean> {
+    if (await this.d.blobs.link(ns, digest)) return true;
+    const sources = from !== null ? [from] : await this.d.blobs.owners(digest);
+    for (const src of sources) {
+      if (src === ns || !(await this.d.blobs.link(src, digest))) continue;
+      if (!(await this.d.canReadBlob(src, digest))) continue;
+      return await this.d.blobs.mount(ns, digest);
+    }
+    return false;
+  }
+
+  private async newSession(
+    ns: string,
+    algorithm: Algorithm,
+    pinned: boolean,
+    body: ReadableStream<Uint8Array> | null,
+  ): Promise<StartResult> {
+    const uuid = crypto.randomUUID();
+    const hasher = new Hasher(algorithm);
+    const res = await this.d.store.appendUpload(uuid, 0, body, {
+      maxBytes: this.d.maxBlobSize ?? Number.MAX_SAFE_INTEGER,
+      onChunk: (c) => hasher.update(c),
+    }).catch(async (e) => {
+      await this.d.store.deleteUpload(uuid);
+      if (e instanceof TooLargeError) throw tooLarge();
+      throw e;
+    });
+    const rec: UploadRecord = { offset: res.written, algorithm, pinned, startedAt: Date.now() };
+    await this.d.uploads.create(ns, uuid, rec);
+    this.hashers.put(uuid, res.written, hasher);
+    return { kind: "session", uuid, offset: res.written };
+  }
+
+  /** POST ?digest= with a declared length: the body is the whole blob. Mismatch stores nothing. */
+  private async monolithic(ns: string, d: Digest, input: BodyInput): Promise<void> {
+    const declared = input.contentLength!;
+    if (this.d.maxBlobSize !== null && declared > this.d.maxBlobSize) {
+      await input.body?.cancel();
+      throw tooLarge();
+    }
+    const uuid = crypto.randomUUID();
+    const hasher = new Hasher(d.algorithm);
+    try {
+      const res = await this.d.store.appendUpload(uuid, 0, input.body, {
+        maxBytes: declared,
+        onChunk: (c) => hasher.update(c),
+      });
+      if (res.written !== declared) {
+        throw new RegistryError("DIGEST_INVALID", `body ended after ${res.written} of ${declared} bytes`);
+      }
+      if (hasher.peek() !== d.value) throw new RegistryError("DIGEST_INVALID", `content does not hash to ${d.value}`);
+      await this.d.store.commitUpload(uuid, d.value, declared);
+      await this.d.blobs.addLink(ns, d.value, declared);
+    } finally {
+      await this.d.store.deleteUpload(uuid);
+    }
+  }
+
+  async status(ns: string, uuid: string): Promise<number> {
+    return (await this.session(ns, uuid)).value.offset;
+  }
+
+  private async session(ns: string, uuid: string): Promise<Deno.KvEntry<UploadRecord>> {
+    const e = await this.d.uploads.get(ns, uuid);
+    if (!e.value) throw new RegistryError("BLOB_UPLOAD_UNKNOWN", uuid);
+    return e as Deno.KvEntry<UploadRecord>;
+  }
+
+  /** PATCH: appends one chunk; returns the committed offset. */
+  patch(ns: string, uuid: string, input: BodyInput & { contentRange: string | null }): Promise<number> {
+    return this.lock.run(uuid, async () => {
+      const entry = await this.session(ns, uuid);
+      const { offset } = await this.append(ns, uuid, entry, input, input.contentRange);
+      return offset;
+    });
+  }
+
+  /**
+   * Appends a body to a session under its lock, applying PATCH rules 1-6. Returns the new
+   * committed entry state and the session's hasher.
+   */
+  private async append(
+    ns: string,
+    uuid: string,
+    entry: Deno.KvEntry<UploadRecord>,
+    input: BodyInput,
+    contentRange: string | null,
+  ): Promise<{ offset: number; hasher: Hasher; entry: Deno.KvEntry<UploadRecord> }> {
+    const rec = entry.value;
+    let window: number | null = null;
+    if (contentRange !== null) {
+      const cr = parseContentRange(contentRange);
+      const fail = (why: string) => {
+        input.body?.cancel().catch(() => {});
+        return new RegistryError("SIZE_INVALID", why, { headers: rangeHeaders(ns, uuid, rec.offset) });
+      };
+      if (!cr) throw fail(`malformed Content-Range ${truncate(contentRange)}`);
+      if (cr.start !== rec.offset) throw fail(`Content-Range starts at ${cr.start}, committed offset is ${rec.offset}`);
+      window = cr.end - cr.start + 1;
+      if (input.contentLength !== null && input.contentLength !== window) {
+        throw fail(`Content-Range covers ${window} bytes, Content-Length is ${input.contentLength}`);
+      }
+    }
+    const room = this.d.maxBlobSize === null ? Number.MAX_SAFE_INTEGER : this.d.maxBlobSize - rec.offset;
+    if (input.contentLength !== null && input.contentLength > room) {
+      await input.body?.cancel();
+      await this.reject(ns, uuid);
+      throw tooLarge();
+    }
+    const hasher = await this.hashers.take(uuid, rec.algorithm, rec.offset);
+    // A chunked body may not overrun its window: read one byte past it to notice.
+    const cap = window !== null && input.contentLength === null ? Math.min(window + 1, room) : room;
+    let written: number;
+    let cut: boolean;
+    try {
+      ({ written, cut } = await this.d.store.appendUpload(uuid, rec.offset, input.body, {
+        maxBytes: cap,
+        onChunk: (c) => hasher.update(c),
+      }));
+    } catch (e) {
+      if (e instanceof TooLargeError) {
+        await this.reject(ns, uuid);
+        if (cap === room) throw tooLarge();
+        throw new RegistryError("SIZE_INVALID", "chunk overran its Content-Range window; session cancelled");
+      }
+      throw e;
+    }
+    if (window !== null && input.contentLength === null && written !== window) {
+      await this.reject(ns, uuid);
+      throw new RegistryError("SIZE_INVALID", `chunk of ${written} bytes did not fill its ${window}-byte window; session cancelled`);
+    }
+    void cut; // a short body commits what arrived (PATCH rule 5)
+    const offset = rec.offset + written;
+    if (written > 0 && !(await this.d.uploads.advance(entry, offset))) {
+      throw new RegistryError("BLOB_UPLOAD_INVALID", "upload session changed concurrently", { status: 409 });
+    }
+    const next = written > 0 ? await this.session(ns, uuid) : entry;
+    this.hashers.put(uuid, offset, hasher);
+    return { offset, hasher, entry: next };
+  }
+
+  private async reject(ns: string, uuid: string): Promise<void> {
+    this.hashers.drop(uuid);
+    await this.d.uploads.delete(ns, uuid);
+    await this.d.store.deleteUpload(uuid);
+  }
+
+  /** PUT ?digest=: appends an optional final chunk and completes the session. */
+  complete(ns: string, uuid: string, digestParam: string | null, input: BodyInput): Promise<{ digest: string; size: number }> {
+    return this.lock.run(uuid, async () => {
+      const entry0 = await this.session(ns, uuid);
+      const d = requireDigest(digestParam);
+      if (entry0.value.pinned && d.algorithm !== entry0.value.algorithm) {
+        await input.body?.cancel();
+        throw new RegistryError("DIGEST_INVALID", `session hashes ${entry0.value.algorithm}, digest is ${d.algorithm}`);
+      }
+      let { offset, hasher, entry } = await this.append(ns, uuid, entry0, input, null);
+      if (hasher.algorithm !== d.algorithm) hasher = await this.hashers.rehash(uuid, d.algorithm, offset);
+      if (hasher.peek() !== d.value) {
+        this.hashers.put(uuid, offset, hasher);
+        throw new RegistryError("DIGEST_INVALID", `uploaded content does not hash to ${d.value}`);
+      }
+      await this.d.store.commitUpload(uuid, d.value, offset);
+      this.hashers.drop(uuid);
+      if (!(await this.d.uploads.complete(entry, ns, d.value, offset))) {
+        throw new RegistryError("BLOB_UPLOAD_UNKNOWN", "upload session completed concurrently");
+      }
+      return { digest: d.value, size: offset };
+    });
+  }
+
+  cancel(ns: string, uuid: string): Promise<void> {
+    return this.lock.run(uuid, async () => {
+      await this.session(ns, uuid);
+      await this.reject(ns, uuid);
+    });
+  }
+}
+
+const tooLarge = () => new RegistryError("BLOB_UPLOAD_INVALID", "blob exceeds global.max_blob_size");
+
+export function rangeHeaders(ns: string, uuid: string, offset: number): Record<string, string> {
+  return {
+    "Location": `/v2/${ns}/blobs/uploads/${uuid}`,
+    "Range": `0-${offset > 0 ? offset - 1 : 0}`,
+    "Docker-Upload-UUID": uuid,
+  };
+}

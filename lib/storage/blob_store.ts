@@ -1,0 +1,32 @@
+// Blob bytes only. Metadata (who owns what, sizes) lives in KV; a store only answers for bytes.
+
+export interface AppendResult {
+  /** bytes taken from the body and written */
+  written: number;
+  /** the body ended early (connection cut before its declared length or EOF) */
+  cut: boolean;
+}
+
+export class TooLargeError extends Error {}
+
+export interface BlobStore {
+  /** streams [start, end] (inclusive) or the whole blob */
+  read(digest: string, range?: { start: number; end: number }): Promise<ReadableStream<Uint8Array>>;
+  readAll(digest: string): Promise<Uint8Array>;
+  exists(digest: string): Promise<boolean>;
+  put(digest: string, data: Uint8Array): Promise<void>;
+  delete(digest: string): Promise<void>;
+
+  /** Writes `body` at `offset` of upload `uuid` (truncating anything past offset first),
+   * calling `onChunk` for each chunk written. Stops with TooLargeError past `maxBytes`. */
+  appendUpload(
+    uuid: string,
+    offset: number,
+    body: ReadableStream<Uint8Array> | null,
+    opts: { maxBytes: number; onChunk: (c: Uint8Array) => void },
+  ): Promise<AppendResult>;
+  readUpload(uuid: string, length: number): Promise<ReadableStream<Uint8Array>>;
+  /** moves the first `size` bytes of the upload into the blob `digest` */
+  commitUpload(uuid: string, digest: string, size: number): Promise<void>;
+  deleteUpload(uuid: string): Promise<void>;
+}

@@ -1,0 +1,3 @@
+export type { AppendResult, BlobStore } from "./blob_store.ts";
+export { TooLargeError } from "./blob_store.ts";
+export { FsBlobStore, limitStream } from "./fs_blob_store.ts";

@@ -1,0 +1,1 @@
+export { digestBytes, Hasher } from "./hasher.ts";

@@ -1,0 +1,113 @@
+// Maps a request to its named action (the unit the access policy authorizes). Pure: method +
+// path in, Action or null out. Names may contain `blobs`, `manifests`, `tags`: every pattern
+// anchors its fixed tail, and the name is whatever precedes it.
+import { isValidName, isValidUuid, parseDigest, RegistryError, truncate } from "../lib/oci/mod.ts";
+
+export type ActionName =
+  | "get-api-version"
+  | "get-blob"
+  | "delete-blob"
+  | "start-upload"
+  | "get-upload"
+  | "update-upload"
+  | "complete-upload"
+  | "cancel-upload"
+  | "get-manifest"
+  | "put-manifest"
+  | "delete-manifest"
+  | "list-tags"
+  | "list-catalog"
+  | "get-referrers"
+  | "healthz"
+  | "readyz";
+
+export interface Action {
+  name: ActionName;
+  namespace?: string;
+  digest?: string;
+  reference?: string;
+  tag?: string;
+  uuid?: string;
+}
+
+type Method = "GET" | "HEAD" | "POST" | "PUT" | "PATCH" | "DELETE";
+
+interface Route {
+  re: RegExp;
+  methods: Partial<Record<Method, ActionName>>;
+}
+
+const ROUTES: Route[] = [
+  { re: /^\/v2\/?$/, methods: { GET: "get-api-version", HEAD: "get-api-version" } },
+  { re: /^\/v2\/_catalog$/, methods: { GET: "list-catalog", HEAD: "list-catalog" } },
+  { re: /^\/v2\/(.+)\/blobs\/uploads\/?$/, methods: { POST: "start-upload" } },
+  {
+    re: /^\/v2\/(.+)\/blobs\/uploads\/([^/]+)$/,
+    methods: { GET: "get-upload", PATCH: "update-upload", PUT: "complete-upload", DELETE: "cancel-upload" },
+  },
+  { re: /^\/v2\/(.+)\/blobs\/([^/]+)$/, methods: { GET: "get-blob", HEAD: "get-blob", DELETE: "delete-blob" } },
+  {
+    re: /^\/v2\/(.+)\/manifests\/([^/]+)$/,
+    methods: { GET: "get-manifest", HEAD: "get-manifest", PUT: "put-manifest", DELETE: "delete-manifest" },
+  },
+  { re: /^\/v2\/(.+)\/tags\/list$/, methods: { GET: "list-tags", HEAD: "list-tags" } },
+  { re: /^\/v2\/(.+)\/referrers\/([^/]+)$/, methods: { GET: "get-referrers", HEAD: "get-referrers" } },
+  { re: /^\/healthz$/, methods: { GET: "healthz", HEAD: "healthz" } },
+  { re: /^\/readyz$/, methods: { GET: "readyz", HEAD: "readyz" } },
+];
+
+/**
+ * Returns the action of a request, null when no route matches (→ 404 for GET/HEAD, 400
+ * otherwise), or throws a RegistryError for a matched route with a malformed name or digest.
+ */
+export function parseAction(method: string, path: string): Action | null {
+  for (const r of ROUTES) {
+    const m = r.re.exec(path);
+    if (!m) continue;
+    const name = r.methods[method as Method];
+    if (!name) {
+      throw new RegistryError("UNSUPPORTED", `method ${truncate(method)} not allowed on this path`, {
+        status: 405,
+        headers: { Allow: Object.keys(r.methods).join(", ") },
+      });
+    }
+    const action: Action = { name };
+    if (m[1] !== undefined && path.startsWith("/v2/")) {
+      if (!isValidName(m[1])) throw new RegistryError("NAME_INVALID", `invalid repository name: ${truncate(m[1])}`);
+      action.namespace = m[1];
+    }
+    const arg = m[2];
+    switch (name) {
+      case "get-blob":
+      case "delete-blob":
+      case "get-referrers": {
+        const d = parseDigest(arg);
+        if (!d && name !== "get-referrers") throw new RegistryError("DIGEST_INVALID", `invalid digest: ${truncate(arg)}`);
+        if (d) action.digest = d.value;
+        else action.reference = arg; // referrers answers DIGEST_INVALID itself, after auth
+        break;
+      }
+      case "get-upload":
+      case "update-upload":
+      case "complete-upload":
+      case "cancel-upload":
+        if (!isValidUuid(arg)) throw new RegistryError("BLOB_UPLOAD_UNKNOWN", `invalid upload id: ${truncate(arg)}`);
+        action.uuid = arg;
+        break;
+      case "get-manifest":
+      case "put-manifest":
+      case "delete-manifest":
+        action.reference = arg;
+        if (arg.includes(":")) {
+          const d = parseDigest(arg);
+          if (!d) throw new RegistryError("DIGEST_INVALID", `invalid digest: ${truncate(arg)}`);
+          action.digest = d.value;
+        } else {
+          action.tag = arg;
+        }
+        break;
+    }
+    return action;
+  }
+  return null;
+}

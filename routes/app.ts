@@ -1,0 +1,86 @@
+// The HTTP edge: one catch-all that maps each request to its Action, authorizes it and hands it
+// to a thin handler. No storage or KV call lives in routes/.
+import { Hono } from "hono";
+import type { Registry } from "../lib/registry/mod.ts";
+import { resolveNsParam } from "../lib/config/mod.ts";
+import { RegistryError } from "../lib/oci/mod.ts";
+import { type Action, parseAction } from "./actions.ts";
+import { errorResponse } from "./errors.ts";
+import { blobHandler } from "./blobs.ts";
+import { uploadHandler } from "./uploads.ts";
+import { manifestHandler } from "./manifests.ts";
+import { listingHandler } from "./listings.ts";
+import { healthHandler } from "./health.ts";
+import { authorize } from "./authorize.ts";
+
+export interface Services {
+  registry: Registry;
+}
+
+const PULLS = new Set(["get-manifest", "get-blob", "list-tags", "get-referrers"]);
+
+export function createApp(services: Services): Hono {
+  const app = new Hono();
+  const reg = services.registry;
+  app.onError((err, c) => errorResponse(err, c));
+  app.notFound((c) => errorResponse(notFound(c.req.method), c));
+
+  app.all("*", async (c) => {
+    const req = c.req.raw;
+    const url = new URL(req.url);
+    const action = parseAction(req.method, url.pathname);
+    if (!action) {
+      await req.body?.cancel();
+      throw notFound(req.method);
+    }
+    const extra = new Headers({ "Docker-Distribution-API-Version": "registry/2.0" });
+    applyNsParam(reg, action, url, extra);
+    authorize(reg.cfg, action);
+    return await dispatch(req, url, action, reg, extra);
+  });
+  return app;
+}
+
+function notFound(method: string): RegistryError {
+  return method === "GET" || method === "HEAD"
+    ? new RegistryError("NAME_UNKNOWN", "no such route")
+    : new RegistryError("UNSUPPORTED", "no such route");
+}
+
+/** `?ns=` on a pull names the registry namespace a mirroring client believes it addresses. */
+function applyNsParam(reg: Registry, a: Action, url: URL, extra: Headers): void {
+  if (!PULLS.has(a.name)) return;
+  const ns = url.searchParams.get("ns");
+  const mapped = resolveNsParam(reg.cfg, ns, a.namespace!);
+  if (mapped === null) return;
+  a.namespace = mapped;
+  extra.set("OCI-Namespace", ns!);
+}
+
+function dispatch(req: Request, url: URL, a: Action, reg: Registry, extra: Headers): Promise<Response> | Response {
+  switch (a.name) {
+    case "get-api-version":
+      extra.set("Content-Type", "application/json");
+      return new Response(req.method === "HEAD" ? null : "{}", { status: 200, headers: extra });
+    case "get-blob":
+    case "delete-blob":
+      return blobHandler(req, a, reg, extra);
+    case "start-upload":
+    case "get-upload":
+    case "update-upload":
+    case "complete-upload":
+    case "cancel-upload":
+      return uploadHandler(req, url, a, reg, extra);
+    case "get-manifest":
+    case "put-manifest":
+    case "delete-manifest":
+      return manifestHandler(req, url, a, reg, extra);
+    case "list-tags":
+    case "list-catalog":
+    case "get-referrers":
+      return listingHandler(req, url, a, reg, extra);
+    case "healthz":
+    case "readyz":
+      return healthHandler(req, a, reg);
+  }
+}

@@ -1,0 +1,30 @@
+import type { Action } from "./actions.ts";
+import type { Registry } from "../lib/registry/mod.ts";
+import { RegistryError } from "../lib/oci/mod.ts";
+
+export async function blobHandler(req: Request, a: Action, reg: Registry, extra: Headers): Promise<Response> {
+  const ns = a.namespace!;
+  const digest = a.digest!;
+  if (a.name === "delete-blob") {
+    await reg.blobs.delete(ns, digest);
+    return new Response(null, { status: 202, headers: extra });
+  }
+  const head = req.method === "HEAD";
+  const r = await reg.blobs.read(ns, digest, req.headers.get("range"), !head);
+  extra.set("Docker-Content-Digest", digest);
+  extra.set("Accept-Ranges", "bytes");
+  extra.set("Content-Type", "application/octet-stream");
+  extra.set("ETag", `"${digest}"`);
+  if (r.range.kind === "unsatisfiable") {
+    throw new RegistryError("SIZE_INVALID", "range not satisfiable", {
+      headers: { "Content-Range": `bytes */${r.size}` },
+    });
+  }
+  if (r.range.kind === "partial") {
+    extra.set("Content-Range", `bytes ${r.range.start}-${r.range.end}/${r.size}`);
+    extra.set("Content-Length", String(r.range.end - r.range.start + 1));
+    return new Response(head ? null : r.stream, { status: 206, headers: extra });
+  }
+  extra.set("Content-Length", String(r.size));
+  return new Response(head ? null : r.stream, { status: 200, headers: extra });
+}

@@ -1,0 +1,21 @@
+import type { Action } from "./actions.ts";
+import type { Registry } from "../lib/registry/mod.ts";
+
+const READY_TIMEOUT_MS = 2000;
+
+export async function healthHandler(req: Request, a: Action, reg: Registry): Promise<Response> {
+  const head = req.method === "HEAD";
+  const json = (status: number, body: unknown) =>
+    new Response(head ? null : JSON.stringify(body), { status, headers: { "Content-Type": "application/json" } });
+  if (a.name === "healthz") return json(200, { status: "ok" });
+  try {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const timeout = new Promise<never>((_, rej) => {
+      timer = setTimeout(() => rej(new Error(`metadata store did not answer in ${READY_TIMEOUT_MS} ms`)), READY_TIMEOUT_MS);
+    });
+    await Promise.race([reg.ready(), timeout]).finally(() => clearTimeout(timer));
+    return json(200, { status: "ready" });
+  } catch (e) {
+    return json(503, { status: "not_ready", error: (e as Error).message });
+  }
+}

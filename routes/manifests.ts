@@ -1,0 +1,47 @@
+import type { Action } from "./actions.ts";
+import type { Registry } from "../lib/registry/mod.ts";
+import { isValidTag, RegistryError, truncate } from "../lib/oci/mod.ts";
+import { bodyOf, contentLength } from "./request.ts";
+
+export async function manifestHandler(req: Request, url: URL, a: Action, reg: Registry, extra: Headers): Promise<Response> {
+  const ns = a.namespace!;
+  const ref = a.reference!;
+  if (a.tag !== undefined && !isValidTag(a.tag)) {
+    if (req.method === "GET" || req.method === "HEAD") throw new RegistryError("MANIFEST_UNKNOWN", `invalid tag ${truncate(a.tag)}`);
+    throw new RegistryError("UNSUPPORTED", `invalid tag ${truncate(a.tag)}`);
+  }
+  switch (a.name) {
+    case "get-manifest": {
+      const head = req.method === "HEAD";
+      const m = await reg.manifests.get(ns, ref, !head);
+      extra.set("Content-Type", m.mediaType);
+      extra.set("Docker-Content-Digest", m.digest);
+      extra.set("Content-Length", String(m.size));
+      extra.set("ETag", `"${m.digest}"`);
+      return new Response(head ? null : m.body as BodyInit, { status: 200, headers: extra });
+    }
+    case "put-manifest": {
+      const tags = a.digest ? url.searchParams.getAll("tag") : [];
+      for (const t of tags) {
+        if (!isValidTag(t)) throw new RegistryError("UNSUPPORTED", `invalid tag parameter ${truncate(t)}`);
+      }
+      const r = await reg.manifests.put(ns, ref, {
+        body: bodyOf(req),
+        contentLength: contentLength(req),
+        contentType: req.headers.get("content-type"),
+        tags,
+        sourceTimestamp: req.headers.get("x-svc-source-timestamp"),
+      });
+      extra.set("Location", `/v2/${ns}/manifests/${r.digest}`);
+      extra.set("Docker-Content-Digest", r.digest);
+      extra.set("Content-Length", "0");
+      if (r.subject) extra.set("OCI-Subject", r.subject);
+      if (a.digest && r.tags.length > 0) extra.set("OCI-Tag", r.tags.join(", "));
+      return new Response(null, { status: 201, headers: extra });
+    }
+    default: {
+      await reg.manifests.delete(ns, ref, req.headers.get("x-svc-source-timestamp"));
+      return new Response(null, { status: 202, headers: extra });
+    }
+  }
+}

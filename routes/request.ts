@@ -1,0 +1,20 @@
+// Reading request inputs the same way in every handler.
+import { parseContentLength, RegistryError, truncate } from "../lib/oci/mod.ts";
+
+/** Declared Content-Length; null when absent (chunked); 400 when malformed. */
+export function contentLength(req: Request): number | null {
+  const v = req.headers.get("content-length");
+  if (v === null) return null;
+  const n = parseContentLength(v);
+  if (n === null) throw new RegistryError("UNSUPPORTED", `invalid Content-Length ${truncate(v)}`);
+  return n;
+}
+
+/** Body stream, or null when the request declares none. */
+export function bodyOf(req: Request): ReadableStream<Uint8Array> | null {
+  return req.body;
+}
+
+export function query(url: URL, key: string): string | null {
+  return url.searchParams.get(key);
+}

@@ -1,0 +1,155 @@
+// Starts a real Wharf process (main.ts serve) on 127.0.0.1 with a temp KV file and blob dir,
+// and reads the bound port from its startup line. Used by every API and e2e test.
+import { fromFileUrl, join } from "node:path";
+
+const ROOT = fromFileUrl(new URL("../../", import.meta.url));
+
+export interface ServerOptions {
+  /** extra TOML appended after the generated [server]/[blob_store]/[metadata_store] sections */
+  config?: string;
+  /** reuse an existing data directory (for restart tests) */
+  dataDir?: string;
+}
+
+export interface TestServer {
+  url: string; // http://127.0.0.1:PORT
+  port: number;
+  dataDir: string;
+  configPath: string;
+  /** graceful stop (SIGTERM) */
+  stop(): Promise<void>;
+  /** SIGKILL, no cleanup */
+  kill(): Promise<void>;
+  /** output captured so far (stdout+stderr) */
+  output(): string;
+}
+
+export async function startServer(opts: ServerOptions = {}): Promise<TestServer> {
+  const dataDir = opts.dataDir ?? await Deno.makeTempDir({ prefix: "wharf-test-" });
+  const configPath = join(dataDir, "wharf.toml");
+  const toml = `[server]
+bind_address = "127.0.0.1"
+port = 0
+
+[blob_store.fs]
+root_dir = ${JSON.stringify(join(dataDir, "blobs"))}
+
+[metadata_store]
+path = ${JSON.stringify(join(dataDir, "metadata.kv"))}
+
+${opts.config ?? ""}
+`;
+  await Deno.writeTextFile(configPath, toml);
+  const child = new Deno.Command(Deno.execPath(), {
+    args: ["run", "--unstable-kv", "-A", join(ROOT, "main.ts"), "serve", "-c", configPath],
+    cwd: ROOT,
+    stdout: "piped",
+    stderr: "piped",
+    env: { RUST_BACKTRACE: "0", NO_COLOR: "1" },
+  }).spawn();
+  let out = "";
+  let resolvePort: (p: number) => void;
+  let rejectPort: (e: Error) => void;
+  const portP = new Promise<number>((res, rej) => {
+    resolvePort = res;
+    rejectPort = rej;
+  });
+  const pump = async (s: ReadableStream<Uint8Array>) => {
+    const dec = new TextDecoder();
+    for await (const chunk of s) {
+      out += dec.decode(chunk, { stream: true });
+      const m = /listening on https?:\/\/[^:\s]+:(\d+)/.exec(out);
+      if (m) resolvePort(Number(m[1]));
+    }
+  };
+  const pumps = Promise.all([pump(child.stdout), pump(child.stderr)]);
+  const status = child.status.then((s) => {
+    rejectPort(new Error(`server exited (${s.code}) before listening:\n${out}`));
+    return s;
+  });
+  const timer = setTimeout(() => rejectPort(new Error(`server did not start in 30s:\n${out}`)), 30_000);
+  let port: number;
+  try {
+    port = await portP;
+  } finally {
+    clearTimeout(timer);
+  }
+  const finish = async (signal: Deno.Signal) => {
+    try {
+      child.kill(signal);
+    } catch { /* already gone */ }
+    await status;
+    await pumps;
+  };
+  return {
+    url: `http://127.0.0.1:${port}`,
+    port,
+    dataDir,
+    configPath,
+    stop: () => finish("SIGTERM"),
+    kill: () => finish("SIGKILL"),
+    output: () => out,
+  };
+}
+
+/** Starts a server, runs `fn`, always stops it and removes the data dir. */
+export async function withServer(
+  opts: ServerOptions,
+  fn: (s: TestServer) => Promise<void>,
+): Promise<void> {
+  const s = await startServer(opts);
+  try {
+    await fn(s);
+  } finally {
+    await s.stop();
+    if (!opts.dataDir) await Deno.remove(s.dataDir, { recursive: true }).catch(() => {});
+  }
+}
+
+export async function sha256Hex(data: Uint8Array): Promise<string> {
+  const h = await crypto.subtle.digest("SHA-256", data as BufferSource);
+  return Array.from(new Uint8Array(h), (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+/** Pushes a blob monolithically (POST ?digest=) and returns its digest. */
+export async function pushBlob(url: string, ns: string, data: Uint8Array): Promise<string> {
+  const digest = `sha256:${await sha256Hex(data)}`;
+  const r = await fetch(`${url}/v2/${ns}/blobs/uploads/?digest=${digest}`, {
+    method: "POST",
+    body: data as BodyInit,
+    headers: { "content-type": "application/octet-stream" },
+  });
+  await r.body?.cancel();
+  if (r.status !== 201) throw new Error(`pushBlob ${ns} ${digest}: ${r.status}`);
+  return digest;
+}
+
+/** Pushes a minimal image (config + one layer) and tags it; returns digests and the body. */
+export async function pushImage(
+  url: string,
+  ns: string,
+  tag: string,
+  opts: { layer?: Uint8Array; extra?: Record<string, unknown> } = {},
+): Promise<{ digest: string; body: Uint8Array; config: string; layer: string }> {
+  const enc = new TextEncoder();
+  const configBytes = enc.encode(JSON.stringify({ architecture: "amd64", os: "linux", tag }));
+  const layerBytes = opts.layer ?? enc.encode(`layer of ${ns}:${tag} ${crypto.randomUUID()}`);
+  const config = await pushBlob(url, ns, configBytes);
+  const layer = await pushBlob(url, ns, layerBytes);
+  const manifest = {
+    schemaVersion: 2,
+    mediaType: "application/vnd.oci.image.manifest.v1+json",
+    config: { mediaType: "application/vnd.oci.image.config.v1+json", digest: config, size: configBytes.length },
+    layers: [{ mediaType: "application/vnd.oci.image.layer.v1.tar+gzip", digest: layer, size: layerBytes.length }],
+    ...opts.extra,
+  };
+  const body = enc.encode(JSON.stringify(manifest));
+  const r = await fetch(`${url}/v2/${ns}/manifests/${tag}`, {
+    method: "PUT",
+    body: body as BodyInit,
+    headers: { "content-type": "application/vnd.oci.image.manifest.v1+json" },
+  });
+  await r.body?.cancel();
+  if (r.status !== 201) throw new Error(`pushImage ${ns}:${tag}: ${r.status}`);
+  return { digest: `sha256:${await sha256Hex(body)}`, body, config, layer };
+}

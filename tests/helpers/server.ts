@@ -1,8 +1,9 @@
 // Starts a real Wharf process (main.ts serve) on 127.0.0.1 with a temp KV file and blob dir,
 // and reads the bound port from its startup line. Used by every API and e2e test.
-import { fromFileUrl, join } from "node:path";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 
-const ROOT = fromFileUrl(new URL("../../", import.meta.url));
+const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 
 export interface ServerOptions {
   /** extra TOML appended after the generated [server]/[blob_store]/[metadata_store] sections */

@@ -43,18 +43,27 @@ async function serve(cfg: Config): Promise<void> {
     port: cfg.server.port,
     signal: ac.signal,
     onListen: ({ hostname, port }) => {
-      const policy = cfg.global.accessPolicyDefault === "allow" ? "access policy: allow all" : "access policy: deny all";
-      const source = cfg.sources.length ? `config ${cfg.sources.join(", ")}` : "embedded default config";
+      const policy = cfg.global.accessPolicyDefault === "allow"
+        ? "access policy: allow all"
+        : "access policy: deny all";
+      const source = cfg.sources.length
+        ? `config ${cfg.sources.join(", ")}`
+        : "embedded default config";
       console.log(
         `wharf listening on http://${hostname}:${port} (${source}; blobs ${cfg.blobStore.fs.rootDir}; metadata ${cfg.metadataStore.path}; ${policy})`,
       );
     },
     onError: (e) => {
       log.error("unhandled server error", { error: e instanceof Error ? e.stack : String(e) });
-      return new Response(JSON.stringify({ errors: [{ code: "INTERNAL_ERROR", message: "internal server error", detail: "" }] }), {
-        status: 500,
-        headers: { "Content-Type": "application/json" },
-      });
+      return new Response(
+        JSON.stringify({
+          errors: [{ code: "INTERNAL_ERROR", message: "internal server error", detail: "" }],
+        }),
+        {
+          status: 500,
+          headers: { "Content-Type": "application/json" },
+        },
+      );
     },
   }, app.fetch);
   const stop = () => ac.abort();

@@ -43,15 +43,31 @@ const ROUTES: Route[] = [
   { re: /^\/v2\/(.+)\/blobs\/uploads\/?$/, methods: { POST: "start-upload" } },
   {
     re: /^\/v2\/(.+)\/blobs\/uploads\/([^/]+)$/,
-    methods: { GET: "get-upload", PATCH: "update-upload", PUT: "complete-upload", DELETE: "cancel-upload" },
+    methods: {
+      GET: "get-upload",
+      PATCH: "update-upload",
+      PUT: "complete-upload",
+      DELETE: "cancel-upload",
+    },
   },
-  { re: /^\/v2\/(.+)\/blobs\/([^/]+)$/, methods: { GET: "get-blob", HEAD: "get-blob", DELETE: "delete-blob" } },
+  {
+    re: /^\/v2\/(.+)\/blobs\/([^/]+)$/,
+    methods: { GET: "get-blob", HEAD: "get-blob", DELETE: "delete-blob" },
+  },
   {
     re: /^\/v2\/(.+)\/manifests\/([^/]+)$/,
-    methods: { GET: "get-manifest", HEAD: "get-manifest", PUT: "put-manifest", DELETE: "delete-manifest" },
+    methods: {
+      GET: "get-manifest",
+      HEAD: "get-manifest",
+      PUT: "put-manifest",
+      DELETE: "delete-manifest",
+    },
   },
   { re: /^\/v2\/(.+)\/tags\/list$/, methods: { GET: "list-tags", HEAD: "list-tags" } },
-  { re: /^\/v2\/(.+)\/referrers\/([^/]+)$/, methods: { GET: "get-referrers", HEAD: "get-referrers" } },
+  {
+    re: /^\/v2\/(.+)\/referrers\/([^/]+)$/,
+    methods: { GET: "get-referrers", HEAD: "get-referrers" },
+  },
   { re: /^\/healthz$/, methods: { GET: "healthz", HEAD: "healthz" } },
   { re: /^\/readyz$/, methods: { GET: "readyz", HEAD: "readyz" } },
 ];
@@ -66,14 +82,20 @@ export function parseAction(method: string, path: string): Action | null {
     if (!m) continue;
     const name = r.methods[method as Method];
     if (!name) {
-      throw new RegistryError("UNSUPPORTED", `method ${truncate(method)} not allowed on this path`, {
-        status: 405,
-        headers: { Allow: Object.keys(r.methods).join(", ") },
-      });
+      throw new RegistryError(
+        "UNSUPPORTED",
+        `method ${truncate(method)} not allowed on this path`,
+        {
+          status: 405,
+          headers: { Allow: Object.keys(r.methods).join(", ") },
+        },
+      );
     }
     const action: Action = { name };
     if (m[1] !== undefined && path.startsWith("/v2/")) {
-      if (!isValidName(m[1])) throw new RegistryError("NAME_INVALID", `invalid repository name: ${truncate(m[1])}`);
+      if (!isValidName(m[1])) {
+        throw new RegistryError("NAME_INVALID", `invalid repository name: ${truncate(m[1])}`);
+      }
       action.namespace = m[1];
     }
     const arg = m[2];
@@ -82,7 +104,9 @@ export function parseAction(method: string, path: string): Action | null {
       case "delete-blob":
       case "get-referrers": {
         const d = parseDigest(arg);
-        if (!d && name !== "get-referrers") throw new RegistryError("DIGEST_INVALID", `invalid digest: ${truncate(arg)}`);
+        if (!d && name !== "get-referrers") {
+          throw new RegistryError("DIGEST_INVALID", `invalid digest: ${truncate(arg)}`);
+        }
         if (d) action.digest = d.value;
         else action.reference = arg; // referrers answers DIGEST_INVALID itself, after auth
         break;
@@ -91,7 +115,9 @@ export function parseAction(method: string, path: string): Action | null {
       case "update-upload":
       case "complete-upload":
       case "cancel-upload":
-        if (!isValidUuid(arg)) throw new RegistryError("BLOB_UPLOAD_UNKNOWN", `invalid upload id: ${truncate(arg)}`);
+        if (!isValidUuid(arg)) {
+          throw new RegistryError("BLOB_UPLOAD_UNKNOWN", `invalid upload id: ${truncate(arg)}`);
+        }
         action.uuid = arg;
         break;
       case "get-manifest":

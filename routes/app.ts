@@ -57,7 +57,13 @@ function applyNsParam(reg: Registry, a: Action, url: URL, extra: Headers): void 
   extra.set("OCI-Namespace", ns!);
 }
 
-function dispatch(req: Request, url: URL, a: Action, reg: Registry, extra: Headers): Promise<Response> | Response {
+function dispatch(
+  req: Request,
+  url: URL,
+  a: Action,
+  reg: Registry,
+  extra: Headers,
+): Promise<Response> | Response {
   switch (a.name) {
     case "get-api-version":
       extra.set("Content-Type", "application/json");

@@ -2,7 +2,12 @@ import type { Action } from "./actions.ts";
 import type { Registry } from "../lib/registry/mod.ts";
 import { RegistryError } from "../lib/oci/mod.ts";
 
-export async function blobHandler(req: Request, a: Action, reg: Registry, extra: Headers): Promise<Response> {
+export async function blobHandler(
+  req: Request,
+  a: Action,
+  reg: Registry,
+  extra: Headers,
+): Promise<Response> {
   const ns = a.namespace!;
   const digest = a.digest!;
   if (a.name === "delete-blob") {

@@ -6,12 +6,18 @@ const READY_TIMEOUT_MS = 2000;
 export async function healthHandler(req: Request, a: Action, reg: Registry): Promise<Response> {
   const head = req.method === "HEAD";
   const json = (status: number, body: unknown) =>
-    new Response(head ? null : JSON.stringify(body), { status, headers: { "Content-Type": "application/json" } });
+    new Response(head ? null : JSON.stringify(body), {
+      status,
+      headers: { "Content-Type": "application/json" },
+    });
   if (a.name === "healthz") return json(200, { status: "ok" });
   try {
     let timer: ReturnType<typeof setTimeout> | undefined;
     const timeout = new Promise<never>((_, rej) => {
-      timer = setTimeout(() => rej(new Error(`metadata store did not answer in ${READY_TIMEOUT_MS} ms`)), READY_TIMEOUT_MS);
+      timer = setTimeout(
+        () => rej(new Error(`metadata store did not answer in ${READY_TIMEOUT_MS} ms`)),
+        READY_TIMEOUT_MS,
+      );
     });
     await Promise.race([reg.ready(), timeout]).finally(() => clearTimeout(timer));
     return json(200, { status: "ready" });

@@ -6,14 +6,25 @@ const badN = () => new RegistryError("UNSUPPORTED", "n must be a non-negative in
 const CATALOG_DEFAULT_N = 100;
 const CATALOG_MAX_N = 10_000;
 
-function json(body: unknown, extra: Headers, head: boolean, contentType = "application/json"): Response {
+function json(
+  body: unknown,
+  extra: Headers,
+  head: boolean,
+  contentType = "application/json",
+): Response {
   const text = JSON.stringify(body);
   extra.set("Content-Type", contentType);
   extra.set("Content-Length", String(new TextEncoder().encode(text).byteLength));
   return new Response(head ? null : text, { status: 200, headers: extra });
 }
 
-export async function listingHandler(req: Request, url: URL, a: Action, reg: Registry, extra: Headers): Promise<Response> {
+export async function listingHandler(
+  req: Request,
+  url: URL,
+  a: Action,
+  reg: Registry,
+  extra: Headers,
+): Promise<Response> {
   const head = req.method === "HEAD";
   const last = url.searchParams.get("last");
   switch (a.name) {
@@ -22,7 +33,9 @@ export async function listingHandler(req: Request, url: URL, a: Action, reg: Reg
       if (n === null) throw badN();
       const ns = a.namespace!;
       const page = await reg.listings.tags(ns, n < 0 ? null : n, last);
-      if (page.more) extra.set("Link", nextLink(`/v2/${ns}/tags/list`, { n, last: page.tags.at(-1) }));
+      if (page.more) {
+        extra.set("Link", nextLink(`/v2/${ns}/tags/list`, { n, last: page.tags.at(-1) }));
+      }
       return json({ name: ns, tags: page.tags }, extra, head);
     }
     case "list-catalog": {
@@ -30,7 +43,9 @@ export async function listingHandler(req: Request, url: URL, a: Action, reg: Reg
       if (n === null) throw badN();
       const size = Math.min(n, CATALOG_MAX_N);
       const page = await reg.listings.catalog(size, last, () => true);
-      if (page.more) extra.set("Link", nextLink("/v2/_catalog", { n: size, last: page.names.at(-1) }));
+      if (page.more) {
+        extra.set("Link", nextLink("/v2/_catalog", { n: size, last: page.names.at(-1) }));
+      }
       return json({ repositories: page.names }, extra, head);
     }
     default: {
@@ -40,9 +55,20 @@ export async function listingHandler(req: Request, url: URL, a: Action, reg: Reg
       const page = await reg.listings.referrers(ns, subject, artifactType, last);
       if (artifactType !== null) extra.set("OCI-Filters-Applied", "artifactType");
       if (page.next) {
-        extra.set("Link", nextLink(`/v2/${ns}/referrers/${subject}`, { last: page.next, artifactType: artifactType ?? undefined }));
+        extra.set(
+          "Link",
+          nextLink(`/v2/${ns}/referrers/${subject}`, {
+            last: page.next,
+            artifactType: artifactType ?? undefined,
+          }),
+        );
       }
-      return json({ schemaVersion: 2, mediaType: OCI_INDEX, manifests: page.manifests }, extra, head, OCI_INDEX);
+      return json(
+        { schemaVersion: 2, mediaType: OCI_INDEX, manifests: page.manifests },
+        extra,
+        head,
+        OCI_INDEX,
+      );
     }
   }
 }

@@ -3,11 +3,19 @@ import type { Registry } from "../lib/registry/mod.ts";
 import { isValidTag, RegistryError, truncate } from "../lib/oci/mod.ts";
 import { bodyOf, contentLength } from "./request.ts";
 
-export async function manifestHandler(req: Request, url: URL, a: Action, reg: Registry, extra: Headers): Promise<Response> {
+export async function manifestHandler(
+  req: Request,
+  url: URL,
+  a: Action,
+  reg: Registry,
+  extra: Headers,
+): Promise<Response> {
   const ns = a.namespace!;
   const ref = a.reference!;
   if (a.tag !== undefined && !isValidTag(a.tag)) {
-    if (req.method === "GET" || req.method === "HEAD") throw new RegistryError("MANIFEST_UNKNOWN", `invalid tag ${truncate(a.tag)}`);
+    if (req.method === "GET" || req.method === "HEAD") {
+      throw new RegistryError("MANIFEST_UNKNOWN", `invalid tag ${truncate(a.tag)}`);
+    }
     throw new RegistryError("UNSUPPORTED", `invalid tag ${truncate(a.tag)}`);
   }
   switch (a.name) {
@@ -23,7 +31,9 @@ export async function manifestHandler(req: Request, url: URL, a: Action, reg: Re
     case "put-manifest": {
       const tags = a.digest ? url.searchParams.getAll("tag") : [];
       for (const t of tags) {
-        if (!isValidTag(t)) throw new RegistryError("UNSUPPORTED", `invalid tag parameter ${truncate(t)}`);
+        if (!isValidTag(t)) {
+          throw new RegistryError("UNSUPPORTED", `invalid tag parameter ${truncate(t)}`);
+        }
       }
       const r = await reg.manifests.put(ns, ref, {
         body: bodyOf(req),

@@ -2,7 +2,13 @@ import type { Action } from "./actions.ts";
 import { rangeHeaders, type Registry } from "../lib/registry/mod.ts";
 import { bodyOf, contentLength, query } from "./request.ts";
 
-export async function uploadHandler(req: Request, url: URL, a: Action, reg: Registry, extra: Headers): Promise<Response> {
+export async function uploadHandler(
+  req: Request,
+  url: URL,
+  a: Action,
+  reg: Registry,
+  extra: Headers,
+): Promise<Response> {
   const ns = a.namespace!;
   const withHeaders = (h: Record<string, string>) => {
     for (const [k, v] of Object.entries(h)) extra.set(k, v);
@@ -19,11 +25,17 @@ export async function uploadHandler(req: Request, url: URL, a: Action, reg: Regi
         contentLength: contentLength(req),
       });
       if (r.kind === "created") return created(ns, r.digest, extra);
-      return new Response(null, { status: 202, headers: withHeaders(rangeHeaders(ns, r.uuid, r.offset)) });
+      return new Response(null, {
+        status: 202,
+        headers: withHeaders(rangeHeaders(ns, r.uuid, r.offset)),
+      });
     }
     case "get-upload": {
       const offset = await reg.uploads.status(ns, a.uuid!);
-      return new Response(null, { status: 204, headers: withHeaders(rangeHeaders(ns, a.uuid!, offset)) });
+      return new Response(null, {
+        status: 204,
+        headers: withHeaders(rangeHeaders(ns, a.uuid!, offset)),
+      });
     }
     case "update-upload": {
       const cl = contentLength(req);
@@ -32,7 +44,10 @@ export async function uploadHandler(req: Request, url: URL, a: Action, reg: Regi
         contentLength: cl,
         contentRange: req.headers.get("content-range"),
       });
-      return new Response(null, { status: 202, headers: withHeaders(rangeHeaders(ns, a.uuid!, offset)) });
+      return new Response(null, {
+        status: 202,
+        headers: withHeaders(rangeHeaders(ns, a.uuid!, offset)),
+      });
     }
     case "complete-upload": {
       const r = await reg.uploads.complete(ns, a.uuid!, query(url, "digest"), {

@@ -8,12 +8,15 @@ export class ConfigError extends Error {}
 
 type Table = Record<string, unknown>;
 
-const isTable = (v: unknown): v is Table => typeof v === "object" && v !== null && !Array.isArray(v) && !(v instanceof Date);
+const isTable = (v: unknown): v is Table =>
+  typeof v === "object" && v !== null && !Array.isArray(v) && !(v instanceof Date);
 
 /** Deep-merges `b` over `a`; tables merge, every other value is replaced. */
 function merge(a: Table, b: Table): Table {
   const out: Table = { ...a };
-  for (const [k, v] of Object.entries(b)) out[k] = isTable(v) && isTable(out[k]) ? merge(out[k] as Table, v) : v;
+  for (const [k, v] of Object.entries(b)) {
+    out[k] = isTable(v) && isTable(out[k]) ? merge(out[k] as Table, v) : v;
+  }
   return out;
 }
 
@@ -62,7 +65,13 @@ class Reader {
     if (typeof v !== "boolean") this.fail(`${path}.${key}`, "must be true or false");
     return v;
   }
-  int(t: Table, key: string, path: string, min: number, max = Number.MAX_SAFE_INTEGER): number | undefined {
+  int(
+    t: Table,
+    key: string,
+    path: string,
+    min: number,
+    max = Number.MAX_SAFE_INTEGER,
+  ): number | undefined {
     const v = t[key];
     if (v === undefined) return undefined;
     const n = typeof v === "bigint" ? Number(v) : v;
@@ -74,7 +83,9 @@ class Reader {
   regexes(t: Table, key: string, path: string): RegExp[] | undefined {
     const v = t[key];
     if (v === undefined) return undefined;
-    if (!Array.isArray(v) || v.some((x) => typeof x !== "string")) this.fail(`${path}.${key}`, "must be an array of strings");
+    if (!Array.isArray(v) || v.some((x) => typeof x !== "string")) {
+      this.fail(`${path}.${key}`, "must be an array of strings");
+    }
     return (v as string[]).map((s, i) => {
       try {
         // Exclusions are full-match: anchor them so `latest` does not match `latest-rc`.
@@ -117,16 +128,22 @@ export function buildConfig(doc: Table, paths: string[]): Config {
     "access_policy",
   ]);
   cfg.global.maxBlobSize = r.int(g, "max_blob_size", "global", 1) ?? null;
-  cfg.global.maxManifestSize = r.int(g, "max_manifest_size", "global", 1, 64 * 1024 * 1024) ?? cfg.global.maxManifestSize;
-  cfg.global.allowMissingManifestReferences = r.bool(g, "allow_missing_manifest_references", "global") ??
-    cfg.global.allowMissingManifestReferences;
+  cfg.global.maxManifestSize = r.int(g, "max_manifest_size", "global", 1, 64 * 1024 * 1024) ??
+    cfg.global.maxManifestSize;
+  cfg.global.allowMissingManifestReferences =
+    r.bool(g, "allow_missing_manifest_references", "global") ??
+      cfg.global.allowMissingManifestReferences;
   cfg.global.immutableTags = r.bool(g, "immutable_tags", "global") ?? false;
   cfg.global.immutableTagsExclusions = r.regexes(g, "immutable_tags_exclusions", "global") ?? [];
   const ap = r.table(g.access_policy, "global.access_policy");
   r.only(ap, "global.access_policy", ["default", "rules"]);
   const def = r.str(ap, "default", "global.access_policy") as "allow" | "deny" | undefined;
-  if (def !== undefined && def !== "allow" && def !== "deny") r.fail("global.access_policy.default", `must be "allow" or "deny"`);
-  if (ap.rules !== undefined) r.fail("global.access_policy.rules", "access policy rules are not supported by this build yet");
+  if (def !== undefined && def !== "allow" && def !== "deny") {
+    r.fail("global.access_policy.default", `must be "allow" or "deny"`);
+  }
+  if (ap.rules !== undefined) {
+    r.fail("global.access_policy.rules", "access policy rules are not supported by this build yet");
+  }
   cfg.global.accessPolicyDefault = def ?? "allow";
 
   const repos = r.table(doc.repository, "repository");
@@ -145,7 +162,9 @@ export function buildConfig(doc: Table, paths: string[]): Config {
     if (rc.namespace !== undefined) {
       if (rc.namespace === "") r.fail(`${path}.namespace`, "must not be empty");
       const other = namespaces.get(rc.namespace);
-      if (other) r.fail(`${path}.namespace`, `"${rc.namespace}" is already served by repository "${other}"`);
+      if (other) {
+        r.fail(`${path}.namespace`, `"${rc.namespace}" is already served by repository "${other}"`);
+      }
       namespaces.set(rc.namespace, name);
     }
     cfg.repositories.set(name, rc);

@@ -40,7 +40,9 @@ export class BlobMeta {
   /** Namespaces that own `digest`, in key order, at most `limit`. */
   async owners(digest: string, limit = 100): Promise<string[]> {
     const out: string[] = [];
-    for await (const e of this.kv.list({ prefix: K.owners(digest) }, { limit })) out.push(e.key[2] as string);
+    for await (const e of this.kv.list({ prefix: K.owners(digest) }, { limit })) {
+      out.push(e.key[2] as string);
+    }
     return out;
   }
 
@@ -49,9 +51,13 @@ export class BlobMeta {
     const link = await this.kv.get<LinkRecord>(K.link(ns, digest));
     if (!link.value) throw new RegistryError("BLOB_UNKNOWN", digest);
     if (await hasAny(this.kv, K.brefs(ns, digest))) {
-      throw new RegistryError("DENIED", "blob is referenced by a manifest in this namespace", { status: 405 });
+      throw new RegistryError("DENIED", "blob is referenced by a manifest in this namespace", {
+        status: 405,
+      });
     }
-    const r = await this.kv.atomic().check(link).delete(K.link(ns, digest)).delete(K.owner(digest, ns)).commit();
+    const r = await this.kv.atomic().check(link).delete(K.link(ns, digest)).delete(
+      K.owner(digest, ns),
+    ).commit();
     if (!r.ok) throw new RegistryError("BLOB_UNKNOWN", digest);
   }
 }

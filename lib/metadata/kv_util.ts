@@ -3,7 +3,9 @@
 /** `kv.getMany` takes at most 10 keys; this takes any number, keeping order. */
 export async function getAll<T>(kv: Deno.Kv, keys: Deno.KvKey[]): Promise<Deno.KvEntryMaybe<T>[]> {
   const out: Deno.KvEntryMaybe<T>[] = [];
-  for (let i = 0; i < keys.length; i += 10) out.push(...await kv.getMany<T[]>(keys.slice(i, i + 10)));
+  for (let i = 0; i < keys.length; i += 10) {
+    out.push(...await kv.getMany<T[]>(keys.slice(i, i + 10)));
+  }
   return out;
 }
 
@@ -14,7 +16,9 @@ export async function listAll<T>(
   limit?: number,
 ): Promise<Deno.KvEntry<T>[]> {
   const out: Deno.KvEntry<T>[] = [];
-  for await (const e of kv.list<T>(selector, { limit, batchSize: limit ? Math.min(limit, 500) : 500 })) out.push(e);
+  for await (
+    const e of kv.list<T>(selector, { limit, batchSize: limit ? Math.min(limit, 500) : 500 })
+  ) out.push(e);
   return out;
 }
 
@@ -24,7 +28,11 @@ export async function hasAny(kv: Deno.Kv, prefix: Deno.KvKey): Promise<boolean> 
 }
 
 /** Writes independent set mutations in commits of at most `batch` (KV allows 1,000 per commit). */
-export async function setInBatches(kv: Deno.Kv, entries: [Deno.KvKey, unknown][], batch = 500): Promise<void> {
+export async function setInBatches(
+  kv: Deno.Kv,
+  entries: [Deno.KvKey, unknown][],
+  batch = 500,
+): Promise<void> {
   for (let i = 0; i < entries.length; i += batch) {
     const op = kv.atomic();
     for (const [k, v] of entries.slice(i, i + batch)) op.set(k, v);

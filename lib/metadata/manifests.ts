@@ -45,7 +45,9 @@ export class ManifestMeta {
     const { ns, digest } = w;
     const refs: [Deno.KvKey, unknown][] = [
       ...w.parsed.blobs.map((b): [Deno.KvKey, unknown] => [K.bref(ns, b, digest), true]),
-      ...w.parsed.children.map((c): [Deno.KvKey, unknown] => [K.mref(ns, c.digest, digest), c.platform ?? null]),
+      ...w.parsed.children.map((
+        c,
+      ): [Deno.KvKey, unknown] => [K.mref(ns, c.digest, digest), c.platform ?? null]),
     ];
     // A huge index would exceed KV's per-commit mutation limit. Its references are written
     // first: a reference without its revision only makes blob deletes refuse and scrub keep
@@ -62,13 +64,15 @@ export class ManifestMeta {
         const e = tagEntries[i] as Deno.KvEntryMaybe<TagRecord>;
         w.guard(w.tags[i], e.value);
         op.check(e);
-        if (e.value && e.value.digest !== digest) op.delete(K.tagrev(ns, e.value.digest, w.tags[i]));
+        if (e.value && e.value.digest !== digest) {
+          op.delete(K.tagrev(ns, e.value.digest, w.tags[i]));
+        }
         op.set(K.tag(ns, w.tags[i]), { digest, createdAt: w.tagCreatedAt } satisfies TagRecord);
         op.set(K.tagrev(ns, digest, w.tags[i]), true);
       }
       if (!rev.value) {
         op.set(K.rev(ns, digest), w.record);
-        if (!split) for (const [k, v] of refs) op.set(k, v);
+        if (!split) { for (const [k, v] of refs) op.set(k, v); }
         if (w.parsed.subject) op.set(K.referrer(ns, w.parsed.subject, digest), referrerRecord(w));
       }
       op.set(K.ns(ns), { at: Date.now() });
@@ -83,7 +87,9 @@ export class ManifestMeta {
       const e = await this.kv.get<TagRecord>(K.tag(ns, tag));
       if (!e.value) throw new RegistryError("MANIFEST_UNKNOWN", `tag ${tag}`);
       guard(e.value);
-      const r = await this.kv.atomic().check(e).delete(K.tag(ns, tag)).delete(K.tagrev(ns, e.value.digest, tag)).commit();
+      const r = await this.kv.atomic().check(e).delete(K.tag(ns, tag)).delete(
+        K.tagrev(ns, e.value.digest, tag),
+      ).commit();
       if (r.ok) return;
     }
     throw new RegistryError("INTERNAL_ERROR", "tag delete kept conflicting", { status: 503 });
@@ -91,7 +97,9 @@ export class ManifestMeta {
 
   /** Tags pointing at a revision. */
   async tagsOf(ns: string, digest: string): Promise<string[]> {
-    return (await listAll(this.kv, { prefix: K.tagrevs(ns, digest) })).map((e) => e.key[3] as string);
+    return (await listAll(this.kv, { prefix: K.tagrevs(ns, digest) })).map((e) =>
+      e.key[3] as string
+    );
   }
 
   /**
@@ -141,14 +149,20 @@ export class ManifestMeta {
     throw new RegistryError("INTERNAL_ERROR", "manifest delete kept conflicting", { status: 503 });
   }
 
-  async listTags(ns: string, n: number | null, last: string | null): Promise<{ tags: string[]; more: boolean }> {
+  async listTags(
+    ns: string,
+    n: number | null,
+    last: string | null,
+  ): Promise<{ tags: string[]; more: boolean }> {
     if (n === 0) return { tags: [], more: false };
     const selector: Deno.KvListSelector = last === null
       ? { prefix: K.tags(ns) }
       : { prefix: K.tags(ns), start: [...K.tags(ns), last + "\0"] };
     const tags: string[] = [];
     let more = false;
-    for await (const e of this.kv.list(selector, { limit: n === null ? undefined : n + 1, batchSize: 500 })) {
+    for await (
+      const e of this.kv.list(selector, { limit: n === null ? undefined : n + 1, batchSize: 500 })
+    ) {
       if (n !== null && tags.length === n) {
         more = true;
         break;

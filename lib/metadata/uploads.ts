@@ -14,7 +14,8 @@ export class UploadMeta {
 
   /** Moves the committed offset; false when another writer changed the session meanwhile. */
   async advance(entry: Deno.KvEntry<UploadRecord>, offset: number): Promise<boolean> {
-    const r = await this.kv.atomic().check(entry).set(entry.key, { ...entry.value, offset }).commit();
+    const r = await this.kv.atomic().check(entry).set(entry.key, { ...entry.value, offset })
+      .commit();
     return r.ok;
   }
 
@@ -26,7 +27,12 @@ export class UploadMeta {
    * Completes a session: the session record goes and the blob is linked into `ns`, in one
    * commit guarded by the session's versionstamp so a session completes at most once.
    */
-  async complete(entry: Deno.KvEntry<UploadRecord>, ns: string, digest: string, size: number): Promise<boolean> {
+  async complete(
+    entry: Deno.KvEntry<UploadRecord>,
+    ns: string,
+    digest: string,
+    size: number,
+  ): Promise<boolean> {
     const now = Date.now();
     const r = await this.kv.atomic()
       .check(entry)

@@ -3,12 +3,14 @@ import { RegistryError } from "./errors.ts";
 
 // Path components per the distribution spec; the total is bounded so that a KV key holding a
 // name stays far below Deno KV's 2 KiB key limit.
-const NAME_RE = /^[a-z0-9]+(?:(?:\.|_|__|-+)[a-z0-9]+)*(?:\/[a-z0-9]+(?:(?:\.|_|__|-+)[a-z0-9]+)*)*$/;
+const NAME_RE =
+  /^[a-z0-9]+(?:(?:\.|_|__|-+)[a-z0-9]+)*(?:\/[a-z0-9]+(?:(?:\.|_|__|-+)[a-z0-9]+)*)*$/;
 export const MAX_NAME_LENGTH = 255;
 const TAG_RE = /^[a-zA-Z0-9_][a-zA-Z0-9._-]{0,127}$/;
 const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 // RFC 6838 type/subtype with optional +suffix; parameters are stripped before matching.
-const MEDIA_TYPE_RE = /^[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}\/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}$/;
+const MEDIA_TYPE_RE =
+  /^[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}\/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}$/;
 
 export type Algorithm = "sha256" | "sha512";
 export const HEX_LENGTH: Record<Algorithm, number> = { sha256: 64, sha512: 128 };
@@ -46,12 +48,16 @@ export function parseDigest(s: string): Digest | null {
 
 export function requireDigest(s: string | null | undefined, what = "digest"): Digest {
   const d = s == null ? null : parseDigest(s);
-  if (!d) throw new RegistryError("DIGEST_INVALID", `invalid ${what}: ${truncate(s ?? "(missing)")}`);
+  if (!d) {
+    throw new RegistryError("DIGEST_INVALID", `invalid ${what}: ${truncate(s ?? "(missing)")}`);
+  }
   return d;
 }
 
 export function requireName(s: string): string {
-  if (!isValidName(s)) throw new RegistryError("NAME_INVALID", `invalid repository name: ${truncate(s)}`);
+  if (!isValidName(s)) {
+    throw new RegistryError("NAME_INVALID", `invalid repository name: ${truncate(s)}`);
+  }
   return s;
 }
 

@@ -33,7 +33,9 @@ export interface ParsedManifest {
 const invalid = (detail: string) => new RegistryError("MANIFEST_INVALID", detail);
 
 function descriptor(v: unknown, where: string): Descriptor {
-  if (typeof v !== "object" || v === null || Array.isArray(v)) throw invalid(`${where}: not an object`);
+  if (typeof v !== "object" || v === null || Array.isArray(v)) {
+    throw invalid(`${where}: not an object`);
+  }
   const d = v as Record<string, unknown>;
   if (typeof d.mediaType !== "string" || !isMediaType(d.mediaType)) {
     throw invalid(`${where}: invalid mediaType`);
@@ -54,7 +56,10 @@ function descriptor(v: unknown, where: string): Descriptor {
   if (d.annotations !== undefined) out.annotations = annotations(d.annotations, where);
   if (d.platform !== undefined) {
     const p = d.platform as Record<string, unknown>;
-    if (typeof p !== "object" || p === null || typeof p.os !== "string" || typeof p.architecture !== "string") {
+    if (
+      typeof p !== "object" || p === null || typeof p.os !== "string" ||
+      typeof p.architecture !== "string"
+    ) {
       throw invalid(`${where}: invalid platform`);
     }
     out.platform = { os: p.os, architecture: p.architecture };
@@ -64,7 +69,9 @@ function descriptor(v: unknown, where: string): Descriptor {
 }
 
 function annotations(v: unknown, where: string): Record<string, string> {
-  if (typeof v !== "object" || v === null || Array.isArray(v)) throw invalid(`${where}: invalid annotations`);
+  if (typeof v !== "object" || v === null || Array.isArray(v)) {
+    throw invalid(`${where}: invalid annotations`);
+  }
   for (const [, val] of Object.entries(v)) {
     if (typeof val !== "string") throw invalid(`${where}: annotation values must be strings`);
   }
@@ -89,14 +96,18 @@ export function parseManifest(body: Uint8Array, contentType: string | null): Par
   } catch {
     throw invalid("manifest is not valid UTF-8 JSON");
   }
-  if (typeof doc !== "object" || doc === null || Array.isArray(doc)) throw invalid("manifest is not a JSON object");
+  if (typeof doc !== "object" || doc === null || Array.isArray(doc)) {
+    throw invalid("manifest is not a JSON object");
+  }
   const m = doc as Record<string, unknown>;
   if (m.schemaVersion !== 2) throw invalid("schemaVersion must be 2");
   const header = contentType ? bareMediaType(contentType) : "";
   if (header && !isMediaType(header)) throw invalid("invalid Content-Type");
   let mediaType: string;
   if (m.mediaType !== undefined) {
-    if (typeof m.mediaType !== "string" || !isMediaType(m.mediaType)) throw invalid("invalid mediaType");
+    if (typeof m.mediaType !== "string" || !isMediaType(m.mediaType)) {
+      throw invalid("invalid mediaType");
+    }
     if (header && header !== m.mediaType.toLowerCase()) {
       throw invalid(`Content-Type ${header} disagrees with mediaType ${m.mediaType}`);
     }
@@ -108,18 +119,27 @@ export function parseManifest(body: Uint8Array, contentType: string | null): Par
   }
 
   const out: ParsedManifest = { mediaType, blobs: [], children: [] };
-  const isIndex = INDEX_TYPES.has(mediaType) || (!IMAGE_TYPES.has(mediaType) && Array.isArray(m.manifests));
+  const isIndex = INDEX_TYPES.has(mediaType) ||
+    (!IMAGE_TYPES.has(mediaType) && Array.isArray(m.manifests));
   if (isIndex) {
     if (!Array.isArray(m.manifests)) throw invalid("index has no manifests array");
-    if (m.config !== undefined || m.layers !== undefined) throw invalid("index carries config or layers");
+    if (m.config !== undefined || m.layers !== undefined) {
+      throw invalid("index carries config or layers");
+    }
     for (const d of descriptorList(m.manifests, "manifests")) {
-      out.children.push(d.platform ? { digest: d.digest, platform: d.platform } : { digest: d.digest });
+      out.children.push(
+        d.platform ? { digest: d.digest, platform: d.platform } : { digest: d.digest },
+      );
     }
   } else {
-    if (IMAGE_TYPES.has(mediaType) && m.config === undefined) throw invalid("image manifest has no config");
+    if (IMAGE_TYPES.has(mediaType) && m.config === undefined) {
+      throw invalid("image manifest has no config");
+    }
     if (m.manifests !== undefined) throw invalid("image manifest carries manifests");
     if (m.config !== undefined) out.blobs.push(descriptor(m.config, "config").digest);
-    if (IMAGE_TYPES.has(mediaType) && !Array.isArray(m.layers)) throw invalid("image manifest has no layers array");
+    if (IMAGE_TYPES.has(mediaType) && !Array.isArray(m.layers)) {
+      throw invalid("image manifest has no layers array");
+    }
     for (const d of descriptorList(m.layers, "layers")) out.blobs.push(d.digest);
     if (m.artifactType === undefined && m.config !== undefined) {
       const cfg = m.config as Record<string, unknown>;
@@ -128,7 +148,9 @@ export function parseManifest(body: Uint8Array, contentType: string | null): Par
     }
   }
   if (m.artifactType !== undefined) {
-    if (typeof m.artifactType !== "string" || !isMediaType(m.artifactType)) throw invalid("invalid artifactType");
+    if (typeof m.artifactType !== "string" || !isMediaType(m.artifactType)) {
+      throw invalid("invalid artifactType");
+    }
     out.artifactType = m.artifactType;
   }
   if (m.subject !== undefined) out.subject = descriptor(m.subject, "subject").digest;
@@ -136,4 +158,3 @@ export function parseManifest(body: Uint8Array, contentType: string | null): Par
   out.blobs = [...new Set(out.blobs)];
   return out;
 }
-

@@ -19,7 +19,12 @@ export class Blobs {
     private readonly manifests: ManifestMeta,
   ) {}
 
-  async read(ns: string, digest: string, rangeHeader: string | null, withBody: boolean): Promise<BlobRead> {
+  async read(
+    ns: string,
+    digest: string,
+    rangeHeader: string | null,
+    withBody: boolean,
+  ): Promise<BlobRead> {
     const link = await this.meta.link(ns, digest);
     if (!link) return await this.readManifestAsBlob(ns, digest, rangeHeader, withBody);
     const range = resolveRange(rangeHeader, link.size);
@@ -28,13 +33,20 @@ export class Blobs {
       const stream = await this.store.read(digest, range.kind === "partial" ? range : undefined);
       return { size: link.size, range, stream };
     } catch (e) {
-      if (e instanceof Deno.errors.NotFound) throw new RegistryError("BLOB_UNKNOWN", `${digest} (bytes missing)`);
+      if (e instanceof Deno.errors.NotFound) {
+        throw new RegistryError("BLOB_UNKNOWN", `${digest} (bytes missing)`);
+      }
       throw e;
     }
   }
 
   /** A manifest is content too: clients may fetch it through the blob endpoint. */
-  private async readManifestAsBlob(ns: string, digest: string, rangeHeader: string | null, withBody: boolean) {
+  private async readManifestAsBlob(
+    ns: string,
+    digest: string,
+    rangeHeader: string | null,
+    withBody: boolean,
+  ) {
     const rev = await this.manifests.revision(ns, digest);
     if (!rev) throw new RegistryError("BLOB_UNKNOWN", digest);
     const range = resolveRange(rangeHeader, rev.size);

@@ -20,8 +20,12 @@ export class HasherCache {
 
   async rehash(uuid: string, algorithm: Algorithm, offset: number): Promise<Hasher> {
     const h = new Hasher(algorithm);
-    if (offset > 0) for await (const chunk of await this.store.readUpload(uuid, offset)) h.update(chunk);
-    if (h.bytes !== offset) throw new Error(`upload ${uuid}: ${h.bytes} bytes on disk, ${offset} committed`);
+    if (offset > 0) {
+      for await (const chunk of await this.store.readUpload(uuid, offset)) h.update(chunk);
+    }
+    if (h.bytes !== offset) {
+      throw new Error(`upload ${uuid}: ${h.bytes} bytes on disk, ${offset} committed`);
+    }
     return h;
   }
 

@@ -17,7 +17,11 @@ export const REFERRERS_PAGE = 100;
 export class Listings {
   constructor(private readonly meta: ManifestMeta, private readonly manifests: Manifests) {}
 
-  async tags(ns: string, n: number | null, last: string | null): Promise<{ tags: string[]; more: boolean }> {
+  async tags(
+    ns: string,
+    n: number | null,
+    last: string | null,
+  ): Promise<{ tags: string[]; more: boolean }> {
     const page = await this.meta.listTags(ns, n, last);
     if (page.tags.length === 0 && !(await this.meta.hasRevisions(ns))) {
       // A namespace with no manifest content is unknown (SPEC §Tags).
@@ -37,9 +41,14 @@ export class Listings {
     last: string | null,
   ): Promise<{ manifests: ReferrerDescriptor[]; next: string | null }> {
     const d = parseDigest(subject);
-    if (!d) throw new RegistryError("DIGEST_INVALID", `invalid subject digest ${truncate(subject)}`);
+    if (!d) {
+      throw new RegistryError("DIGEST_INVALID", `invalid subject digest ${truncate(subject)}`);
+    }
     if (artifactType !== null && !isMediaType(artifactType)) {
-      throw new RegistryError("DIGEST_INVALID", `artifactType ${truncate(artifactType)} is not a media type`);
+      throw new RegistryError(
+        "DIGEST_INVALID",
+        `artifactType ${truncate(artifactType)} is not a media type`,
+      );
     }
     const byDigest = new Map<string, ReferrerDescriptor>();
     for (const { digest, rec } of await this.meta.referrers(ns, d.value)) {
@@ -70,13 +79,20 @@ export class Listings {
       if (!Array.isArray(doc.manifests)) return [];
       return doc.manifests
         .filter((m: Record<string, unknown>) =>
-          typeof m?.digest === "string" && parseDigest(m.digest) && typeof m.mediaType === "string" &&
+          typeof m?.digest === "string" && parseDigest(m.digest) &&
+          typeof m.mediaType === "string" &&
           typeof m.size === "number"
         )
         .map((m: Record<string, unknown>) => {
-          const out: ReferrerDescriptor = { mediaType: m.mediaType as string, digest: m.digest as string, size: m.size as number };
+          const out: ReferrerDescriptor = {
+            mediaType: m.mediaType as string,
+            digest: m.digest as string,
+            size: m.size as number,
+          };
           if (typeof m.artifactType === "string") out.artifactType = m.artifactType;
-          if (m.annotations && typeof m.annotations === "object") out.annotations = m.annotations as Record<string, string>;
+          if (m.annotations && typeof m.annotations === "object") {
+            out.annotations = m.annotations as Record<string, string>;
+          }
           return out;
         });
     } catch {

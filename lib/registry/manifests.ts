@@ -71,22 +71,36 @@ export class Manifests {
     return rev.body ?? await this.store.readAll(digest);
   }
 
-  async put(ns: string, reference: string, input: PutInput): Promise<{ digest: string; subject?: string; tags: string[] }> {
-    const bytes = await readLimited(input.body, input.contentLength, this.cfg.global.maxManifestSize);
+  async put(
+    ns: string,
+    reference: string,
+    input: PutInput,
+  ): Promise<{ digest: string; subject?: string; tags: string[] }> {
+    const bytes = await readLimited(
+      input.body,
+      input.contentLength,
+      this.cfg.global.maxManifestSize,
+    );
     const parsed = parseManifest(bytes, input.contentType);
     let digest: string;
     let tags: string[];
     const byDigest = parseDigest(reference);
     if (byDigest) {
       digest = digestBytes(byDigest.algorithm, bytes);
-      if (digest !== reference) throw new RegistryError("DIGEST_INVALID", `manifest does not hash to ${reference}`);
+      if (digest !== reference) {
+        throw new RegistryError("DIGEST_INVALID", `manifest does not hash to ${reference}`);
+      }
       tags = [...new Set(input.tags)];
     } else {
       digest = digestBytes("sha256", bytes);
       tags = [reference];
     }
     if (!this.cfg.global.allowMissingManifestReferences) await this.requireReferences(ns, parsed);
-    const record: RevisionRecord = { mediaType: parsed.mediaType, size: bytes.byteLength, pushedAt: Date.now() };
+    const record: RevisionRecord = {
+      mediaType: parsed.mediaType,
+      size: bytes.byteLength,
+      pushedAt: Date.now(),
+    };
     if (parsed.subject) record.subject = parsed.subject;
     if (parsed.artifactType) record.artifactType = parsed.artifactType;
     if (bytes.byteLength <= INLINE_MANIFEST_MAX) record.body = bytes;
@@ -104,7 +118,10 @@ export class Manifests {
       guard: (tag, existing) => {
         if (!existing) return;
         if (lww !== null && existing.createdAt !== undefined && existing.createdAt > lww) {
-          throw new RegistryError("REPLICATION_SUPERSEDED", `tag ${tag} was written after the source event`);
+          throw new RegistryError(
+            "REPLICATION_SUPERSEDED",
+            `tag ${tag} was written after the source event`,
+          );
         }
         if (existing.digest !== digest && immutable(tag)) {
           throw new RegistryError("DENIED", `tag ${tag} is immutable`, { status: 409 });
@@ -120,7 +137,9 @@ export class Manifests {
       if (!(await this.blobs.link(ns, b))) throw new RegistryError("MANIFEST_BLOB_UNKNOWN", b);
     }
     for (const c of parsed.children) {
-      if (!(await this.meta.revision(ns, c.digest))) throw new RegistryError("MANIFEST_BLOB_UNKNOWN", c.digest);
+      if (!(await this.meta.revision(ns, c.digest))) {
+        throw new RegistryError("MANIFEST_BLOB_UNKNOWN", c.digest);
+      }
     }
   }
 
@@ -136,11 +155,16 @@ export class Manifests {
     const lww = parseSourceTimestamp(sourceTimestamp);
     const guard = (t: TagRecord) => {
       if (lww !== null && t.createdAt !== undefined && t.createdAt > lww) {
-        throw new RegistryError("REPLICATION_SUPERSEDED", "a tag was written after the source event");
+        throw new RegistryError(
+          "REPLICATION_SUPERSEDED",
+          "a tag was written after the source event",
+        );
       }
     };
     if (!parseDigest(reference)) {
-      if (!isValidTag(reference)) throw new RegistryError("UNSUPPORTED", `invalid tag ${truncate(reference)}`);
+      if (!isValidTag(reference)) {
+        throw new RegistryError("UNSUPPORTED", `invalid tag ${truncate(reference)}`);
+      }
       return await this.meta.deleteTag(ns, reference, guard);
     }
     const rev = await this.meta.revision(ns, reference);
@@ -156,7 +180,8 @@ async function readLimited(
   declared: number | null,
   max: number,
 ): Promise<Uint8Array> {
-  const tooBig = () => new RegistryError("MANIFEST_INVALID", `manifest exceeds ${max} bytes`, { status: 413 });
+  const tooBig = () =>
+    new RegistryError("MANIFEST_INVALID", `manifest exceeds ${max} bytes`, { status: 413 });
   if (declared !== null && declared > max) {
     await body?.cancel();
     throw tooBig();

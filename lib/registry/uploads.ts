@@ -1,7 +1,14 @@
 // Blob upload sessions: POST (start, monolithic, mount), PATCH, GET status, PUT, DELETE.
 // SPEC §Blob upload and its state table.
 import { RegistryError } from "../oci/errors.ts";
-import { type Algorithm, type Digest, isAlgorithm, requireDigest, requireName, truncate } from "../oci/grammar.ts";
+import {
+  type Algorithm,
+  type Digest,
+  isAlgorithm,
+  requireDigest,
+  requireName,
+  truncate,
+} from "../oci/grammar.ts";
 import { parseContentRange } from "../oci/range.ts";
 import type { BlobStore } from "../storage/blob_store.ts";
 import { TooLargeError } from "../storage/blob_store.ts";
@@ -48,7 +55,10 @@ export class Uploads {
     let pinned = false;
     if (input.digestAlgorithm !== null) {
       if (!isAlgorithm(input.digestAlgorithm)) {
-        throw new RegistryError("UNSUPPORTED", `unsupported digest-algorithm ${truncate(input.digestAlgorithm)}`);
+        throw new RegistryError(
+          "UNSUPPORTED",
+          `unsupported digest-algorithm ${truncate(input.digestAlgorithm)}`,
+        );
       }
       algorithm = input.digestAlgorithm;
       pinned = true;
@@ -63,7 +73,10 @@ export class Uploads {
     if (input.digest !== null) {
       const d = requireDigest(input.digest);
       if (pinned && d.algorithm !== algorithm) {
-        throw new RegistryError("DIGEST_INVALID", "digest does not use the session's digest-algorithm");
+        throw new RegistryError(
+          "DIGEST_INVALID",
+          "digest does not use the session's digest-algorithm",
+        );
       }
       if (await this.d.blobs.link(ns, d.value)) {
         await input.body?.cancel();
@@ -127,9 +140,14 @@ export class Uploads {
         onChunk: (c) => hasher.update(c),
       });
       if (res.written !== declared) {
-        throw new RegistryError("DIGEST_INVALID", `body ended after ${res.written} of ${declared} bytes`);
+        throw new RegistryError(
+          "DIGEST_INVALID",
+          `body ended after ${res.written} of ${declared} bytes`,
+        );
       }
-      if (hasher.peek() !== d.value) throw new RegistryError("DIGEST_INVALID", `content does not hash to ${d.value}`);
+      if (hasher.peek() !== d.value) {
+        throw new RegistryError("DIGEST_INVALID", `content does not hash to ${d.value}`);
+      }
       await this.d.store.commitUpload(uuid, d.value, declared);
       await this.d.blobs.addLink(ns, d.value, declared);
     } finally {
@@ -148,7 +166,11 @@ export class Uploads {
   }
 
   /** PATCH: appends one chunk; returns the committed offset. */
-  patch(ns: string, uuid: string, input: BodyInput & { contentRange: string | null }): Promise<number> {
+  patch(
+    ns: string,
+    uuid: string,
+    input: BodyInput & { contentRange: string | null },
+  ): Promise<number> {
     return this.lock.run(uuid, async () => {
       const entry = await this.session(ns, uuid);
       const { offset } = await this.append(ns, uuid, entry, input, input.contentRange);
@@ -173,16 +195,24 @@ export class Uploads {
       const cr = parseContentRange(contentRange);
       const fail = (why: string) => {
         input.body?.cancel().catch(() => {});
-        return new RegistryError("SIZE_INVALID", why, { headers: rangeHeaders(ns, uuid, rec.offset) });
+        return new RegistryError("SIZE_INVALID", why, {
+          headers: rangeHeaders(ns, uuid, rec.offset),
+        });
       };
       if (!cr) throw fail(`malformed Content-Range ${truncate(contentRange)}`);
-      if (cr.start !== rec.offset) throw fail(`Content-Range starts at ${cr.start}, committed offset is ${rec.offset}`);
+      if (cr.start !== rec.offset) {
+        throw fail(`Content-Range starts at ${cr.start}, committed offset is ${rec.offset}`);
+      }
       window = cr.end - cr.start + 1;
       if (input.contentLength !== null && input.contentLength !== window) {
-        throw fail(`Content-Range covers ${window} bytes, Content-Length is ${input.contentLength}`);
+        throw fail(
+          `Content-Range covers ${window} bytes, Content-Length is ${input.contentLength}`,
+        );
       }
     }
-    const room = this.d.maxBlobSize === null ? Number.MAX_SAFE_INTEGER : this.d.maxBlobSize - rec.offset;
+    const room = this.d.maxBlobSize === null
+      ? Number.MAX_SAFE_INTEGER
+      : this.d.maxBlobSize - rec.offset;
     if (input.contentLength !== null && input.contentLength > room) {
       await input.body?.cancel();
       await this.reject(ns, uuid);
@@ -202,18 +232,26 @@ export class Uploads {
       if (e instanceof TooLargeError) {
         await this.reject(ns, uuid);
         if (cap === room) throw tooLarge();
-        throw new RegistryError("SIZE_INVALID", "chunk overran its Content-Range window; session cancelled");
+        throw new RegistryError(
+          "SIZE_INVALID",
+          "chunk overran its Content-Range window; session cancelled",
+        );
       }
       throw e;
     }
     if (window !== null && input.contentLength === null && written !== window) {
       await this.reject(ns, uuid);
-      throw new RegistryError("SIZE_INVALID", `chunk of ${written} bytes did not fill its ${window}-byte window; session cancelled`);
+      throw new RegistryError(
+        "SIZE_INVALID",
+        `chunk of ${written} bytes did not fill its ${window}-byte window; session cancelled`,
+      );
     }
     void cut; // a short body commits what arrived (PATCH rule 5)
     const offset = rec.offset + written;
     if (written > 0 && !(await this.d.uploads.advance(entry, offset))) {
-      throw new RegistryError("BLOB_UPLOAD_INVALID", "upload session changed concurrently", { status: 409 });
+      throw new RegistryError("BLOB_UPLOAD_INVALID", "upload session changed concurrently", {
+        status: 409,
+      });
     }
     const next = written > 0 ? await this.session(ns, uuid) : entry;
     this.hashers.put(uuid, offset, hasher);
@@ -227,16 +265,26 @@ export class Uploads {
   }
 
   /** PUT ?digest=: appends an optional final chunk and completes the session. */
-  complete(ns: string, uuid: string, digestParam: string | null, input: BodyInput): Promise<{ digest: string; size: number }> {
+  complete(
+    ns: string,
+    uuid: string,
+    digestParam: string | null,
+    input: BodyInput,
+  ): Promise<{ digest: string; size: number }> {
     return this.lock.run(uuid, async () => {
       const entry0 = await this.session(ns, uuid);
       const d = requireDigest(digestParam);
       if (entry0.value.pinned && d.algorithm !== entry0.value.algorithm) {
         await input.body?.cancel();
-        throw new RegistryError("DIGEST_INVALID", `session hashes ${entry0.value.algorithm}, digest is ${d.algorithm}`);
+        throw new RegistryError(
+          "DIGEST_INVALID",
+          `session hashes ${entry0.value.algorithm}, digest is ${d.algorithm}`,
+        );
       }
       let { offset, hasher, entry } = await this.append(ns, uuid, entry0, input, null);
-      if (hasher.algorithm !== d.algorithm) hasher = await this.hashers.rehash(uuid, d.algorithm, offset);
+      if (hasher.algorithm !== d.algorithm) {
+        hasher = await this.hashers.rehash(uuid, d.algorithm, offset);
+      }
       if (hasher.peek() !== d.value) {
         this.hashers.put(uuid, offset, hasher);
         throw new RegistryError("DIGEST_INVALID", `uploaded content does not hash to ${d.value}`);
@@ -258,7 +306,8 @@ export class Uploads {
   }
 }
 
-const tooLarge = () => new RegistryError("BLOB_UPLOAD_INVALID", "blob exceeds global.max_blob_size");
+const tooLarge = () =>
+  new RegistryError("BLOB_UPLOAD_INVALID", "blob exceeds global.max_blob_size");
 
 export function rangeHeaders(ns: string, uuid: string, offset: number): Record<string, string> {
   return {

@@ -20,7 +20,10 @@ export class FsBlobStore implements BlobStore {
     return join(this.root, "uploads", uuid);
   }
 
-  async read(digest: string, range?: { start: number; end: number }): Promise<ReadableStream<Uint8Array>> {
+  async read(
+    digest: string,
+    range?: { start: number; end: number },
+  ): Promise<ReadableStream<Uint8Array>> {
     const f = await Deno.open(this.blobPath(digest), { read: true });
     if (!range) return f.readable;
     await f.seek(range.start, Deno.SeekMode.Start);
@@ -125,7 +128,10 @@ async function writeAll(f: Deno.FsFile, data: Uint8Array): Promise<void> {
 }
 
 /** Passes the first `n` bytes of `src` and closes it. */
-export function limitStream(src: ReadableStream<Uint8Array>, n: number): ReadableStream<Uint8Array> {
+export function limitStream(
+  src: ReadableStream<Uint8Array>,
+  n: number,
+): ReadableStream<Uint8Array> {
   const reader = src.getReader();
   let left = n;
   return new ReadableStream<Uint8Array>({

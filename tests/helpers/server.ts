@@ -68,7 +68,10 @@ ${opts.config ?? ""}
     rejectPort(new Error(`server exited (${s.code}) before listening:\n${out}`));
     return s;
   });
-  const timer = setTimeout(() => rejectPort(new Error(`server did not start in 30s:\n${out}`)), 30_000);
+  const timer = setTimeout(
+    () => rejectPort(new Error(`server did not start in 30s:\n${out}`)),
+    30_000,
+  );
   let port: number;
   try {
     port = await portP;
@@ -140,8 +143,16 @@ export async function pushImage(
   const manifest = {
     schemaVersion: 2,
     mediaType: "application/vnd.oci.image.manifest.v1+json",
-    config: { mediaType: "application/vnd.oci.image.config.v1+json", digest: config, size: configBytes.length },
-    layers: [{ mediaType: "application/vnd.oci.image.layer.v1.tar+gzip", digest: layer, size: layerBytes.length }],
+    config: {
+      mediaType: "application/vnd.oci.image.config.v1+json",
+      digest: config,
+      size: configBytes.length,
+    },
+    layers: [{
+      mediaType: "application/vnd.oci.image.layer.v1.tar+gzip",
+      digest: layer,
+      size: layerBytes.length,
+    }],
     ...opts.extra,
   };
   const body = enc.encode(JSON.stringify(manifest));

@@ -1,0 +1,68 @@
+import assert from "node:assert/strict";
+import { parseAction } from "./actions.ts";
+import { RegistryError } from "../lib/oci/mod.ts";
+
+const D = `sha256:${"a".repeat(64)}`;
+const U = "0b0d8b4e-3f3c-4bfa-9d6f-8c9a8a3e2f10";
+
+Deno.test("every OCI route maps to its action, names may contain route words", () => {
+  const table: [string, string, Record<string, string> | null][] = [
+    ["GET", "/v2/", { name: "get-api-version" }],
+    ["HEAD", "/v2", { name: "get-api-version" }],
+    ["GET", "/v2/_catalog", { name: "list-catalog" }],
+    ["GET", `/v2/a/blobs/${D}`, { name: "get-blob", namespace: "a", digest: D }],
+    ["HEAD", `/v2/a/blobs/blobs/${D}`, { name: "get-blob", namespace: "a/blobs", digest: D }],
+    ["DELETE", `/v2/a/b/blobs/${D}`, { name: "delete-blob", namespace: "a/b", digest: D }],
+    ["POST", "/v2/a/blobs/uploads/", { name: "start-upload", namespace: "a" }],
+    ["POST", "/v2/manifests/blobs/uploads/", { name: "start-upload", namespace: "manifests" }],
+    ["GET", `/v2/a/blobs/uploads/${U}`, { name: "get-upload", namespace: "a", uuid: U }],
+    ["PATCH", `/v2/a/blobs/uploads/${U}`, { name: "update-upload", namespace: "a", uuid: U }],
+    ["PUT", `/v2/a/blobs/uploads/${U}`, { name: "complete-upload", namespace: "a", uuid: U }],
+    ["DELETE", `/v2/a/blobs/uploads/${U}`, { name: "cancel-upload", namespace: "a", uuid: U }],
+    ["GET", "/v2/a/manifests/latest", {
+      name: "get-manifest",
+      namespace: "a",
+      reference: "latest",
+      tag: "latest",
+    }],
+    ["PUT", `/v2/tags/manifests/manifests/${D}`, {
+      name: "put-manifest",
+      namespace: "tags/manifests",
+      reference: D,
+      digest: D,
+    }],
+    ["DELETE", "/v2/a/manifests/v1", {
+      name: "delete-manifest",
+      namespace: "a",
+      reference: "v1",
+      tag: "v1",
+    }],
+    ["GET", "/v2/a/tags/list", { name: "list-tags", namespace: "a" }],
+    ["GET", "/v2/tags/list/tags/list", { name: "list-tags", namespace: "tags/list" }],
+    ["GET", `/v2/a/referrers/${D}`, { name: "get-referrers", namespace: "a", digest: D }],
+    ["GET", "/healthz", { name: "healthz" }],
+    ["GET", "/readyz", { name: "readyz" }],
+    ["GET", "/v2/a/unknown/thing", null],
+    ["GET", "/nothing", null],
+  ];
+  for (const [method, path, want] of table) {
+    assert.deepEqual(parseAction(method, path), want, `${method} ${path}`);
+  }
+});
+
+Deno.test("malformed route parts raise the SPEC error", () => {
+  const code = (m: string, p: string) => {
+    try {
+      parseAction(m, p);
+      return "none";
+    } catch (e) {
+      return `${(e as RegistryError).status} ${(e as RegistryError).code}`;
+    }
+  };
+  assert.equal(code("GET", `/v2/A/blobs/${D}`), "400 NAME_INVALID");
+  assert.equal(code("GET", "/v2/a/blobs/sha256:abc"), "400 DIGEST_INVALID");
+  assert.equal(code("GET", "/v2/a/manifests/sha256:abc"), "400 DIGEST_INVALID");
+  assert.equal(code("PATCH", "/v2/a/blobs/uploads/not-a-uuid"), "404 BLOB_UPLOAD_UNKNOWN");
+  assert.equal(code("POST", "/v2/a/manifests/x"), "405 UNSUPPORTED");
+  assert.equal(code("GET", "/v2/a/referrers/garbage"), "none"); // answered by the handler
+});

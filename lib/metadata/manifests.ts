@@ -30,7 +30,11 @@ function referrerRecord(w: ManifestWrite): ReferrerRecord {
   return rec;
 }
 
+const TAG_CACHE_NAMESPACES = 1024;
+const TAG_CACHE_MAX_TAGS = 50_000;
+
 export class ManifestMeta {
+  private readonly tagCache = new Map<string, { versionstamp: string; tags: string[] }>();
   constructor(private readonly kv: Deno.Kv) {}
 
   async revision(ns: string, digest: string): Promise<RevisionRecord | null> {
@@ -70,6 +74,7 @@ export class ManifestMeta {
         op.set(K.tag(ns, w.tags[i]), { digest, createdAt: w.tagCreatedAt } satisfies TagRecord);
         op.set(K.tagrev(ns, digest, w.tags[i]), true);
       }
+      if (w.tags.length > 0) op.set(K.tagver(ns), true);
       if (!rev.value) {
         op.set(K.rev(ns, digest), w.record);
         if (!split) { for (const [k, v] of refs) op.set(k, v); }
@@ -127,6 +132,7 @@ export class ManifestMeta {
           keys.push(K.tag(ns, tags[i]));
         }
       });
+      if (tags.length > 0) op.set(K.tagver(ns), true);
       for (const b of parsed.blobs) keys.push(K.bref(ns, b, digest));
       for (const c of parsed.children) keys.push(K.mref(ns, c.digest, digest));
       if (parsed.subject) keys.push(K.referrer(ns, parsed.subject, digest));
@@ -149,27 +155,49 @@ export class ManifestMeta {
     throw new RegistryError("INTERNAL_ERROR", "manifest delete kept conflicting", { status: 503 });
   }
 
+  /**
+   * A page of tag names after `last`. The full list is cached per namespace and served while
+   * the namespace's tagver versionstamp is unchanged: one KV get instead of a listing, and
+   * still exact across processes because every tag change rewrites tagver in its commit.
+   */
   async listTags(
     ns: string,
     n: number | null,
     last: string | null,
   ): Promise<{ tags: string[]; more: boolean }> {
     if (n === 0) return { tags: [], more: false };
-    const selector: Deno.KvListSelector = last === null
-      ? { prefix: K.tags(ns) }
-      : { prefix: K.tags(ns), start: [...K.tags(ns), last + "\0"] };
-    const tags: string[] = [];
-    let more = false;
-    for await (
-      const e of this.kv.list(selector, { limit: n === null ? undefined : n + 1, batchSize: 500 })
-    ) {
-      if (n !== null && tags.length === n) {
-        more = true;
-        break;
+    const all = await this.allTags(ns);
+    let from = 0;
+    if (last !== null) {
+      let lo = 0;
+      let hi = all.length;
+      while (lo < hi) {
+        const mid = (lo + hi) >>> 1;
+        if (all[mid] <= last) lo = mid + 1;
+        else hi = mid;
       }
+      from = lo;
+    }
+    if (n === null) return { tags: all.slice(from), more: false };
+    return { tags: all.slice(from, from + n), more: from + n < all.length };
+  }
+
+  private async allTags(ns: string): Promise<string[]> {
+    const ver = (await this.kv.get(K.tagver(ns))).versionstamp;
+    const hit = this.tagCache.get(ns);
+    if (ver !== null && hit?.versionstamp === ver) return hit.tags;
+    const tags: string[] = [];
+    for await (const e of this.kv.list({ prefix: K.tags(ns) }, { batchSize: 1000 })) {
       tags.push(e.key[2] as string);
     }
-    return { tags, more };
+    // KV orders string keys by their UTF-8 bytes; tags are ASCII, so this is also code-unit order.
+    if (ver !== null && tags.length <= TAG_CACHE_MAX_TAGS) {
+      if (this.tagCache.size >= TAG_CACHE_NAMESPACES) {
+        this.tagCache.delete(this.tagCache.keys().next().value!);
+      }
+      this.tagCache.set(ns, { versionstamp: ver, tags });
+    }
+    return tags;
   }
 
   async hasRevisions(ns: string): Promise<boolean> {

@@ -1,0 +1,1 @@
+export * from "./access_policy.ts";

@@ -82,11 +82,11 @@ export function parseAction(method: string, path: string): Action | null {
     if (!m) continue;
     const name = r.methods[method as Method];
     if (!name) {
+      // SPEC pairs UNSUPPORTED with 400 only; Allow still tells the client what would work.
       throw new RegistryError(
         "UNSUPPORTED",
         `method ${truncate(method)} not allowed on this path`,
         {
-          status: 405,
           headers: { Allow: Object.keys(r.methods).join(", ") },
         },
       );

@@ -63,6 +63,6 @@ Deno.test("malformed route parts raise the SPEC error", () => {
   assert.equal(code("GET", "/v2/a/blobs/sha256:abc"), "400 DIGEST_INVALID");
   assert.equal(code("GET", "/v2/a/manifests/sha256:abc"), "400 DIGEST_INVALID");
   assert.equal(code("PATCH", "/v2/a/blobs/uploads/not-a-uuid"), "404 BLOB_UPLOAD_UNKNOWN");
-  assert.equal(code("POST", "/v2/a/manifests/x"), "405 UNSUPPORTED");
+  assert.equal(code("POST", "/v2/a/manifests/x"), "400 UNSUPPORTED");
   assert.equal(code("GET", "/v2/a/referrers/garbage"), "none"); // answered by the handler
 });

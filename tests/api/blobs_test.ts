@@ -1,43 +1,13 @@
 // SPEC §Blobs: HEAD/GET/DELETE of blobs, GET Range rules 1-7, namespace ownership, and the
 // blob row of the tag and manifest lifecycle table (DELETE while referenced → 405 DENIED).
 import assert from "node:assert/strict";
-import { pushBlob, pushImage, sha256Hex, type TestServer, withServer } from "../helpers/server.ts";
-
-// The server process's log pump runs across steps, so per-step op/resource sanitizers would
-// report its reads; the server itself is stopped and awaited by withServer.
-const opts = { sanitizeOps: false, sanitizeResources: false };
-
-function req(s: TestServer, path: string, init: RequestInit = {}): Promise<Response> {
-  return fetch(`${s.url}${path}`, { ...init, signal: AbortSignal.timeout(20_000) });
-}
-
-async function assertError(r: Response, status: number, code: string): Promise<void> {
-  assert.equal(r.status, status, `expected ${status} ${code}, got ${r.status}`);
-  const body = await r.json();
-  assert.ok(Array.isArray(body.errors) && body.errors.length > 0, JSON.stringify(body));
-  const e = body.errors[0];
-  assert.equal(e.code, code);
-  assert.equal(typeof e.message, "string");
-  assert.equal(typeof e.detail, "string");
-}
-
-/** `n` random bytes: distinct content per call keeps ownership cases independent. */
-function randomBytes(n: number): Uint8Array {
-  return crypto.getRandomValues(new Uint8Array(n));
-}
-
-async function sha512Hex(data: Uint8Array): Promise<string> {
-  const h = await crypto.subtle.digest("SHA-512", data as BufferSource);
-  return Array.from(new Uint8Array(h), (b) => b.toString(16).padStart(2, "0")).join("");
-}
-
-function bytesOf(r: Response): Promise<Uint8Array> {
-  return r.arrayBuffer().then((b) => new Uint8Array(b));
-}
+import { assertError, bytesOf, postBlob, req, serverTestOpts } from "../helpers/api.ts";
+import { randomBytes, sha512Hex } from "../helpers/bytes.ts";
+import { pushBlob, pushImage, sha256Hex, withServer } from "../helpers/server.ts";
 
 Deno.test({
   name: "blob HEAD, GET and ownership",
-  ...opts,
+  ...serverTestOpts,
   fn: (t) =>
     withServer({}, async (s) => {
       const data = randomBytes(100);
@@ -90,10 +60,8 @@ Deno.test({
       await t.step("sha512 blobs are pushed and served under their sha512 digest", async () => {
         const d = randomBytes(300);
         const dg = `sha512:${await sha512Hex(d)}`;
-        const push = await req(s, `/v2/blobs/sha512/blobs/uploads/?digest=${dg}`, {
-          method: "POST",
-          body: d as BodyInit,
-          headers: { "content-type": "application/octet-stream" },
+        const push = await postBlob(s, "blobs/sha512", dg, d, {
+          contentType: "application/octet-stream",
         });
         assert.equal(push.status, 201);
         assert.equal(push.headers.get("docker-content-digest"), dg);
@@ -131,7 +99,7 @@ Deno.test({
 
 Deno.test({
   name: "blob GET Range rules",
-  ...opts,
+  ...serverTestOpts,
   fn: (t) =>
     withServer({}, async (s) => {
       const data = randomBytes(100);
@@ -238,7 +206,7 @@ Deno.test({
 
 Deno.test({
   name: "blob DELETE",
-  ...opts,
+  ...serverTestOpts,
   fn: (t) =>
     withServer({}, async (s) => {
       await t.step("DELETE answers 202, then GET and HEAD answer 404 BLOB_UNKNOWN", async () => {

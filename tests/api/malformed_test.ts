@@ -4,6 +4,15 @@
 // code matches its status (SPEC §Errors), a set of SPEC rules hold for specific inputs, and the
 // content pushed beforehand is intact afterwards.
 import assert from "node:assert/strict";
+import {
+  imageIndex,
+  jsonBytes,
+  OCI_CONFIG,
+  OCI_INDEX,
+  OCI_LAYER,
+  OCI_MANIFEST,
+} from "../helpers/oci_content.ts";
+import { chunkBody, type RawRequest, type RawResponse, sendRaw } from "../helpers/raw_http.ts";
 import { pushImage, sha256Hex, startServer, type TestServer } from "../helpers/server.ts";
 
 const SEED = 0x0c1_5eed;
@@ -13,10 +22,6 @@ const OTHER = "fuzz/other";
 const MAX_MANIFEST = 64 * 1024;
 const TIMEOUT_MS = 15_000;
 const CONCURRENCY = 6;
-const OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json";
-const OCI_INDEX = "application/vnd.oci.image.index.v1+json";
-const OCI_CONFIG = "application/vnd.oci.image.config.v1+json";
-const OCI_LAYER = "application/vnd.oci.image.layer.v1.tar+gzip";
 
 // SPEC §Errors: each 4xx code and the statuses it may carry.
 const SPEC_CODES: Record<string, number[]> = {
@@ -45,174 +50,16 @@ interface Expect {
   codes?: string[];
 }
 
-interface Case {
+interface Case extends RawRequest {
   label: string;
-  method: string;
   /** raw request-target; `@FRESH@` becomes a new session's uuid in SCRATCH, `@SHARED@` a session
    * many cases share, `@FOREIGN@` a live session of OTHER */
   target: string;
-  headers?: [string, string][];
-  body?: Uint8Array;
-  /** `length` adds Content-Length, `chunked` encodes the body, `raw` leaves framing to headers */
-  framing?: "length" | "chunked" | "raw";
-  /** half-close after writing, for bodies shorter than their declared length */
-  halfClose?: boolean;
   /** the connection may end without a response (the body never completed) */
   mayDrop?: boolean;
   expect?: Expect;
   /** extra check after the response; returns a problem or null */
   check?: (r: RawResponse, c: Case) => Promise<string | null>;
-}
-
-interface RawResponse {
-  status: number;
-  headers: Headers;
-  body: Uint8Array;
-  error?: string;
-}
-
-// ---------------------------------------------------------------- raw HTTP/1.1 client
-
-function concat(parts: Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-  let o = 0;
-  for (const p of parts) {
-    out.set(p, o);
-    o += p.length;
-  }
-  return out;
-}
-
-function indexOfCrlf(b: Uint8Array, from: number, double: boolean): number {
-  for (let i = from; i + (double ? 3 : 1) < b.length; i++) {
-    if (b[i] === 13 && b[i + 1] === 10 && (!double || (b[i + 2] === 13 && b[i + 3] === 10))) {
-      return i;
-    }
-  }
-  return -1;
-}
-
-function dechunk(b: Uint8Array): { body: Uint8Array; complete: boolean } {
-  const parts: Uint8Array[] = [];
-  let i = 0;
-  while (true) {
-    const le = indexOfCrlf(b, i, false);
-    if (le < 0) return { body: concat(parts), complete: false };
-    const size = parseInt(dec.decode(b.subarray(i, le)).split(";")[0], 16);
-    if (Number.isNaN(size)) return { body: concat(parts), complete: false };
-    if (size === 0) return { body: concat(parts), complete: true };
-    const start = le + 2;
-    if (b.length < start + size + 2) {
-      parts.push(b.subarray(start, Math.min(b.length, start + size)));
-      return { body: concat(parts), complete: false };
-    }
-    parts.push(b.subarray(start, start + size));
-    i = start + size + 2;
-  }
-}
-
-function parseResponse(b: Uint8Array, method: string): RawResponse & { complete: boolean } {
-  const empty = { status: 0, headers: new Headers(), body: new Uint8Array(0), complete: false };
-  const he = indexOfCrlf(b, 0, true);
-  if (he < 0) return empty;
-  const lines = dec.decode(b.subarray(0, he)).split("\r\n");
-  const status = Number(/^HTTP\/1\.[01] (\d{3})/.exec(lines[0])?.[1] ?? 0);
-  const rest = b.subarray(he + 4);
-  // an interim 1xx precedes the real response
-  if (status >= 100 && status < 200 && status !== 101) return parseResponse(rest, method);
-  const headers = new Headers();
-  for (const l of lines.slice(1)) {
-    const i = l.indexOf(":");
-    if (i > 0) {
-      try {
-        headers.append(l.slice(0, i).trim(), l.slice(i + 1).trim());
-      } catch { /* a header value fetch's Headers refuses; irrelevant here */ }
-    }
-  }
-  if (method === "HEAD" || status === 204 || status === 304) {
-    return { status, headers, body: new Uint8Array(0), complete: true };
-  }
-  if (/chunked/i.test(headers.get("transfer-encoding") ?? "")) {
-    return { status, headers, ...dechunk(rest) };
-  }
-  const cl = headers.get("content-length");
-  if (cl !== null) {
-    const n = Number(cl);
-    return { status, headers, body: rest.subarray(0, n), complete: rest.length >= n };
-  }
-  return { status, headers, body: rest, complete: false };
-}
-
-function chunkBody(body: Uint8Array): Uint8Array {
-  const parts: Uint8Array[] = [];
-  for (let i = 0; i < body.length; i += 4096) {
-    const c = body.subarray(i, i + 4096);
-    parts.push(enc.encode(`${c.length.toString(16)}\r\n`), c, enc.encode("\r\n"));
-  }
-  parts.push(enc.encode("0\r\n\r\n"));
-  return concat(parts);
-}
-
-async function send(port: number, c: Case): Promise<RawResponse> {
-  const conn = await Deno.connect({ hostname: "127.0.0.1", port });
-  let timedOut = false;
-  const timer = setTimeout(() => {
-    timedOut = true;
-    try {
-      conn.close();
-    } catch { /* already closed */ }
-  }, TIMEOUT_MS);
-  const received: Uint8Array[] = [];
-  let error: string | undefined;
-  try {
-    const head = [
-      `${c.method} ${c.target} HTTP/1.1`,
-      `Host: 127.0.0.1:${port}`,
-      "Connection: close",
-    ];
-    for (const [k, v] of c.headers ?? []) head.push(`${k}: ${v}`);
-    const framing = c.framing ?? (c.body ? "length" : "raw");
-    let payload = c.body ?? new Uint8Array(0);
-    if (framing === "length") head.push(`Content-Length: ${payload.length}`);
-    if (framing === "chunked") {
-      head.push("Transfer-Encoding: chunked");
-      payload = chunkBody(payload);
-    }
-    const bytes = concat([enc.encode(head.join("\r\n") + "\r\n\r\n"), payload]);
-    try {
-      for (let o = 0; o < bytes.length;) o += await conn.write(bytes.subarray(o));
-      if (c.halfClose) {
-        // Deno.serve drops body bytes that arrive together with the FIN, so let them land first,
-        // as they would from a client that dies mid-body
-        await new Promise((r) => setTimeout(r, 100));
-        await conn.closeWrite();
-      }
-    } catch (e) {
-      // the server may answer and close before reading a body it rejects; read what it sent
-      error = `write: ${(e as Error).message}`;
-    }
-    const buf = new Uint8Array(64 * 1024);
-    while (true) {
-      let n: number | null;
-      try {
-        n = await conn.read(buf);
-      } catch (e) {
-        error ??= `read: ${(e as Error).message}`;
-        break;
-      }
-      if (n === null) break;
-      received.push(buf.slice(0, n));
-      if (parseResponse(concat(received), c.method).complete) break;
-    }
-  } finally {
-    clearTimeout(timer);
-    try {
-      conn.close();
-    } catch { /* closed by the timer */ }
-  }
-  const { status, headers, body } = parseResponse(concat(received), c.method);
-  if (timedOut) error = "timed out";
-  return { status, headers, body, error };
 }
 
 // ---------------------------------------------------------------- corpus
@@ -243,7 +90,6 @@ interface Known {
   shortBlob: string;
 }
 
-const json = (v: unknown) => enc.encode(JSON.stringify(v));
 const oneOf = (...s: number[]) => ({ status: s });
 const err = (status: number[], ...codes: string[]) => ({ status, codes });
 
@@ -564,7 +410,7 @@ function buildCorpus(k: Known, rand: () => number): Case[] {
   // Manifest bodies, all pushed as tag `fuzz` of the known namespace: each must be refused.
   const invalid = err([400], "MANIFEST_INVALID");
   const invalidOrDigest = err([400], "MANIFEST_INVALID", "DIGEST_INVALID");
-  const m = (patch: Record<string, unknown>) => json(manifestOf(k, patch));
+  const m = (patch: Record<string, unknown>) => jsonBytes(manifestOf(k, patch));
   const config = (digest: string, size: unknown) => ({ mediaType: OCI_CONFIG, digest, size });
   const layers = (mediaType: string, digest: string) => [{ mediaType, digest, size: 1000 }];
   const deep = "[".repeat(30_000) + "]".repeat(30_000);
@@ -608,7 +454,7 @@ function buildCorpus(k: Known, rand: () => number): Case[] {
     ],
     [
       "index manifests not array",
-      json({ schemaVersion: 2, mediaType: OCI_INDEX, manifests: "x" }),
+      jsonBytes({ schemaVersion: 2, mediaType: OCI_INDEX, manifests: "x" }),
       OCI_INDEX,
       invalid,
     ],
@@ -889,17 +735,12 @@ async function setup(s: TestServer): Promise<Known> {
   const img = await pushImage(s.url, KNOWN, "latest", { layer: layerBytes });
   const configBytes = (await bytesOf(`/v2/${KNOWN}/blobs/${img.config}`)).body;
   assert.equal(`sha256:${await sha256Hex(configBytes)}`, img.config);
-  const index = {
-    schemaVersion: 2,
-    mediaType: OCI_INDEX,
-    manifests: [{
-      mediaType: OCI_MANIFEST,
-      digest: img.digest,
-      size: img.body.length,
-      platform: { architecture: "amd64", os: "linux" },
-    }],
-  };
-  const indexBody = json(index);
+  const indexBody = imageIndex([{
+    mediaType: OCI_MANIFEST,
+    digest: img.digest,
+    size: img.body.length,
+    platform: { architecture: "amd64", os: "linux" },
+  }]);
   const r = await get(`/v2/${KNOWN}/manifests/idx`, {
     method: "PUT",
     body: indexBody as BodyInit,
@@ -943,7 +784,7 @@ Deno.test("malformed requests never crash the server nor change the registry", a
     await Promise.all(Array.from({ length: CONCURRENCY }, async () => {
       while (next < corpus.length) {
         const c = corpus[next++];
-        const r = await send(s.port, c);
+        const r = await sendRaw(s.port, c, TIMEOUT_MS);
         results.push({ c, r, extra: c.check ? await c.check(r, c) : null });
       }
     }));

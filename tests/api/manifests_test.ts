@@ -1,96 +1,25 @@
 // SPEC §Manifests rules 2-8: push and pull by tag and digest, media types, size limit, digest
 // checks, missing references in both modes, subjects, `tag` parameters, deletes, image indexes.
 import assert from "node:assert/strict";
-import { pushBlob, sha256Hex, type TestServer, withServer } from "../helpers/server.ts";
+import { assertError, bytesOf, postBlob, req, serverTestOpts } from "../helpers/api.ts";
+import { sha256, sha512 } from "../helpers/bytes.ts";
+import {
+  descOf,
+  type Descriptor,
+  DOCKER_MANIFEST,
+  imageIndex,
+  imageManifest,
+  OCI_CONFIG,
+  OCI_INDEX,
+  OCI_LAYER,
+  OCI_MANIFEST,
+  putManifest,
+  putManifestOk,
+  unique,
+} from "../helpers/oci_content.ts";
+import { pushBlob, type TestServer, withServer } from "../helpers/server.ts";
 
-// The server process's log pump runs across steps, so per-step op/resource sanitizers would
-// report its reads; the server itself is stopped and awaited by withServer.
-const opts = { sanitizeOps: false, sanitizeResources: false };
-
-const OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json";
-const OCI_INDEX = "application/vnd.oci.image.index.v1+json";
-const OCI_CONFIG = "application/vnd.oci.image.config.v1+json";
-const OCI_LAYER = "application/vnd.oci.image.layer.v1.tar+gzip";
-const DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json";
 const enc = new TextEncoder();
-
-interface Descriptor {
-  mediaType: string;
-  digest: string;
-  size: number;
-  [k: string]: unknown;
-}
-
-function req(s: TestServer, path: string, init: RequestInit = {}): Promise<Response> {
-  return fetch(`${s.url}${path}`, { ...init, signal: AbortSignal.timeout(20_000) });
-}
-
-async function assertError(r: Response, status: number, code: string): Promise<void> {
-  const text = await r.text();
-  assert.equal(r.status, status, `expected ${status} ${code}, got ${r.status}: ${text}`);
-  const body = JSON.parse(text);
-  assert.ok(Array.isArray(body.errors) && body.errors.length > 0, text);
-  const e = body.errors[0];
-  assert.equal(e.code, code, text);
-  assert.equal(typeof e.message, "string");
-  assert.equal(typeof e.detail, "string");
-}
-
-async function sha256(data: Uint8Array): Promise<string> {
-  return `sha256:${await sha256Hex(data)}`;
-}
-
-async function sha512(data: Uint8Array): Promise<string> {
-  const h = await crypto.subtle.digest("SHA-512", data as BufferSource);
-  return "sha512:" + Array.from(new Uint8Array(h), (b) => b.toString(16).padStart(2, "0")).join("");
-}
-
-function bytesOf(r: Response): Promise<Uint8Array> {
-  return r.arrayBuffer().then((b) => new Uint8Array(b));
-}
-
-/** Unique bytes per call, so digests never collide across cases. */
-function unique(label: string): Uint8Array {
-  return enc.encode(`${label} ${crypto.randomUUID()}`);
-}
-
-async function descOf(mediaType: string, data: Uint8Array): Promise<Descriptor> {
-  return { mediaType, digest: await sha256(data), size: data.length };
-}
-
-function imageManifest(config: Descriptor, layers: Descriptor[], extra = {}): Uint8Array {
-  return enc.encode(
-    JSON.stringify({ schemaVersion: 2, mediaType: OCI_MANIFEST, config, layers, ...extra }),
-  );
-}
-
-function putManifest(
-  s: TestServer,
-  ns: string,
-  ref: string,
-  body: Uint8Array,
-  contentType = OCI_MANIFEST,
-  query = "",
-): Promise<Response> {
-  return req(s, `/v2/${ns}/manifests/${ref}${query}`, {
-    method: "PUT",
-    body: body as BodyInit,
-    headers: { "content-type": contentType },
-  });
-}
-
-async function putOk(
-  s: TestServer,
-  ns: string,
-  ref: string,
-  body: Uint8Array,
-  contentType = OCI_MANIFEST,
-): Promise<Response> {
-  const r = await putManifest(s, ns, ref, body, contentType);
-  const text = await r.text();
-  assert.equal(r.status, 201, `PUT ${ns}:${ref}: ${r.status} ${text}`);
-  return r;
-}
 
 /** Pushes config + layer blobs into `ns` and returns a manifest body referencing them. */
 async function image(s: TestServer, ns: string, label: string, extra = {}) {
@@ -131,9 +60,35 @@ async function assertManifestUnknown(s: TestServer, ns: string, ref: string): Pr
   await assertError(await req(s, `/v2/${ns}/manifests/${ref}`), 404, "MANIFEST_UNKNOWN");
 }
 
+/** Config and layer bytes for `label` (not pushed), their descriptors and the manifest body. */
+async function unpushedImage(label: string) {
+  const configBytes = enc.encode(JSON.stringify({ os: "linux", label }));
+  const layerBytes = unique(`${label} layer`);
+  const config = await descOf(OCI_CONFIG, configBytes);
+  const layer = await descOf(OCI_LAYER, layerBytes);
+  return { configBytes, layerBytes, config, layer, body: imageManifest(config, [layer]) };
+}
+
+/** A subject that does not exist is accepted (by digest) and echoed in OCI-Subject. */
+async function assertAbsentSubjectAccepted(
+  s: TestServer,
+  ns: string,
+  config: Descriptor,
+  layer: Descriptor,
+): Promise<void> {
+  const subject = await descOf(OCI_MANIFEST, unique("absent subject"));
+  const b = imageManifest(config, [layer], {
+    artifactType: "application/vnd.example.sig",
+    subject,
+  });
+  const r = await putManifest(s, ns, await sha256(b), b);
+  assert.equal(r.status, 201, await r.text());
+  assert.equal(r.headers.get("oci-subject"), subject.digest);
+}
+
 Deno.test({
   name: "manifest push and pull by tag and by digest",
-  ...opts,
+  ...serverTestOpts,
   fn: (t) =>
     withServer({}, async (s) => {
       const ns = "man/basic";
@@ -172,7 +127,7 @@ Deno.test({
       });
 
       await t.step("re-pushing the same bytes under a second tag keeps one digest", async () => {
-        const r = await putOk(s, ns, "v1-again", img.body);
+        const r = await putManifestOk(s, ns, "v1-again", img.body);
         assert.equal(r.headers.get("docker-content-digest"), img.digest);
         await assertManifest(s, ns, "v1-again", img.body, OCI_MANIFEST, img.digest);
       });
@@ -188,7 +143,7 @@ Deno.test({
           config: await descOf("application/vnd.docker.container.image.v1+json", cfg),
           layers: [await descOf("application/vnd.docker.image.rootfs.diff.tar.gzip", lay)],
         }));
-        await putOk(s, ns, "docker", body, DOCKER_MANIFEST);
+        await putManifestOk(s, ns, "docker", body, DOCKER_MANIFEST);
         await assertManifest(s, ns, "docker", body, DOCKER_MANIFEST, await sha256(body));
       });
     }),
@@ -196,7 +151,7 @@ Deno.test({
 
 Deno.test({
   name: "manifest media type and body validation",
-  ...opts,
+  ...serverTestOpts,
   fn: (t) =>
     withServer({}, async (s) => {
       const ns = "man/valid";
@@ -310,10 +265,8 @@ Deno.test({
       await t.step("a manifest may reference a sha512 blob", async () => {
         const layerBytes = unique("sha512 layer");
         const d = await sha512(layerBytes);
-        const up = await req(s, `/v2/${ns}/blobs/uploads/?digest=${d}`, {
-          method: "POST",
-          body: layerBytes as BodyInit,
-          headers: { "content-type": "application/octet-stream" },
+        const up = await postBlob(s, ns, d, layerBytes, {
+          contentType: "application/octet-stream",
         });
         await up.body?.cancel();
         assert.equal(up.status, 201);
@@ -322,7 +275,7 @@ Deno.test({
         const body = imageManifest(await descOf(OCI_CONFIG, cfg), [
           { mediaType: OCI_LAYER, digest: d, size: layerBytes.length },
         ]);
-        await putOk(s, ns, "layer512", body);
+        await putManifestOk(s, ns, "layer512", body);
         await assertManifest(s, ns, "layer512", body, OCI_MANIFEST, await sha256(body));
         const blob = await req(s, `/v2/${ns}/blobs/${d}`);
         assert.equal(blob.status, 200);
@@ -333,7 +286,7 @@ Deno.test({
 
 Deno.test({
   name: "manifest over global.max_manifest_size is 413 MANIFEST_INVALID",
-  ...opts,
+  ...serverTestOpts,
   fn: (t) =>
     withServer({ config: "[global]\nmax_manifest_size = 1024\n" }, async (s) => {
       const ns = "man/size";
@@ -341,7 +294,7 @@ Deno.test({
       assert.ok(small.body.length < 1024);
 
       await t.step("a body under the limit is accepted", async () => {
-        await putOk(s, ns, "small", small.body);
+        await putManifestOk(s, ns, "small", small.body);
       });
 
       await t.step("a body of exactly the limit is accepted, one byte more is not", async () => {
@@ -354,7 +307,7 @@ Deno.test({
           return body;
         };
         const exact = await padded(1024);
-        await putOk(s, ns, "exact", exact);
+        await putManifestOk(s, ns, "exact", exact);
         await assertManifest(s, ns, "exact", exact, OCI_MANIFEST, await sha256(exact));
         const over = await padded(1025);
         await assertError(await putManifest(s, ns, "over", over), 413, "MANIFEST_INVALID");
@@ -414,15 +367,11 @@ Deno.test({
 
 Deno.test({
   name: "allow_missing_manifest_references = false requires every reference",
-  ...opts,
+  ...serverTestOpts,
   fn: (t) =>
     withServer({ config: "[global]\nallow_missing_manifest_references = false\n" }, async (s) => {
       const ns = "man/strict";
-      const configBytes = enc.encode(JSON.stringify({ os: "linux", label: "strict" }));
-      const layerBytes = unique("strict layer");
-      const config = await descOf(OCI_CONFIG, configBytes);
-      const layer = await descOf(OCI_LAYER, layerBytes);
-      const body = imageManifest(config, [layer]);
+      const { configBytes, layerBytes, config, layer, body } = await unpushedImage("strict");
 
       await t.step("missing config and layer give MANIFEST_BLOB_UNKNOWN", async () => {
         await assertError(await putManifest(s, ns, "v1", body), 404, "MANIFEST_BLOB_UNKNOWN");
@@ -448,17 +397,15 @@ Deno.test({
       });
 
       await t.step("with every blob present the push succeeds", async () => {
-        await putOk(s, ns, "v1", body);
+        await putManifestOk(s, ns, "v1", body);
         await assertManifest(s, ns, "v1", body, OCI_MANIFEST, await sha256(body));
       });
 
       const childDigest = await sha256(body);
       const missingChild = imageManifest(config, [await descOf(OCI_LAYER, unique("other"))]);
-      const index = (children: Descriptor[]) =>
-        enc.encode(JSON.stringify({ schemaVersion: 2, mediaType: OCI_INDEX, manifests: children }));
 
       await t.step("an index with a missing child gives MANIFEST_BLOB_UNKNOWN", async () => {
-        const idx = index([
+        const idx = imageIndex([
           { mediaType: OCI_MANIFEST, digest: childDigest, size: body.length },
           await descOf(OCI_MANIFEST, missingChild),
         ]);
@@ -471,41 +418,35 @@ Deno.test({
       });
 
       await t.step("an index whose children are all present is accepted", async () => {
-        const idx = index([{ mediaType: OCI_MANIFEST, digest: childDigest, size: body.length }]);
-        await putOk(s, ns, "idx", idx, OCI_INDEX);
+        const idx = imageIndex([{
+          mediaType: OCI_MANIFEST,
+          digest: childDigest,
+          size: body.length,
+        }]);
+        await putManifestOk(s, ns, "idx", idx, OCI_INDEX);
         await assertManifest(s, ns, "idx", idx, OCI_INDEX, await sha256(idx));
       });
 
-      await t.step("a subject that does not exist is accepted, with OCI-Subject", async () => {
-        const subject = await descOf(OCI_MANIFEST, unique("absent subject"));
-        const b = imageManifest(config, [layer], {
-          artifactType: "application/vnd.example.sig",
-          subject,
-        });
-        const r = await putManifest(s, ns, await sha256(b), b);
-        assert.equal(r.status, 201, await r.text());
-        assert.equal(r.headers.get("oci-subject"), subject.digest);
-      });
+      await t.step(
+        "a subject that does not exist is accepted, with OCI-Subject",
+        () => assertAbsentSubjectAccepted(s, ns, config, layer),
+      );
     }),
 });
 
 Deno.test({
   name: "allow_missing_manifest_references default true: accepted but not made readable",
-  ...opts,
+  ...serverTestOpts,
   fn: (t) =>
     withServer({}, async (s) => {
       const ns = "man/lenient";
-      const configBytes = enc.encode(JSON.stringify({ os: "linux", label: "lenient" }));
-      const layerBytes = unique("lenient layer");
-      const config = await descOf(OCI_CONFIG, configBytes);
-      const layer = await descOf(OCI_LAYER, layerBytes);
+      const { configBytes, layerBytes, config, layer, body } = await unpushedImage("lenient");
       // The layer exists in storage, but under another namespace only.
       await pushBlob(s.url, "man/owner", layerBytes);
-      const body = imageManifest(config, [layer]);
       const digest = await sha256(body);
 
       await t.step("a manifest with missing and foreign blobs is accepted", async () => {
-        const r = await putOk(s, ns, "v1", body);
+        const r = await putManifestOk(s, ns, "v1", body);
         assert.equal(r.headers.get("docker-content-digest"), digest);
         await assertManifest(s, ns, "v1", body, OCI_MANIFEST, digest);
       });
@@ -530,42 +471,34 @@ Deno.test({
       });
 
       const child = await image(s, ns, "child");
-      const idx = enc.encode(JSON.stringify({
-        schemaVersion: 2,
-        mediaType: OCI_INDEX,
-        manifests: [{ mediaType: OCI_MANIFEST, digest: child.digest, size: child.body.length }],
-      }));
+      const idx = imageIndex([
+        { mediaType: OCI_MANIFEST, digest: child.digest, size: child.body.length },
+      ]);
 
       await t.step(
         "an index with a missing child is accepted; the child stays unknown",
         async () => {
-          await putOk(s, ns, "idx", idx, OCI_INDEX);
+          await putManifestOk(s, ns, "idx", idx, OCI_INDEX);
           await assertManifest(s, ns, "idx", idx, OCI_INDEX, await sha256(idx));
           await assertManifestUnknown(s, ns, child.digest);
         },
       );
 
       await t.step("pushing the child by digest makes it pullable", async () => {
-        await putOk(s, ns, child.digest, child.body);
+        await putManifestOk(s, ns, child.digest, child.body);
         await assertManifest(s, ns, child.digest, child.body, OCI_MANIFEST, child.digest);
       });
 
-      await t.step("a subject that does not exist is accepted, with OCI-Subject", async () => {
-        const subject = await descOf(OCI_MANIFEST, unique("absent subject"));
-        const b = imageManifest(config, [layer], {
-          artifactType: "application/vnd.example.sig",
-          subject,
-        });
-        const r = await putManifest(s, ns, await sha256(b), b);
-        assert.equal(r.status, 201, await r.text());
-        assert.equal(r.headers.get("oci-subject"), subject.digest);
-      });
+      await t.step(
+        "a subject that does not exist is accepted, with OCI-Subject",
+        () => assertAbsentSubjectAccepted(s, ns, config, layer),
+      );
     }),
 });
 
 Deno.test({
   name: "tag query parameters on a manifest push",
-  ...opts,
+  ...serverTestOpts,
   fn: (t) =>
     withServer({}, async (s) => {
       const ns = "man/tagparam";
@@ -629,15 +562,15 @@ Deno.test({
 
 Deno.test({
   name: "manifest DELETE by tag and by digest",
-  ...opts,
+  ...serverTestOpts,
   fn: (t) =>
     withServer({}, async (s) => {
       const ns = "man/delete";
       const img = await image(s, ns, "del");
-      await putOk(s, ns, "one", img.body);
-      await putOk(s, ns, "two", img.body);
+      await putManifestOk(s, ns, "one", img.body);
+      await putManifestOk(s, ns, "two", img.body);
       const keep = await image(s, ns, "keep");
-      await putOk(s, ns, "keep", keep.body);
+      await putManifestOk(s, ns, "keep", keep.body);
 
       await t.step("DELETE by tag answers 202 and removes only that tag", async () => {
         const r = await req(s, `/v2/${ns}/manifests/one`, { method: "DELETE" });
@@ -654,7 +587,7 @@ Deno.test({
       });
 
       await t.step("DELETE by digest removes the revision and every tag on it", async () => {
-        await putOk(s, ns, "three", img.body);
+        await putManifestOk(s, ns, "three", img.body);
         const r = await req(s, `/v2/${ns}/manifests/${img.digest}`, { method: "DELETE" });
         assert.equal(r.status, 202);
         await r.body?.cancel();
@@ -685,7 +618,7 @@ Deno.test({
       });
 
       await t.step("the deleted manifest can be pushed again", async () => {
-        await putOk(s, ns, "one", img.body);
+        await putManifestOk(s, ns, "one", img.body);
         await assertManifest(s, ns, "one", img.body, OCI_MANIFEST, img.digest);
       });
     }),
@@ -693,36 +626,32 @@ Deno.test({
 
 Deno.test({
   name: "image index push with children",
-  ...opts,
+  ...serverTestOpts,
   fn: (t) =>
     withServer({ config: "[global]\nallow_missing_manifest_references = false\n" }, async (s) => {
       const ns = "man/index";
       const amd = await image(s, ns, "amd64");
       const arm = await image(s, ns, "arm64");
-      await putOk(s, ns, amd.digest, amd.body);
-      await putOk(s, ns, arm.digest, arm.body);
-      const idx = enc.encode(JSON.stringify({
-        schemaVersion: 2,
-        mediaType: OCI_INDEX,
-        manifests: [
-          {
-            mediaType: OCI_MANIFEST,
-            digest: amd.digest,
-            size: amd.body.length,
-            platform: { os: "linux", architecture: "amd64" },
-          },
-          {
-            mediaType: OCI_MANIFEST,
-            digest: arm.digest,
-            size: arm.body.length,
-            platform: { os: "linux", architecture: "arm64" },
-          },
-        ],
-      }));
+      await putManifestOk(s, ns, amd.digest, amd.body);
+      await putManifestOk(s, ns, arm.digest, arm.body);
+      const idx = imageIndex([
+        {
+          mediaType: OCI_MANIFEST,
+          digest: amd.digest,
+          size: amd.body.length,
+          platform: { os: "linux", architecture: "amd64" },
+        },
+        {
+          mediaType: OCI_MANIFEST,
+          digest: arm.digest,
+          size: arm.body.length,
+          platform: { os: "linux", architecture: "arm64" },
+        },
+      ]);
       const idxDigest = await sha256(idx);
 
       await t.step("PUT the index by tag answers 201", async () => {
-        const r = await putOk(s, ns, "multi", idx, OCI_INDEX);
+        const r = await putManifestOk(s, ns, "multi", idx, OCI_INDEX);
         assert.equal(r.headers.get("docker-content-digest"), idxDigest);
       });
 

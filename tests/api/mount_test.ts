@@ -1,35 +1,9 @@
 // SPEC §Blob upload, Mount rules 1-5, and the two "POST with mount" rows of the upload state
 // table: a satisfiable mount is 201 with no session, an unsatisfiable one falls back to 202.
 import assert from "node:assert/strict";
+import { assertError, postBlob, req, serverTestOpts } from "../helpers/api.ts";
+import { randomBytes, sha512 } from "../helpers/bytes.ts";
 import { pushBlob, sha256Hex, type TestServer, withServer } from "../helpers/server.ts";
-
-// The server process's log pump runs across steps, so per-step op/resource sanitizers would
-// report its reads; the server itself is stopped and awaited by withServer.
-const opts = { sanitizeOps: false, sanitizeResources: false };
-
-function req(s: TestServer, path: string | URL, init: RequestInit = {}): Promise<Response> {
-  const url = typeof path === "string" ? `${s.url}${path}` : path;
-  return fetch(url, { ...init, signal: AbortSignal.timeout(20_000) });
-}
-
-async function assertError(r: Response, status: number, code: string): Promise<void> {
-  assert.equal(r.status, status, `expected ${status} ${code}, got ${r.status}`);
-  const body = await r.json();
-  assert.ok(Array.isArray(body.errors) && body.errors.length > 0, JSON.stringify(body));
-  const e = body.errors[0];
-  assert.equal(e.code, code);
-  assert.equal(typeof e.message, "string");
-  assert.equal(typeof e.detail, "string");
-}
-
-function randomBytes(n: number): Uint8Array {
-  return crypto.getRandomValues(new Uint8Array(n));
-}
-
-async function sha512(data: Uint8Array): Promise<string> {
-  const h = await crypto.subtle.digest("SHA-512", data as BufferSource);
-  return `sha512:${Array.from(new Uint8Array(h), (b) => b.toString(16).padStart(2, "0")).join("")}`;
-}
 
 function mount(s: TestServer, ns: string, digest: string, from?: string): Promise<Response> {
   const q = new URLSearchParams({ mount: digest });
@@ -76,7 +50,7 @@ async function assertNoBlob(s: TestServer, ns: string, digest: string) {
 
 Deno.test({
   name: "blob mount",
-  ...opts,
+  ...serverTestOpts,
   fn: (t) =>
     withServer({}, async (s) => {
       await t.step(
@@ -167,10 +141,7 @@ Deno.test({
       await t.step("mount of a sha512 blob: 201", async () => {
         const data = randomBytes(90);
         const digest = await sha512(data);
-        const push = await req(s, `/v2/mnt/src512/blobs/uploads/?digest=${digest}`, {
-          method: "POST",
-          body: data as BodyInit,
-        });
+        const push = await postBlob(s, "mnt/src512", digest, data);
         assert.equal(push.status, 201);
         await push.body?.cancel();
         await assertMounted(

@@ -2,36 +2,14 @@
 // declares is served from that repository (path prefixed by the repository name) with
 // `OCI-Namespace`; an undeclared `ns`, and `ns` on any write, is ignored and sends no header.
 import assert from "node:assert/strict";
+import { assertError, bytesOf, postBlob, req, serverTestOpts } from "../helpers/api.ts";
+import { distinctManifest, OCI_MANIFEST, putManifest } from "../helpers/oci_content.ts";
 import { pushImage, sha256Hex, type TestServer, withServer } from "../helpers/server.ts";
 
-// The server process's log pump runs across steps, so per-step op/resource sanitizers would
-// report its reads; the server itself is stopped and awaited by withServer.
-const opts = { sanitizeOps: false, sanitizeResources: false };
-
-const OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json";
 const enc = new TextEncoder();
 const CONFIG = `[repository."hub"]
 namespace = "docker.io"
 `;
-
-function req(s: TestServer, path: string, init: RequestInit = {}): Promise<Response> {
-  return fetch(`${s.url}${path}`, { ...init, signal: AbortSignal.timeout(20_000) });
-}
-
-async function assertError(r: Response, status: number, code: string): Promise<void> {
-  const text = await r.text();
-  assert.equal(r.status, status, `expected ${status} ${code}, got ${r.status}: ${text}`);
-  const body = JSON.parse(text);
-  assert.ok(Array.isArray(body.errors) && body.errors.length > 0, text);
-  const e = body.errors[0];
-  assert.equal(e.code, code, text);
-  assert.equal(typeof e.message, "string");
-  assert.equal(typeof e.detail, "string");
-}
-
-function bytesOf(r: Response): Promise<Uint8Array> {
-  return r.arrayBuffer().then((b) => new Uint8Array(b));
-}
 
 /** GETs a manifest and checks it is `body`; returns the response headers. */
 async function getManifest(s: TestServer, path: string, body: Uint8Array): Promise<Headers> {
@@ -43,24 +21,9 @@ async function getManifest(s: TestServer, path: string, body: Uint8Array): Promi
   return r.headers;
 }
 
-async function manifest(label: string): Promise<{ body: Uint8Array; digest: string }> {
-  const cfg = enc.encode(JSON.stringify({ label, nonce: crypto.randomUUID() }));
-  const body = enc.encode(JSON.stringify({
-    schemaVersion: 2,
-    mediaType: OCI_MANIFEST,
-    config: {
-      mediaType: "application/vnd.oci.image.config.v1+json",
-      digest: `sha256:${await sha256Hex(cfg)}`,
-      size: cfg.length,
-    },
-    layers: [],
-  }));
-  return { body, digest: `sha256:${await sha256Hex(body)}` };
-}
-
 Deno.test({
   name: "ns parameter on pulls",
-  ...opts,
+  ...serverTestOpts,
   fn: (t) =>
     withServer({ config: CONFIG }, async (s) => {
       const hub = await pushImage(s.url, "hub/library/alpine", "x");
@@ -138,17 +101,20 @@ Deno.test({
 
 Deno.test({
   name: "ns parameter on writes is ignored",
-  ...opts,
+  ...serverTestOpts,
   fn: (t) =>
     withServer({ config: CONFIG }, async (s) => {
-      const m = await manifest("written with ns");
+      const m = await distinctManifest("written with ns");
 
       await t.step("a manifest PUT with a declared ns lands in the path's namespace", async () => {
-        const r = await req(s, "/v2/library/alpine/manifests/w?ns=docker.io", {
-          method: "PUT",
-          body: m.body as BodyInit,
-          headers: { "content-type": OCI_MANIFEST },
-        });
+        const r = await putManifest(
+          s,
+          "library/alpine",
+          "w",
+          m.body,
+          OCI_MANIFEST,
+          "?ns=docker.io",
+        );
         assert.equal(r.status, 201, await r.clone().text());
         assert.equal(r.headers.get("oci-namespace"), null);
         assert.equal(r.headers.get("docker-content-digest"), m.digest);
@@ -169,10 +135,9 @@ Deno.test({
       await t.step("a blob upload with a declared ns lands in the path's namespace", async () => {
         const data = enc.encode(`blob ${crypto.randomUUID()}`);
         const digest = `sha256:${await sha256Hex(data)}`;
-        const r = await req(s, `/v2/library/alpine/blobs/uploads/?digest=${digest}&ns=docker.io`, {
-          method: "POST",
-          body: data as BodyInit,
-          headers: { "content-type": "application/octet-stream" },
+        const r = await postBlob(s, "library/alpine", digest, data, {
+          contentType: "application/octet-stream",
+          query: "&ns=docker.io",
         });
         assert.equal(r.status, 201);
         assert.equal(r.headers.get("oci-namespace"), null);

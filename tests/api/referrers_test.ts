@@ -2,82 +2,34 @@
 // pages of 100 with a Link repeating the encoded filter, the fallback tag folded in, bad input
 // (DIGEST_INVALID, never 404), unknown subjects, and deleted referrers leaving the listing.
 import assert from "node:assert/strict";
-import { pushBlob, sha256Hex, type TestServer, withServer } from "../helpers/server.ts";
+import { assertError, nextLink, req, serverTestOpts } from "../helpers/api.ts";
+import { sha256 } from "../helpers/bytes.ts";
+import {
+  descOf,
+  type Descriptor,
+  imageIndex,
+  imageManifest,
+  OCI_CONFIG,
+  OCI_EMPTY,
+  OCI_INDEX,
+  OCI_MANIFEST,
+  putManifestOk,
+} from "../helpers/oci_content.ts";
+import { pushBlob, type TestServer, withServer } from "../helpers/server.ts";
 
-// The server process's log pump runs across steps, so per-step op/resource sanitizers would
-// report its reads; the server itself is stopped and awaited by withServer.
-const opts = { sanitizeOps: false, sanitizeResources: false };
-
-const OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json";
-const OCI_INDEX = "application/vnd.oci.image.index.v1+json";
-const OCI_EMPTY = "application/vnd.oci.empty.v1+json";
 // `+` and `/` both need percent-encoding in a query, which is what the Link rule is about.
 const TYPE_A = "application/vnd.example.sbom.v1+json";
 const TYPE_B = "application/vnd.example.signature.v1+json";
 const enc = new TextEncoder();
 const EMPTY_BYTES = enc.encode("{}");
 
-interface Descriptor {
-  mediaType: string;
-  digest: string;
-  size: number;
-  artifactType?: string;
-  annotations?: Record<string, string>;
-  [k: string]: unknown;
-}
-
-function req(s: TestServer, path: string, init: RequestInit = {}): Promise<Response> {
-  return fetch(new URL(path, s.url), { ...init, signal: AbortSignal.timeout(20_000) });
-}
-
-async function assertError(r: Response, status: number, code: string): Promise<void> {
-  const text = await r.text();
-  assert.equal(r.status, status, `expected ${status} ${code}, got ${r.status}: ${text}`);
-  const body = JSON.parse(text);
-  assert.ok(Array.isArray(body.errors) && body.errors.length > 0, text);
-  const e = body.errors[0];
-  assert.equal(e.code, code, text);
-  assert.equal(typeof e.message, "string");
-  assert.equal(typeof e.detail, "string");
-}
-
-async function sha256(data: Uint8Array): Promise<string> {
-  return `sha256:${await sha256Hex(data)}`;
-}
-
-async function put(
-  s: TestServer,
-  ns: string,
-  ref: string,
-  body: Uint8Array,
-  contentType = OCI_MANIFEST,
-): Promise<Response> {
-  const r = await req(s, `/v2/${ns}/manifests/${ref}`, {
-    method: "PUT",
-    body: body as BodyInit,
-    headers: { "content-type": contentType },
-  });
-  assert.equal(r.status, 201, `PUT ${ns}:${ref}: ${r.status} ${await r.clone().text()}`);
-  await r.body?.cancel();
-  return r;
-}
-
 /** Pushes a plain image to be used as a subject; returns its descriptor. */
 async function pushSubject(s: TestServer, ns: string, tag: string): Promise<Descriptor> {
   const cfg = enc.encode(JSON.stringify({ os: "linux", tag, nonce: crypto.randomUUID() }));
   const config = await pushBlob(s.url, ns, cfg);
-  const body = enc.encode(JSON.stringify({
-    schemaVersion: 2,
-    mediaType: OCI_MANIFEST,
-    config: {
-      mediaType: "application/vnd.oci.image.config.v1+json",
-      digest: config,
-      size: cfg.length,
-    },
-    layers: [],
-  }));
-  await put(s, ns, tag, body);
-  return { mediaType: OCI_MANIFEST, digest: await sha256(body), size: body.length };
+  const body = imageManifest({ mediaType: OCI_CONFIG, digest: config, size: cfg.length }, []);
+  await putManifestOk(s, ns, tag, body);
+  return await descOf(OCI_MANIFEST, body);
 }
 
 interface Artifact {
@@ -119,7 +71,7 @@ async function artifact(
 }
 
 async function pushArtifact(s: TestServer, ns: string, a: Artifact): Promise<Response> {
-  return await put(s, ns, a.desc.digest, a.body);
+  return await putManifestOk(s, ns, a.desc.digest, a.body);
 }
 
 interface Listing {
@@ -127,14 +79,6 @@ interface Listing {
   headers: Headers;
   manifests: Descriptor[];
   link: string | null;
-}
-
-function nextLink(r: Response): string | null {
-  const link = r.headers.get("link");
-  if (link === null) return null;
-  const m = /^<([^>]+)>;\s*rel="?next"?$/.exec(link.trim());
-  assert.ok(m, `malformed Link header: ${link}`);
-  return m[1];
 }
 
 /** One referrers page, with the index envelope checked. */
@@ -193,7 +137,7 @@ function rawQueryParam(link: string, name: string): string | null {
 
 Deno.test({
   name: "referrers listing and artifactType filter",
-  ...opts,
+  ...serverTestOpts,
   fn: (t) =>
     withServer({}, async (s) => {
       const ns = "ref/basic";
@@ -253,7 +197,7 @@ Deno.test({
       });
 
       await t.step("a tagged referrer is listed once", async () => {
-        await put(s, ns, "sig", a1.body);
+        await putManifestOk(s, ns, "sig", a1.body);
         assertDescriptors((await page(s, path)).manifests, [a1.desc, a2.desc, b1.desc, b2.desc]);
       });
 
@@ -275,7 +219,7 @@ Deno.test({
           annotations: { "org.example.n": "index" },
         }));
         const digest = await sha256(body);
-        const r = await put(s, ns, digest, body, OCI_INDEX);
+        const r = await putManifestOk(s, ns, digest, body, OCI_INDEX);
         assert.equal(r.headers.get("oci-subject"), subject2.digest);
         const p = await page(s, `/v2/${ns}/referrers/${subject2.digest}`);
         assertDescriptors(p.manifests, [{
@@ -300,7 +244,7 @@ Deno.test({
 
 Deno.test({
   name: "referrers unknown subjects and invalid input",
-  ...opts,
+  ...serverTestOpts,
   fn: (t) =>
     withServer({}, async (s) => {
       const ns = "ref/input";
@@ -354,7 +298,7 @@ Deno.test({
 
 Deno.test({
   name: "referrers pages of 100 with Link, filtered pages filled",
-  ...opts,
+  ...serverTestOpts,
   fn: (t) =>
     withServer({}, async (s) => {
       const ns = "ref/paged";
@@ -435,7 +379,7 @@ Deno.test({
 
 Deno.test({
   name: "referrers fallback tag is folded into the listing",
-  ...opts,
+  ...serverTestOpts,
   fn: (t) =>
     withServer({}, async (s) => {
       const ns = "ref/fallback";
@@ -453,12 +397,8 @@ Deno.test({
 
       await t.step("setup: artifacts and the fallback index push", async () => {
         for (const a of [old1, old2, detached, fresh]) await pushArtifact(s, ns, a);
-        const index = enc.encode(JSON.stringify({
-          schemaVersion: 2,
-          mediaType: OCI_INDEX,
-          manifests: [old1.desc, old2.desc, detached.desc],
-        }));
-        await put(s, ns, fallbackTag, index, OCI_INDEX);
+        const index = imageIndex([old1.desc, old2.desc, detached.desc]);
+        await putManifestOk(s, ns, fallbackTag, index, OCI_INDEX);
       });
 
       await t.step("the listing holds both sources, each referrer once", async () => {

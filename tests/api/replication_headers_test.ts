@@ -3,45 +3,14 @@
 // digest unguarded, unparseable headers as ordinary writes, future dates clamped, backdated
 // timestamps persisted verbatim.
 import assert from "node:assert/strict";
-import { sha256Hex, type TestServer, withServer } from "../helpers/server.ts";
+import { assertError, expectStatus, req, serverTestOpts, tagDigest } from "../helpers/api.ts";
+import { distinctManifest, OCI_MANIFEST, putManifest } from "../helpers/oci_content.ts";
+import { type TestServer, withServer } from "../helpers/server.ts";
 
-// The server process's log pump runs across steps, so per-step op/resource sanitizers would
-// report its reads; the server itself is stopped and awaited by withServer.
-const opts = { sanitizeOps: false, sanitizeResources: false };
-
-const OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json";
 const TS = "X-Svc-Source-Timestamp";
-const enc = new TextEncoder();
 
-function req(s: TestServer, path: string, init: RequestInit = {}): Promise<Response> {
-  return fetch(`${s.url}${path}`, { ...init, signal: AbortSignal.timeout(20_000) });
-}
-
-async function assertError(r: Response, status: number, code: string): Promise<void> {
-  const text = await r.text();
-  assert.equal(r.status, status, `expected ${status} ${code}, got ${r.status}: ${text}`);
-  const body = JSON.parse(text);
-  assert.ok(Array.isArray(body.errors) && body.errors.length > 0, text);
-  const e = body.errors[0];
-  assert.equal(e.code, code, text);
-  assert.equal(typeof e.message, "string");
-  assert.equal(typeof e.detail, "string");
-}
-
-/** A distinct manifest body (blobs left missing, which the default config allows). */
-async function manifest(label: string): Promise<{ body: Uint8Array; digest: string }> {
-  const cfg = enc.encode(JSON.stringify({ label, nonce: crypto.randomUUID() }));
-  const body = enc.encode(JSON.stringify({
-    schemaVersion: 2,
-    mediaType: OCI_MANIFEST,
-    config: {
-      mediaType: "application/vnd.oci.image.config.v1+json",
-      digest: `sha256:${await sha256Hex(cfg)}`,
-      size: cfg.length,
-    },
-    layers: [],
-  }));
-  return { body, digest: `sha256:${await sha256Hex(body)}` };
+function tsHeader(ts?: string): Record<string, string> {
+  return ts === undefined ? {} : { [TS]: ts };
 }
 
 function put(
@@ -51,29 +20,11 @@ function put(
   body: Uint8Array,
   ts?: string,
 ): Promise<Response> {
-  const headers: Record<string, string> = { "content-type": OCI_MANIFEST };
-  if (ts !== undefined) headers[TS] = ts;
-  return req(s, `/v2/${ns}/manifests/${ref}`, { method: "PUT", body: body as BodyInit, headers });
+  return putManifest(s, ns, ref, body, OCI_MANIFEST, "", tsHeader(ts));
 }
 
 function del(s: TestServer, ns: string, ref: string, ts?: string): Promise<Response> {
-  const headers: Record<string, string> = {};
-  if (ts !== undefined) headers[TS] = ts;
-  return req(s, `/v2/${ns}/manifests/${ref}`, { method: "DELETE", headers });
-}
-
-async function expectStatus(r: Response, status: number, what: string): Promise<void> {
-  const text = await r.text();
-  assert.equal(r.status, status, `${what}: ${r.status} ${text}`);
-}
-
-/** The digest a tag resolves to, or null when it answers 404. */
-async function tagDigest(s: TestServer, ns: string, tag: string): Promise<string | null> {
-  const r = await req(s, `/v2/${ns}/manifests/${tag}`, { method: "HEAD" });
-  await r.body?.cancel();
-  if (r.status === 404) return null;
-  assert.equal(r.status, 200, `HEAD ${ns}:${tag}`);
-  return r.headers.get("docker-content-digest");
+  return req(s, `/v2/${ns}/manifests/${ref}`, { method: "DELETE", headers: tsHeader(ts) });
 }
 
 async function digestExists(s: TestServer, ns: string, digest: string): Promise<boolean> {
@@ -84,13 +35,13 @@ const isoMinutesAgo = (m: number) => new Date(Date.now() - m * 60_000).toISOStri
 
 Deno.test({
   name: "replication timestamp on tag PUT",
-  ...opts,
+  ...serverTestOpts,
   fn: (t) =>
     withServer({}, async (s) => {
       const ns = "repl/put";
-      const m1 = await manifest("m1");
-      const m2 = await manifest("m2");
-      const m3 = await manifest("m3");
+      const m1 = await distinctManifest("m1");
+      const m2 = await distinctManifest("m2");
+      const m3 = await distinctManifest("m3");
 
       await t.step("a first replicated push with a backdated timestamp is accepted", async () => {
         await expectStatus(await put(s, ns, "t", m1.body, "2020-06-01T00:00:00Z"), 201, "PUT");
@@ -165,13 +116,13 @@ Deno.test({
 
 Deno.test({
   name: "replication timestamp: unparseable, future-dated, and PUT by digest",
-  ...opts,
+  ...serverTestOpts,
   fn: (t) =>
     withServer({}, async (s) => {
       const ns = "repl/edge";
-      const m1 = await manifest("m1");
-      const m2 = await manifest("m2");
-      const m3 = await manifest("m3");
+      const m1 = await distinctManifest("m1");
+      const m2 = await distinctManifest("m2");
+      const m3 = await distinctManifest("m3");
 
       for (const bad of ["yesterday", "2020-13-45T00:00:00Z", "2020-06-01", "", "1591000000"]) {
         await t.step(`header ${JSON.stringify(bad)} disables LWW: ordinary write`, async () => {
@@ -208,7 +159,7 @@ Deno.test({
           201,
           "PUT by digest",
         );
-        const fresh = await manifest("fresh");
+        const fresh = await distinctManifest("fresh");
         await expectStatus(
           await put(s, ns, fresh.digest, fresh.body, "1990-01-01T00:00:00Z"),
           201,
@@ -222,12 +173,12 @@ Deno.test({
 
 Deno.test({
   name: "replication timestamp on DELETE",
-  ...opts,
+  ...serverTestOpts,
   fn: (t) =>
     withServer({}, async (s) => {
       const ns = "repl/del";
-      const m1 = await manifest("m1");
-      const m2 = await manifest("m2");
+      const m1 = await distinctManifest("m1");
+      const m2 = await distinctManifest("m2");
 
       await t.step("DELETE by tag older than the local tag is 409, tag kept", async () => {
         await expectStatus(await put(s, ns, "a", m1.body, "2020-06-01T00:00:00Z"), 201, "PUT");
@@ -273,14 +224,14 @@ Deno.test({
       });
 
       await t.step("DELETE by digest of an untagged revision is never superseded", async () => {
-        const m3 = await manifest("m3");
+        const m3 = await distinctManifest("m3");
         await expectStatus(await put(s, ns, m3.digest, m3.body), 201, "PUT");
         await expectStatus(await del(s, ns, m3.digest, "1990-01-01T00:00:00Z"), 202, "DELETE");
         assert.equal(await digestExists(s, ns, m3.digest), false);
       });
 
       await t.step("DELETE by digest guarded by a tag an ordinary push just made", async () => {
-        const m4 = await manifest("m4");
+        const m4 = await distinctManifest("m4");
         await expectStatus(await put(s, ns, "z", m4.body), 201, "PUT");
         await assertError(
           await del(s, ns, m4.digest, isoMinutesAgo(10)),

@@ -1,6 +1,7 @@
 // Upload sessions survive SIGKILL (DESIGN §Uploads: session state in KV, bytes in the blob
 // store), and a push killed mid-body never becomes a visible blob.
 import assert from "node:assert/strict";
+import { concat } from "../helpers/bytes.ts";
 import { pushBlob, sha256Hex, startServer, type TestServer } from "../helpers/server.ts";
 
 const MiB = 1024 * 1024;
@@ -15,13 +16,6 @@ function bytes(n: number, seed: number): Uint8Array {
     x ^= x << 5;
     out[i] = x & 0xff;
   }
-  return out;
-}
-
-function concat(a: Uint8Array, b: Uint8Array): Uint8Array {
-  const out = new Uint8Array(a.length + b.length);
-  out.set(a);
-  out.set(b, a.length);
   return out;
 }
 

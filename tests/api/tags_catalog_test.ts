@@ -2,69 +2,16 @@
 // a namespace with revisions but no tags, NAME_UNKNOWN without manifest content, catalog paging
 // and the catalog membership rule of §States and transitions.
 import assert from "node:assert/strict";
-import { pushBlob, sha256Hex, type TestServer, withServer } from "../helpers/server.ts";
+import { assertError, nextLink, req, serverTestOpts } from "../helpers/api.ts";
+import { distinctManifest, putManifestOk } from "../helpers/oci_content.ts";
+import { pushBlob, type TestServer, withServer } from "../helpers/server.ts";
 
-// The server process's log pump runs across steps, so per-step op/resource sanitizers would
-// report its reads; the server itself is stopped and awaited by withServer.
-const opts = { sanitizeOps: false, sanitizeResources: false };
-
-const OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json";
 const enc = new TextEncoder();
-
-function req(s: TestServer, path: string, init: RequestInit = {}): Promise<Response> {
-  return fetch(new URL(path, s.url), { ...init, signal: AbortSignal.timeout(20_000) });
-}
-
-async function assertError(r: Response, status: number, code: string): Promise<void> {
-  const text = await r.text();
-  assert.equal(r.status, status, `expected ${status} ${code}, got ${r.status}: ${text}`);
-  const body = JSON.parse(text);
-  assert.ok(Array.isArray(body.errors) && body.errors.length > 0, text);
-  const e = body.errors[0];
-  assert.equal(e.code, code, text);
-  assert.equal(typeof e.message, "string");
-  assert.equal(typeof e.detail, "string");
-}
-
-/** A manifest body unique to `label`; its blobs are left missing (allowed by default). */
-async function manifest(label: string): Promise<{ body: Uint8Array; digest: string }> {
-  const cfg = enc.encode(JSON.stringify({ label, nonce: crypto.randomUUID() }));
-  const body = enc.encode(JSON.stringify({
-    schemaVersion: 2,
-    mediaType: OCI_MANIFEST,
-    config: {
-      mediaType: "application/vnd.oci.image.config.v1+json",
-      digest: `sha256:${await sha256Hex(cfg)}`,
-      size: cfg.length,
-    },
-    layers: [],
-  }));
-  return { body, digest: `sha256:${await sha256Hex(body)}` };
-}
-
-async function put(s: TestServer, ns: string, ref: string, body: Uint8Array): Promise<void> {
-  const r = await req(s, `/v2/${ns}/manifests/${ref}`, {
-    method: "PUT",
-    body: body as BodyInit,
-    headers: { "content-type": OCI_MANIFEST },
-  });
-  const text = await r.text();
-  assert.equal(r.status, 201, `PUT ${ns}:${ref}: ${r.status} ${text}`);
-}
 
 async function del(s: TestServer, ns: string, ref: string): Promise<void> {
   const r = await req(s, `/v2/${ns}/manifests/${ref}`, { method: "DELETE" });
   const text = await r.text();
   assert.equal(r.status, 202, `DELETE ${ns}:${ref}: ${r.status} ${text}`);
-}
-
-/** The target of a `Link: <...>; rel="next"` header, or null. */
-function nextLink(r: Response): string | null {
-  const link = r.headers.get("link");
-  if (link === null) return null;
-  const m = /^<([^>]+)>;\s*rel="?next"?$/.exec(link.trim());
-  assert.ok(m, `malformed Link header: ${link}`);
-  return m[1];
 }
 
 interface Page {
@@ -93,13 +40,13 @@ const TAGS = ["0.9", "1.0", "1.1", "1.2-rc", "2.0", "_private", "alpha", "beta",
 
 Deno.test({
   name: "tag list and paging",
-  ...opts,
+  ...serverTestOpts,
   fn: (t) =>
     withServer({}, async (s) => {
       const ns = "tags/paged";
-      const m = await manifest("paged");
+      const m = await distinctManifest("paged");
       // Pushed in reverse so that order of insertion cannot pass for sorted output.
-      for (const tag of [...TAGS].reverse()) await put(s, ns, tag, m.body);
+      for (const tag of [...TAGS].reverse()) await putManifestOk(s, ns, tag, m.body);
       const sorted = [...TAGS].sort();
 
       await t.step("without n the whole list comes back sorted, without Link", async () => {
@@ -178,21 +125,21 @@ Deno.test({
 
 Deno.test({
   name: "tag list of namespaces without tags or without manifests",
-  ...opts,
+  ...serverTestOpts,
   fn: (t) =>
     withServer({}, async (s) => {
       await t.step("revisions but no tags: 200 with an empty list", async () => {
-        const m = await manifest("untagged");
-        await put(s, "tags/untagged", m.digest, m.body);
+        const m = await distinctManifest("untagged");
+        await putManifestOk(s, "tags/untagged", m.digest, m.body);
         const r = await req(s, "/v2/tags/untagged/tags/list");
         assert.equal(r.status, 200);
         assert.deepEqual(await r.json(), { name: "tags/untagged", tags: [] });
       });
 
       await t.step("every tag deleted, revision kept: 200 with an empty list", async () => {
-        const m = await manifest("detagged");
-        await put(s, "tags/detagged", "a", m.body);
-        await put(s, "tags/detagged", "b", m.body);
+        const m = await distinctManifest("detagged");
+        await putManifestOk(s, "tags/detagged", "a", m.body);
+        await putManifestOk(s, "tags/detagged", "b", m.body);
         await del(s, "tags/detagged", "a");
         await del(s, "tags/detagged", "b");
         const r = await req(s, "/v2/tags/detagged/tags/list");
@@ -215,8 +162,8 @@ Deno.test({
       });
 
       await t.step("a namespace whose every revision was deleted is NAME_UNKNOWN", async () => {
-        const m = await manifest("gone");
-        await put(s, "tags/gone", "v1", m.body);
+        const m = await distinctManifest("gone");
+        await putManifestOk(s, "tags/gone", "v1", m.body);
         await del(s, "tags/gone", m.digest);
         await assertError(await req(s, "/v2/tags/gone/tags/list"), 404, "NAME_UNKNOWN");
       });
@@ -225,14 +172,14 @@ Deno.test({
 
 Deno.test({
   name: "catalog paging and membership",
-  ...opts,
+  ...serverTestOpts,
   fn: (t) =>
     withServer({}, async (s) => {
       const names = ["cat/a", "cat/b/deep/er", "cat/c", "cat-d", "catz", "e", "zeta/one"];
       const digests = new Map<string, string>();
       for (const ns of [...names].reverse()) {
-        const m = await manifest(ns);
-        await put(s, ns, "v1", m.body);
+        const m = await distinctManifest(ns);
+        await putManifestOk(s, ns, "v1", m.body);
         digests.set(ns, m.digest);
       }
       await pushBlob(s.url, "cat/blobonly", enc.encode("catalog blob only"));
@@ -296,8 +243,8 @@ Deno.test({
       });
 
       await t.step("a namespace holding only an untagged revision is listed", async () => {
-        const m = await manifest("untagged");
-        await put(s, "cat/untagged", m.digest, m.body);
+        const m = await distinctManifest("untagged");
+        await putManifestOk(s, "cat/untagged", m.digest, m.body);
         digests.set("cat/untagged", m.digest);
         assert.deepEqual(await catalog(), [...sorted, "cat/untagged"].sort());
       });
@@ -313,8 +260,8 @@ Deno.test({
       });
 
       await t.step("a namespace with two revisions stays until the last goes", async () => {
-        const second = await manifest("second");
-        await put(s, "e", "v2", second.body);
+        const second = await distinctManifest("second");
+        await putManifestOk(s, "e", "v2", second.body);
         await del(s, "e", digests.get("e")!);
         assert.ok((await catalog()).includes("e"));
         await del(s, "e", second.digest);
@@ -322,8 +269,8 @@ Deno.test({
       });
 
       await t.step("pushing again brings a namespace back", async () => {
-        const m = await manifest("back");
-        await put(s, "cat/a", "v1", m.body);
+        const m = await distinctManifest("back");
+        await putManifestOk(s, "cat/a", "v1", m.body);
         assert.ok((await catalog()).includes("cat/a"));
       });
     }),

@@ -1,54 +1,12 @@
 // SPEC §Blob upload (POST/PATCH/PUT/DELETE rules), the upload session state table of §States and
 // transitions, and §Limits global.max_blob_size.
 import assert from "node:assert/strict";
-import { sha256Hex, type TestServer, withServer } from "../helpers/server.ts";
+import { assertError, errorCode, postBlob, req, serverTestOpts } from "../helpers/api.ts";
+import { randomBytes, sha256, sha512 } from "../helpers/bytes.ts";
+import { type RawResponse, sendRaw } from "../helpers/raw_http.ts";
+import { type TestServer, withServer } from "../helpers/server.ts";
 
-// The server process's log pump runs across steps, so per-step op/resource sanitizers would
-// report its reads; the server itself is stopped and awaited by withServer.
-const opts = { sanitizeOps: false, sanitizeResources: false };
 const UPLOAD_PATH = /^\/v2\/(.+)\/blobs\/uploads\/([^/]+)$/;
-
-function req(s: TestServer, path: string | URL, init: RequestInit = {}): Promise<Response> {
-  const url = typeof path === "string" ? `${s.url}${path}` : path;
-  return fetch(url, { ...init, signal: AbortSignal.timeout(20_000) });
-}
-
-async function errorCode(r: Response): Promise<string> {
-  const body = await r.json();
-  assert.ok(Array.isArray(body.errors) && body.errors.length > 0, JSON.stringify(body));
-  const e = body.errors[0];
-  assert.equal(typeof e.message, "string");
-  assert.equal(typeof e.detail, "string");
-  return e.code;
-}
-
-async function assertError(r: Response, status: number, code: string): Promise<void> {
-  assert.equal(r.status, status, `expected ${status} ${code}, got ${r.status}`);
-  assert.equal(await errorCode(r), code);
-}
-
-function randomBytes(n: number): Uint8Array {
-  return crypto.getRandomValues(new Uint8Array(n));
-}
-
-function concat(...parts: Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.length;
-  }
-  return out;
-}
-
-async function sha256(data: Uint8Array): Promise<string> {
-  return `sha256:${await sha256Hex(data)}`;
-}
-
-async function sha512(data: Uint8Array): Promise<string> {
-  const h = await crypto.subtle.digest("SHA-512", data as BufferSource);
-  return `sha512:${Array.from(new Uint8Array(h), (b) => b.toString(16).padStart(2, "0")).join("")}`;
-}
 
 /** A body without Content-Length: fetch sends it with Transfer-Encoding: chunked. */
 function chunked(...chunks: Uint8Array[]): { body: ReadableStream<Uint8Array>; duplex: "half" } {
@@ -153,58 +111,30 @@ async function assertNoBlob(s: TestServer, ns: string, digest: string) {
   await r.body?.cancel();
 }
 
-interface RawResponse {
-  status: number;
-  headers: Headers;
-  body: string;
-}
-
-/** One HTTP/1.1 exchange over a plain socket, for framing fetch refuses to produce. */
-async function rawRequest(
+/** A PATCH over raw TCP with a verbatim Content-Length, which fetch refuses to produce. */
+async function rawPatch(
   s: TestServer,
-  head: string,
+  url: URL,
+  contentLength: string,
   body: Uint8Array,
   halfClose: boolean,
 ): Promise<RawResponse> {
-  const conn = await Deno.connect({ hostname: "127.0.0.1", port: s.port });
-  const timer = setTimeout(() => conn.close(), 20_000);
-  try {
-    await conn.write(new TextEncoder().encode(head));
-    if (body.length) await conn.write(body);
-    if (halfClose) {
-      // Deno's HTTP layer discards body bytes that arrive together with the EOF before the
-      // handler reads them; a client cut mid-transfer leaves a gap, so leave one here too.
-      await new Promise((r) => setTimeout(r, 150));
-      await conn.closeWrite();
-    }
-    const chunks: Uint8Array[] = [];
-    const buf = new Uint8Array(16 * 1024);
-    while (true) {
-      const n = await conn.read(buf);
-      if (n === null) break;
-      chunks.push(buf.slice(0, n));
-    }
-    const text = new TextDecoder().decode(concat(...chunks));
-    const split = text.indexOf("\r\n\r\n");
-    assert.ok(split > 0, `no HTTP response received: ${JSON.stringify(text)}`);
-    const [statusLine, ...lines] = text.slice(0, split).split("\r\n");
-    const headers = new Headers();
-    for (const l of lines) {
-      const i = l.indexOf(":");
-      headers.append(l.slice(0, i).trim(), l.slice(i + 1).trim());
-    }
-    return { status: Number(statusLine.split(" ")[1]), headers, body: text.slice(split + 4) };
-  } finally {
-    clearTimeout(timer);
-    try {
-      conn.close();
-    } catch { /* closed by the timeout */ }
-  }
+  const res = await sendRaw(s.port, {
+    method: "PATCH",
+    target: `${url.pathname}${url.search}`,
+    headers: [["Content-Type", "application/octet-stream"], ["Content-Length", contentLength]],
+    body,
+    framing: "raw",
+    halfClose,
+  }, 20_000);
+  assert.equal(res.error, undefined, `raw PATCH: ${res.error}`);
+  assert.ok(res.status > 0, "no HTTP response received");
+  return res;
 }
 
 Deno.test({
   name: "upload: POST",
-  ...opts,
+  ...serverTestOpts,
   fn: (t) =>
     withServer({}, async (s) => {
       await t.step("POST with no body starts a session: 202, Location, Range 0-0", async () => {
@@ -227,10 +157,8 @@ Deno.test({
         async () => {
           const data = randomBytes(200);
           const digest = await sha256(data);
-          const r = await req(s, `/v2/up/mono/blobs/uploads/?digest=${digest}`, {
-            method: "POST",
-            body: data as BodyInit,
-            headers: { "content-type": "application/octet-stream" },
+          const r = await postBlob(s, "up/mono", digest, data, {
+            contentType: "application/octet-stream",
           });
           assert.equal(r.status, 201);
           assert.equal(
@@ -246,10 +174,7 @@ Deno.test({
       await t.step("POST ?digest with sha512 completes a sha512 blob", async () => {
         const data = randomBytes(150);
         const digest = await sha512(data);
-        const r = await req(s, `/v2/up/mono/blobs/uploads/?digest=${digest}`, {
-          method: "POST",
-          body: data as BodyInit,
-        });
+        const r = await postBlob(s, "up/mono", digest, data);
         assert.equal(r.status, 201);
         assert.equal(r.headers.get("docker-content-digest"), digest);
         await r.body?.cancel();
@@ -259,10 +184,7 @@ Deno.test({
       await t.step("POST ?digest with Content-Length: 0 stores the empty blob: 201", async () => {
         const empty = new Uint8Array(0);
         const digest = await sha256(empty);
-        const r = await req(s, `/v2/up/empty/blobs/uploads/?digest=${digest}`, {
-          method: "POST",
-          body: empty as BodyInit,
-        });
+        const r = await postBlob(s, "up/empty", digest, empty);
         assert.equal(r.status, 201);
         assert.equal(r.headers.get("docker-content-digest"), digest);
         await r.body?.cancel();
@@ -278,10 +200,7 @@ Deno.test({
         async () => {
           const data = randomBytes(120);
           const claimed = await sha256(randomBytes(120));
-          const r = await req(s, `/v2/up/bad/blobs/uploads/?digest=${claimed}`, {
-            method: "POST",
-            body: data as BodyInit,
-          });
+          const r = await postBlob(s, "up/bad", claimed, data);
           await assertError(r, 400, "DIGEST_INVALID");
           await assertNoBlob(s, "up/bad", claimed);
           await assertNoBlob(s, "up/bad", await sha256(data));
@@ -291,16 +210,11 @@ Deno.test({
       await t.step("POST ?digest when the namespace already owns the blob: 201", async () => {
         const data = randomBytes(90);
         const digest = await sha256(data);
-        const first = await req(s, `/v2/up/owned/blobs/uploads/?digest=${digest}`, {
-          method: "POST",
-          body: data as BodyInit,
-        });
+        const first = await postBlob(s, "up/owned", digest, data);
         assert.equal(first.status, 201);
         await first.body?.cancel();
         // No body at all: the ownership check answers before any upload would start.
-        const again = await req(s, `/v2/up/owned/blobs/uploads/?digest=${digest}`, {
-          method: "POST",
-        });
+        const again = await postBlob(s, "up/owned", digest);
         assert.equal(again.status, 201);
         assert.equal(again.headers.get("docker-content-digest"), digest);
         assert.equal(
@@ -309,10 +223,7 @@ Deno.test({
         );
         await again.body?.cancel();
         // Repeating the full monolithic push is also 201.
-        const third = await req(s, `/v2/up/owned/blobs/uploads/?digest=${digest}`, {
-          method: "POST",
-          body: data as BodyInit,
-        });
+        const third = await postBlob(s, "up/owned", digest, data);
         assert.equal(third.status, 201);
         await third.body?.cancel();
         await assertBlob(s, "up/owned", digest, data);
@@ -340,10 +251,7 @@ Deno.test({
 
       await t.step("POST ?digest that is malformed: 400 DIGEST_INVALID", async () => {
         for (const bad of ["sha256:xyz", "sha256:abc", "md5:d41d8cd98f00b204e9800998ecf8427e"]) {
-          const r = await req(s, `/v2/up/post/blobs/uploads/?digest=${bad}`, {
-            method: "POST",
-            body: new Uint8Array(0) as BodyInit,
-          });
+          const r = await postBlob(s, "up/post", bad, new Uint8Array(0));
           await assertError(r, 400, "DIGEST_INVALID");
         }
       });
@@ -392,7 +300,7 @@ Deno.test({
 
 Deno.test({
   name: "upload: PATCH",
-  ...opts,
+  ...serverTestOpts,
   fn: (t) =>
     withServer({}, async (s) => {
       await t.step(
@@ -535,14 +443,7 @@ Deno.test({
       await t.step("invalid Content-Length: 400", async () => {
         const url = await startUpload(s, "up/rawcl");
         for (const cl of ["abc", "-5", "1x"]) {
-          const res = await rawRequest(
-            s,
-            `PATCH ${url.pathname}${url.search} HTTP/1.1\r\nHost: 127.0.0.1\r\n` +
-              `Content-Type: application/octet-stream\r\nContent-Length: ${cl}\r\n` +
-              `Connection: close\r\n\r\n`,
-            new Uint8Array(0),
-            false,
-          );
+          const res = await rawPatch(s, url, cl, new Uint8Array(0), false);
           assert.equal(res.status, 400, `Content-Length: ${cl}`);
         }
         assert.equal(await uploadRange(s, url), "0-0");
@@ -553,14 +454,7 @@ Deno.test({
         async () => {
           const data = randomBytes(100);
           const url = await startUpload(s, "up/short");
-          const res = await rawRequest(
-            s,
-            `PATCH ${url.pathname}${url.search} HTTP/1.1\r\nHost: 127.0.0.1\r\n` +
-              `Content-Type: application/octet-stream\r\nContent-Length: 100\r\n` +
-              `Connection: close\r\n\r\n`,
-            data.subarray(0, 40),
-            true,
-          );
+          const res = await rawPatch(s, url, "100", data.subarray(0, 40), true);
           assert.equal(res.status, 202);
           assert.equal(res.headers.get("range"), "0-39");
           assert.equal(await uploadRange(s, url), "0-39");
@@ -575,7 +469,7 @@ Deno.test({
 
 Deno.test({
   name: "upload: status, PUT, DELETE and unknown sessions",
-  ...opts,
+  ...serverTestOpts,
   fn: (t) =>
     withServer({}, async (s) => {
       await t.step("GET upload status: 204 with Range, Location and UUID, no body", async () => {
@@ -745,7 +639,7 @@ Deno.test({
 
 Deno.test({
   name: "upload: global.max_blob_size",
-  ...opts,
+  ...serverTestOpts,
   fn: (t) =>
     withServer({ config: "[global]\nmax_blob_size = 1000\n" }, async (s) => {
       await t.step("a single PATCH above the limit: 413 BLOB_UPLOAD_INVALID", async () => {
@@ -803,10 +697,7 @@ Deno.test({
         async () => {
           const data = randomBytes(1001);
           const digest = await sha256(data);
-          const r = await req(s, `/v2/up/maxmono/blobs/uploads/?digest=${digest}`, {
-            method: "POST",
-            body: data as BodyInit,
-          });
+          const r = await postBlob(s, "up/maxmono", digest, data);
           await assertError(r, 413, "BLOB_UPLOAD_INVALID");
           await assertNoBlob(s, "up/maxmono", digest);
         },
@@ -815,10 +706,7 @@ Deno.test({
       await t.step("a monolithic POST of exactly the limit is accepted", async () => {
         const data = randomBytes(1000);
         const digest = await sha256(data);
-        const r = await req(s, `/v2/up/maxmono/blobs/uploads/?digest=${digest}`, {
-          method: "POST",
-          body: data as BodyInit,
-        });
+        const r = await postBlob(s, "up/maxmono", digest, data);
         assert.equal(r.status, 201);
         await r.body?.cancel();
         await assertBlob(s, "up/maxmono", digest, data);

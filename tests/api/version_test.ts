@@ -1,18 +1,11 @@
 // SPEC §Endpoints: API version check, and §Health and metrics (liveness and readiness probes).
 import assert from "node:assert/strict";
-import { type TestServer, withServer } from "../helpers/server.ts";
-
-// The server process's log pump runs across steps, so per-step op/resource sanitizers would
-// report its reads; the server itself is stopped and awaited by withServer.
-const opts = { sanitizeOps: false, sanitizeResources: false };
-
-function req(s: TestServer, path: string, init: RequestInit = {}): Promise<Response> {
-  return fetch(`${s.url}${path}`, { ...init, signal: AbortSignal.timeout(20_000) });
-}
+import { req, serverTestOpts } from "../helpers/api.ts";
+import { withServer } from "../helpers/server.ts";
 
 Deno.test({
   name: "api version check and probes",
-  ...opts,
+  ...serverTestOpts,
   fn: (t) =>
     withServer({}, async (s) => {
       await t.step("GET /v2/ answers 200", async () => {

@@ -4,6 +4,7 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { req } from "../helpers/api.ts";
 import { sha256Hex, type TestServer } from "../helpers/server.ts";
 
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
@@ -193,18 +194,6 @@ export async function assertSameLayoutBlobs(src: string, dst: string): Promise<v
     assert.equal(`sha256:${await sha256Hex(b)}`, d, `copied blob ${d} does not hash to its name`);
     assert.ok(a.length === b.length && a.every((x, i) => x === b[i]), `blob ${d} bytes differ`);
   }
-}
-
-export function req(s: TestServer, path: string, init: RequestInit = {}): Promise<Response> {
-  return fetch(`${s.url}${path}`, { ...init, signal: AbortSignal.timeout(20_000) });
-}
-
-export async function assertError(r: Response, status: number, code: string): Promise<void> {
-  const text = await r.text();
-  assert.equal(r.status, status, `expected ${status} ${code}, got ${r.status}: ${text}`);
-  const body = JSON.parse(text);
-  assert.ok(Array.isArray(body.errors) && body.errors.length > 0, text);
-  assert.equal(body.errors[0].code, code, text);
 }
 
 const MANIFEST_ACCEPT = [

@@ -3,9 +3,9 @@
 // cross-namespace mounts, deletes, and a restart on the same data directory.
 // The content is the realistic OCI layout from ../shared/tools/make-images.sh, built once here.
 import assert from "node:assert/strict";
+import { assertErrorCode, req } from "../helpers/api.ts";
 import { startServer, type TestServer, withServer } from "../helpers/server.ts";
 import {
-  assertError,
   assertPullMatchesLayout,
   assertSameLayoutBlobs,
   buildImages,
@@ -13,7 +13,6 @@ import {
   layoutRefs,
   missingTools,
   readBlob,
-  req,
   skopeo,
   skopeoOk,
 } from "./_skopeo.ts";
@@ -276,8 +275,8 @@ Deno.test({
 
       // skopeo resolves the tag and deletes the revision it points at.
       await skopeoOk(["delete", "--tls-verify=false", docker(s, "e2e/del:v1")], s);
-      await assertError(await req(s, "/v2/e2e/del/manifests/v1"), 404, "MANIFEST_UNKNOWN");
-      await assertError(
+      await assertErrorCode(await req(s, "/v2/e2e/del/manifests/v1"), 404, "MANIFEST_UNKNOWN");
+      await assertErrorCode(
         await req(s, `/v2/e2e/del/manifests/${im.v1.digest}`),
         404,
         "MANIFEST_UNKNOWN",
@@ -290,12 +289,12 @@ Deno.test({
         ["delete", "--tls-verify=false", docker(s, `e2e/del@${im.multi.digest}`)],
         s,
       );
-      await assertError(
+      await assertErrorCode(
         await req(s, `/v2/e2e/del/manifests/${im.multi.digest}`),
         404,
         "MANIFEST_UNKNOWN",
       );
-      await assertError(await req(s, "/v2/e2e/del/manifests/multi"), 404, "MANIFEST_UNKNOWN");
+      await assertErrorCode(await req(s, "/v2/e2e/del/manifests/multi"), 404, "MANIFEST_UNKNOWN");
       const inspect = await skopeo([
         "inspect",
         "--raw",

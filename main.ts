@@ -4,7 +4,10 @@ import { type Config, ConfigError, defaultConfig, loadConfigFiles } from "./lib/
 import { openMetadata } from "./lib/metadata/mod.ts";
 import { FsBlobStore } from "./lib/storage/mod.ts";
 import { Registry } from "./lib/registry/mod.ts";
-import { createApp } from "./routes/app.ts";
+import { type ConnEnv, createApp } from "./routes/app.ts";
+import { serveTls } from "./routes/tls_listener.ts";
+import { Authenticator, ClientIpResolver, hashPassword } from "./lib/auth/mod.ts";
+import { PolicyCompileError, PolicySet } from "./lib/policy/mod.ts";
 import { log } from "./lib/log.ts";
 
 interface Cli {
@@ -31,46 +34,87 @@ function parseArgs(args: string[]): Cli {
   return cli;
 }
 
+function describe(cfg: Config): string {
+  const p = cfg.global.accessPolicy;
+  const policy = p.rules.length === 0
+    ? `access policy: ${p.default} all`
+    : `access policy: default ${p.default}, ${p.rules.length} rule(s)`;
+  const source = cfg.sources.length
+    ? `config ${cfg.sources.join(", ")}`
+    : "embedded default config";
+  return `${source}; blobs ${cfg.blobStore.fs.rootDir}; metadata ${cfg.metadataStore.path}; ${policy}`;
+}
+
 async function serve(cfg: Config): Promise<void> {
+  const policies = new PolicySet(cfg); // compile first: a bad rule stops startup before any I/O
   const store = new FsBlobStore(cfg.blobStore.fs.rootDir);
   await store.init();
   const kv = await openMetadata(cfg.metadataStore.path);
   const registry = new Registry(cfg, kv, store);
-  const app = createApp({ registry });
+  const app = createApp({
+    registry,
+    policies,
+    authenticator: new Authenticator(cfg),
+    clientIp: new ClientIpResolver(cfg.server.trustedProxies),
+  });
   const ac = new AbortController();
-  const server = Deno.serve({
-    hostname: cfg.server.bindAddress,
-    port: cfg.server.port,
-    signal: ac.signal,
-    onListen: ({ hostname, port }) => {
-      const policy = cfg.global.accessPolicyDefault === "allow"
-        ? "access policy: allow all"
-        : "access policy: deny all";
-      const source = cfg.sources.length
-        ? `config ${cfg.sources.join(", ")}`
-        : "embedded default config";
-      console.log(
-        `wharf listening on http://${hostname}:${port} (${source}; blobs ${cfg.blobStore.fs.rootDir}; metadata ${cfg.metadataStore.path}; ${policy})`,
-      );
-    },
-    onError: (e) => {
-      log.error("unhandled server error", { error: e instanceof Error ? e.stack : String(e) });
-      return new Response(
-        JSON.stringify({
-          errors: [{ code: "INTERNAL_ERROR", message: "internal server error", detail: "" }],
-        }),
-        {
-          status: 500,
-          headers: { "Content-Type": "application/json" },
-        },
-      );
-    },
-  }, app.fetch);
   const stop = () => ac.abort();
   Deno.addSignalListener("SIGTERM", stop);
   Deno.addSignalListener("SIGINT", stop);
+  if (cfg.server.tls) {
+    const tls = await serveTls({
+      hostname: cfg.server.bindAddress,
+      port: cfg.server.port,
+      tls: cfg.server.tls,
+      handler: (req, conn) => app.fetch(req, conn satisfies ConnEnv),
+      onListen: ({ hostname, port }) => {
+        console.log(
+          `wharf listening on https://${hostname}:${port} (${describe(cfg)}; client certificates: ${
+            cfg.server.tls!.clientAuth
+          })`,
+        );
+      },
+    });
+    await new Promise<void>((resolve) => ac.signal.addEventListener("abort", () => resolve()));
+    await tls.close();
+    kv.close();
+    return;
+  }
+  const server = Deno.serve(
+    {
+      hostname: cfg.server.bindAddress,
+      port: cfg.server.port,
+      signal: ac.signal,
+      onListen: ({ hostname, port }) => {
+        console.log(`wharf listening on http://${hostname}:${port} (${describe(cfg)})`);
+      },
+      onError: (e) => {
+        log.error("unhandled server error", { error: e instanceof Error ? e.stack : String(e) });
+        return new Response(
+          JSON.stringify({
+            errors: [{ code: "INTERNAL_ERROR", message: "internal server error", detail: "" }],
+          }),
+          {
+            status: 500,
+            headers: { "Content-Type": "application/json" },
+          },
+        );
+      },
+    },
+    (req, info) =>
+      app.fetch(req, { remoteAddr: info.remoteAddr.hostname, certificate: null } satisfies ConnEnv),
+  );
   await server.finished;
   kv.close();
+}
+
+/** The password from standard input (first line), so it never shows in argv or shell history. */
+async function readPassword(): Promise<string> {
+  if (Deno.stdin.isTerminal()) await Deno.stderr.write(new TextEncoder().encode("password: "));
+  const text = await new Response(Deno.stdin.readable).text();
+  const pw = text.split(/\r?\n/)[0];
+  if (!pw) throw new ConfigError("hash-password: empty password on standard input");
+  return pw;
 }
 
 async function main(): Promise<number> {
@@ -88,10 +132,19 @@ async function main(): Promise<number> {
   }
   switch (cli.command) {
     case "serve":
-      await serve(cfg);
+      try {
+        await serve(cfg);
+      } catch (e) {
+        if (!(e instanceof PolicyCompileError)) throw e;
+        console.error(`wharf: config ${cfg.sources.join(", ")}: ${e.message}`);
+        return 2;
+      }
+      return 0;
+    case "hash-password":
+      console.log(await hashPassword(await readPassword()));
       return 0;
     default:
-      console.error(`wharf: unknown command ${cli.command} (commands: serve)`);
+      console.error(`wharf: unknown command ${cli.command} (commands: serve, hash-password)`);
       return 2;
   }
 }

@@ -18,8 +18,10 @@ export type ActionName =
   | "list-tags"
   | "list-catalog"
   | "get-referrers"
+  | "mount-blob"
   | "healthz"
-  | "readyz";
+  | "readyz"
+  | "get-token";
 
 export interface Action {
   name: ActionName;
@@ -70,6 +72,7 @@ const ROUTES: Route[] = [
   },
   { re: /^\/healthz$/, methods: { GET: "healthz", HEAD: "healthz" } },
   { re: /^\/readyz$/, methods: { GET: "readyz", HEAD: "readyz" } },
+  { re: /^\/token$/, methods: { GET: "get-token" } },
 ];
 
 /**
@@ -82,11 +85,13 @@ export function parseAction(method: string, path: string): Action | null {
     if (!m) continue;
     const name = r.methods[method as Method];
     if (!name) {
-      // SPEC pairs UNSUPPORTED with 400 only; Allow still tells the client what would work.
+      // SPEC pairs UNSUPPORTED with 400; only /token names a 405 (the OAuth 2.0 POST form).
+      // Allow still tells the client what would work.
       throw new RegistryError(
         "UNSUPPORTED",
         `method ${truncate(method)} not allowed on this path`,
         {
+          status: path === "/token" ? 405 : 400,
           headers: { Allow: Object.keys(r.methods).join(", ") },
         },
       );

@@ -42,6 +42,7 @@ Deno.test("every OCI route maps to its action, names may contain route words", (
     ["GET", `/v2/a/referrers/${D}`, { name: "get-referrers", namespace: "a", digest: D }],
     ["GET", "/healthz", { name: "healthz" }],
     ["GET", "/readyz", { name: "readyz" }],
+    ["GET", "/token", { name: "get-token" }],
     ["GET", "/v2/a/unknown/thing", null],
     ["GET", "/nothing", null],
   ];
@@ -64,5 +65,10 @@ Deno.test("malformed route parts raise the SPEC error", () => {
   assert.equal(code("GET", "/v2/a/manifests/sha256:abc"), "400 DIGEST_INVALID");
   assert.equal(code("PATCH", "/v2/a/blobs/uploads/not-a-uuid"), "404 BLOB_UPLOAD_UNKNOWN");
   assert.equal(code("POST", "/v2/a/manifests/x"), "400 UNSUPPORTED");
+  assert.equal(
+    code("POST", "/token"),
+    "405 UNSUPPORTED",
+    "SPEC: POST /token is 405 with Allow: GET",
+  );
   assert.equal(code("GET", "/v2/a/referrers/garbage"), "none"); // answered by the handler
 });

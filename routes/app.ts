@@ -11,17 +11,37 @@ import { uploadHandler } from "./uploads.ts";
 import { manifestHandler } from "./manifests.ts";
 import { listingHandler } from "./listings.ts";
 import { healthHandler } from "./health.ts";
-import { authorize } from "./authorize.ts";
+import { Gate, type RequestContext } from "./authorize.ts";
+import { tokenHandler } from "./token.ts";
+import { AuthenticationError, type Authenticator, type ClientIpResolver } from "../lib/auth/mod.ts";
+import type { CertificateSubject } from "../lib/auth/mod.ts";
+import type { PolicySet } from "../lib/policy/mod.ts";
 
 export interface Services {
   registry: Registry;
+  authenticator: Authenticator;
+  policies: PolicySet;
+  clientIp: ClientIpResolver;
+}
+
+/** What the listener knows about the connection (Deno.serve or the TLS listener). */
+export interface ConnEnv {
+  remoteAddr: string;
+  certificate: CertificateSubject | null;
+}
+
+/** Per-request authorization callbacks for handlers that consult other namespaces. */
+export interface Handlers {
+  canRead: (ns: string, digest: string) => boolean;
+  canListTags: (ns: string) => boolean;
 }
 
 const PULLS = new Set(["get-manifest", "get-blob", "list-tags", "get-referrers"]);
 
-export function createApp(services: Services): Hono {
-  const app = new Hono();
+export function createApp(services: Services): Hono<{ Bindings: ConnEnv }> {
+  const app = new Hono<{ Bindings: ConnEnv }>();
   const reg = services.registry;
+  const gate = new Gate(reg.cfg, services.policies);
   app.onError((err, c) => errorResponse(err, c));
   app.notFound((c) => errorResponse(notFound(c.req.method), c));
 
@@ -35,8 +55,40 @@ export function createApp(services: Services): Hono {
     }
     const extra = new Headers({ "Docker-Distribution-API-Version": "registry/2.0" });
     applyNsParam(reg, action, url, extra);
-    authorize(reg.cfg, action);
-    return await dispatch(req, url, action, reg, extra);
+    const env = c.env ?? { remoteAddr: "", certificate: null };
+    let ctx: RequestContext;
+    try {
+      ctx = {
+        method: req.method,
+        clientIp: services.clientIp.resolve(env.remoteAddr, req.headers.get("x-forwarded-for")),
+        auth: await services.authenticator.authenticate(
+          req.headers.get("authorization"),
+          env.certificate,
+        ),
+      };
+    } catch (e) {
+      if (!(e instanceof AuthenticationError)) throw e;
+      await req.body?.cancel();
+      throw gate.unauthorized(action, e.message);
+    }
+    gate.check(ctx, action);
+    const mount = action.name === "start-upload" ? url.searchParams.get("mount") : null;
+    if (mount !== null) {
+      // Mount has its own action; the source's get-blob is checked by the mount itself.
+      gate.check(ctx, { name: "mount-blob", namespace: action.namespace, digest: mount });
+    }
+    const h: Handlers = {
+      canRead: (ns, digest) => gate.allows(ctx, { name: "get-blob", namespace: ns, digest }),
+      canListTags: (ns) => gate.allows(ctx, { name: "list-tags", namespace: ns }),
+    };
+    if (action.name === "get-token") {
+      return await tokenHandler(
+        ctx,
+        services.authenticator,
+        () => gate.unauthorized(action, "registry tokens cannot be exchanged"),
+      );
+    }
+    return await dispatch(req, url, action, reg, extra, h);
   });
   return app;
 }
@@ -63,6 +115,7 @@ function dispatch(
   a: Action,
   reg: Registry,
   extra: Headers,
+  h: Handlers,
 ): Promise<Response> | Response {
   switch (a.name) {
     case "get-api-version":
@@ -76,7 +129,7 @@ function dispatch(
     case "update-upload":
     case "complete-upload":
     case "cancel-upload":
-      return uploadHandler(req, url, a, reg, extra);
+      return uploadHandler(req, url, a, reg, extra, h);
     case "get-manifest":
     case "put-manifest":
     case "delete-manifest":
@@ -84,9 +137,12 @@ function dispatch(
     case "list-tags":
     case "list-catalog":
     case "get-referrers":
-      return listingHandler(req, url, a, reg, extra);
+      return listingHandler(req, url, a, reg, extra, h);
     case "healthz":
     case "readyz":
       return healthHandler(req, a, reg);
+    case "mount-blob":
+    case "get-token":
+      throw new Error(`${a.name} is not dispatched here`);
   }
 }

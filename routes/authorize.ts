@@ -1,12 +1,60 @@
-// Access policy gate. Until CEL policies land (auth issue), the policy is its `default` alone:
-// "allow" admits every request, "deny" refuses every one with the Basic challenge.
+// Authorization of an Action for an authenticated request: the CEL policies decide; a refusal
+// is 401 with a challenge for anonymous callers (so clients know to send credentials) and 403
+// DENIED for authenticated ones.
 import type { Config } from "../lib/config/mod.ts";
+import type { PolicyRequest, PolicySet } from "../lib/policy/mod.ts";
+import type { AuthResult } from "../lib/auth/mod.ts";
 import { RegistryError } from "../lib/oci/mod.ts";
 import type { Action } from "./actions.ts";
 
-export function authorize(cfg: Config, _a: Action): void {
-  if (cfg.global.accessPolicyDefault === "allow") return;
-  throw new RegistryError("UNAUTHORIZED", "access denied by policy", {
-    headers: { "WWW-Authenticate": 'Basic realm="wharf"' },
-  });
+export interface RequestContext {
+  method: string;
+  clientIp: string;
+  auth: AuthResult;
+}
+
+const PULL = new Set(["get-blob", "get-manifest", "list-tags", "get-referrers", "get-upload"]);
+const DELETE = new Set(["delete-blob", "delete-manifest"]);
+
+export class Gate {
+  constructor(private readonly cfg: Config, private readonly policies: PolicySet) {}
+
+  allows(ctx: RequestContext, a: Action, extra: Partial<PolicyRequest> = {}): boolean {
+    const req: PolicyRequest = {
+      action: a.name,
+      method: ctx.method,
+      client_ip: ctx.clientIp,
+      ...extra,
+    };
+    if (a.namespace !== undefined) req.namespace = a.namespace;
+    if (a.digest !== undefined) req.digest = a.digest;
+    if (a.reference !== undefined) req.reference = a.reference;
+    if (a.tag !== undefined) req.tag = a.tag;
+    return this.policies.allows(req, ctx.auth.identity);
+  }
+
+  check(ctx: RequestContext, a: Action): void {
+    if (this.allows(ctx, a)) return;
+    if (ctx.auth.method === "anonymous") throw this.unauthorized(a, "authentication required");
+    throw new RegistryError("DENIED", `${a.name} denied by access policy`);
+  }
+
+  /** 401 UNAUTHORIZED with the challenge clients follow: Bearer realm when tokens are on. */
+  unauthorized(a: Action | null, detail: string): RegistryError {
+    return new RegistryError("UNAUTHORIZED", detail, {
+      headers: { "WWW-Authenticate": this.challenge(a) },
+    });
+  }
+
+  challenge(a: Action | null): string {
+    const ts = this.cfg.auth.tokenService;
+    if (!ts) return 'Basic realm="wharf", charset="UTF-8"';
+    let scope = "";
+    if (a?.name === "list-catalog") scope = "registry:catalog:*";
+    else if (a?.namespace !== undefined) {
+      const verb = PULL.has(a.name) ? "pull" : DELETE.has(a.name) ? "delete" : "pull,push";
+      scope = `repository:${a.namespace}:${verb}`;
+    }
+    return `Bearer realm="${ts.realm}",service="${ts.service}"${scope ? `,scope="${scope}"` : ""}`;
+  }
 }

@@ -1,4 +1,5 @@
 import type { Action } from "./actions.ts";
+import type { Handlers } from "./app.ts";
 import type { Registry } from "../lib/registry/mod.ts";
 import { nextLink, OCI_INDEX, parsePageSize, RegistryError } from "../lib/oci/mod.ts";
 
@@ -24,6 +25,7 @@ export async function listingHandler(
   a: Action,
   reg: Registry,
   extra: Headers,
+  h: Handlers,
 ): Promise<Response> {
   const head = req.method === "HEAD";
   const last = url.searchParams.get("last");
@@ -42,7 +44,8 @@ export async function listingHandler(
       const n = parsePageSize(url.searchParams.get("n"), CATALOG_DEFAULT_N);
       if (n === null) throw badN();
       const size = Math.min(n, CATALOG_MAX_N);
-      const page = await reg.listings.catalog(size, last, () => true);
+      // SPEC §Catalog: a namespace is listed only when the caller could list its tags.
+      const page = await reg.listings.catalog(size, last, h.canListTags);
       if (page.more) {
         extra.set("Link", nextLink("/v2/_catalog", { n: size, last: page.names.at(-1) }));
       }

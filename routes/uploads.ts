@@ -1,4 +1,5 @@
 import type { Action } from "./actions.ts";
+import type { Handlers } from "./app.ts";
 import { rangeHeaders, type Registry } from "../lib/registry/mod.ts";
 import { bodyOf, contentLength, query } from "./request.ts";
 
@@ -8,10 +9,11 @@ export async function uploadHandler(
   a: Action,
   reg: Registry,
   extra: Headers,
+  h: Handlers,
 ): Promise<Response> {
   const ns = a.namespace!;
-  const withHeaders = (h: Record<string, string>) => {
-    for (const [k, v] of Object.entries(h)) extra.set(k, v);
+  const withHeaders = (hs: Record<string, string>) => {
+    for (const [k, v] of Object.entries(hs)) extra.set(k, v);
     return extra;
   };
   switch (a.name) {
@@ -21,6 +23,7 @@ export async function uploadHandler(
         digestAlgorithm: query(url, "digest-algorithm"),
         mount: query(url, "mount"),
         from: query(url, "from"),
+        canRead: h.canRead,
         body: bodyOf(req),
         contentLength: contentLength(req),
       });

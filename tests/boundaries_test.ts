@@ -13,6 +13,8 @@ const ALLOWED: Record<string, string[]> = {
   storage: ["oci", "config", "streams"],
   metadata: ["oci", "config"],
   registry: ["oci", "config", "streams", "storage", "metadata"],
+  policy: ["oci", "config"],
+  auth: ["oci", "config"],
 };
 
 async function* tsFiles(dir: string): AsyncGenerator<string> {

@@ -1,7 +1,13 @@
 // Reads TOML files (later files win, key by key) and validates them into a Config.
 // Every problem fails startup with the file and the dotted key path.
 import { parse as parseToml } from "smol-toml";
-import { type Config, defaultConfig, type RepositoryConfig } from "./schema.ts";
+import {
+  type Config,
+  defaultConfig,
+  type PolicyConfig,
+  type RepositoryConfig,
+  type TlsConfig,
+} from "./schema.ts";
 import { isValidName } from "../oci/grammar.ts";
 
 export class ConfigError extends Error {}
@@ -80,6 +86,20 @@ class Reader {
     }
     return n;
   }
+  strings(t: Table, key: string, path: string): string[] | undefined {
+    const v = t[key];
+    if (v === undefined) return undefined;
+    if (!Array.isArray(v) || v.some((x) => typeof x !== "string")) {
+      this.fail(`${path}.${key}`, "must be an array of strings");
+    }
+    return v as string[];
+  }
+  /** a string or an array of strings, as a list */
+  stringOrList(t: Table, key: string, path: string): string[] | undefined {
+    const v = t[key];
+    if (typeof v === "string") return [v];
+    return this.strings(t, key, path);
+  }
   regexes(t: Table, key: string, path: string): RegExp[] | undefined {
     const v = t[key];
     if (v === undefined) return undefined;
@@ -101,12 +121,20 @@ export function buildConfig(doc: Table, paths: string[]): Config {
   const r = new Reader(paths.join(", ") || "(embedded default)");
   const cfg = defaultConfig();
   cfg.sources = paths;
-  r.only(doc, "", ["server", "blob_store", "metadata_store", "global", "repository"]);
+  r.only(doc, "", ["server", "blob_store", "metadata_store", "global", "repository", "auth"]);
 
   const server = r.table(doc.server, "server");
-  r.only(server, "server", ["bind_address", "port"]);
+  r.only(server, "server", ["bind_address", "port", "tls", "trusted_proxies"]);
   cfg.server.bindAddress = r.str(server, "bind_address", "server") ?? cfg.server.bindAddress;
   cfg.server.port = r.int(server, "port", "server", 0, 65535) ?? cfg.server.port;
+  cfg.server.trustedProxies = r.strings(server, "trusted_proxies", "server") ?? [];
+  for (const [i, p] of cfg.server.trustedProxies.entries()) {
+    if (!isIpOrCidr(p)) {
+      r.fail(`server.trusted_proxies[${i}]`, `"${p}" is not an IP address or CIDR`);
+    }
+  }
+  if (server.tls !== undefined) cfg.server.tls = readTls(r, r.table(server.tls, "server.tls"));
+  readAuth(r, r.table(doc.auth, "auth"), cfg);
 
   const bs = r.table(doc.blob_store, "blob_store");
   r.only(bs, "blob_store", ["fs"]);
@@ -135,16 +163,8 @@ export function buildConfig(doc: Table, paths: string[]): Config {
       cfg.global.allowMissingManifestReferences;
   cfg.global.immutableTags = r.bool(g, "immutable_tags", "global") ?? false;
   cfg.global.immutableTagsExclusions = r.regexes(g, "immutable_tags_exclusions", "global") ?? [];
-  const ap = r.table(g.access_policy, "global.access_policy");
-  r.only(ap, "global.access_policy", ["default", "rules"]);
-  const def = r.str(ap, "default", "global.access_policy") as "allow" | "deny" | undefined;
-  if (def !== undefined && def !== "allow" && def !== "deny") {
-    r.fail("global.access_policy.default", `must be "allow" or "deny"`);
-  }
-  if (ap.rules !== undefined) {
-    r.fail("global.access_policy.rules", "access policy rules are not supported by this build yet");
-  }
-  cfg.global.accessPolicyDefault = def ?? "allow";
+  cfg.global.accessPolicy = readPolicy(r, g.access_policy, "global.access_policy") ??
+    cfg.global.accessPolicy;
 
   const repos = r.table(doc.repository, "repository");
   const namespaces = new Map<string, string>();
@@ -152,9 +172,10 @@ export function buildConfig(doc: Table, paths: string[]): Config {
     const path = `repository."${name}"`;
     if (!isValidName(name)) r.fail(path, "not a valid repository name");
     const t = r.table(v, path);
-    r.only(t, path, ["immutable_tags", "immutable_tags_exclusions", "namespace"]);
+    r.only(t, path, ["immutable_tags", "immutable_tags_exclusions", "namespace", "access_policy"]);
     const rc: RepositoryConfig = {
       name,
+      accessPolicy: readPolicy(r, t.access_policy, `${path}.access_policy`),
       immutableTags: r.bool(t, "immutable_tags", path),
       immutableTagsExclusions: r.regexes(t, "immutable_tags_exclusions", path),
       namespace: r.str(t, "namespace", path),
@@ -170,4 +191,130 @@ export function buildConfig(doc: Table, paths: string[]): Config {
     cfg.repositories.set(name, rc);
   }
   return cfg;
+}
+
+function readPolicy(r: Reader, v: unknown, path: string): PolicyConfig | undefined {
+  if (v === undefined) return undefined;
+  const t = r.table(v, path);
+  r.only(t, path, ["default", "rules"]);
+  const def = r.str(t, "default", path) ?? "allow";
+  if (def !== "allow" && def !== "deny") r.fail(`${path}.default`, `must be "allow" or "deny"`);
+  return { default: def, rules: r.strings(t, "rules", path) ?? [] };
+}
+
+function readTls(r: Reader, t: Table): TlsConfig {
+  const path = "server.tls";
+  r.only(t, path, [
+    "server_certificate_bundle",
+    "server_private_key",
+    "client_ca_bundle",
+    "client_auth",
+  ]);
+  const cert = r.str(t, "server_certificate_bundle", path);
+  const key = r.str(t, "server_private_key", path);
+  if (!cert) r.fail(`${path}.server_certificate_bundle`, "is required with [server.tls]");
+  if (!key) r.fail(`${path}.server_private_key`, "is required with [server.tls]");
+  const ca = r.str(t, "client_ca_bundle", path) ?? null;
+  const mode = r.str(t, "client_auth", path) ?? (ca ? "optional" : "none");
+  if (mode !== "none" && mode !== "optional" && mode !== "required") {
+    r.fail(`${path}.client_auth`, `must be "optional" or "required"`);
+  }
+  if (mode !== "none" && !ca) {
+    r.fail(`${path}.client_ca_bundle`, `is required with client_auth = "${mode}"`);
+  }
+  return {
+    serverCertificateBundle: cert,
+    serverPrivateKey: key,
+    clientCaBundle: ca,
+    clientAuth: mode,
+  };
+}
+
+function readAuth(r: Reader, auth: Table, cfg: Config): void {
+  r.only(auth, "auth", ["identity", "oidc", "token_service"]);
+  const usernames = new Set<string>();
+  for (const [id, v] of Object.entries(r.table(auth.identity, "auth.identity"))) {
+    const path = `auth.identity.${id}`;
+    const t = r.table(v, path);
+    r.only(t, path, ["username", "password"]);
+    const username = r.str(t, "username", path);
+    const password = r.str(t, "password", path);
+    if (!username) r.fail(`${path}.username`, "is required");
+    if (username.includes(":")) r.fail(`${path}.username`, "must not contain ':'");
+    if (!password || !password.startsWith("$argon2id$")) {
+      r.fail(
+        `${path}.password`,
+        "must be an argon2id hash (print one with `main.ts hash-password`)",
+      );
+    }
+    if (usernames.has(username)) {
+      r.fail(`${path}.username`, `"${username}" is used by another identity`);
+    }
+    usernames.add(username);
+    cfg.auth.identities.push({ id, username, password });
+  }
+  for (const [name, v] of Object.entries(r.table(auth.oidc, "auth.oidc"))) {
+    const path = `auth.oidc.${name}`;
+    const t = r.table(v, path);
+    r.only(t, path, ["issuer", "jwks_uri", "audience", "required_claims"]);
+    const issuer = r.str(t, "issuer", path);
+    if (!issuer || !isUrl(issuer)) r.fail(`${path}.issuer`, "must be an http(s) URL");
+    const jwksUri = r.str(t, "jwks_uri", path) ?? null;
+    if (jwksUri !== null && !isUrl(jwksUri)) r.fail(`${path}.jwks_uri`, "must be an http(s) URL");
+    const claims: Record<string, string | string[]> = {};
+    for (const [k, cv] of Object.entries(r.table(t.required_claims, `${path}.required_claims`))) {
+      if (typeof cv === "string") claims[k] = cv;
+      else if (Array.isArray(cv) && cv.every((x) => typeof x === "string")) {
+        claims[k] = cv as string[];
+      } else r.fail(`${path}.required_claims.${k}`, "must be a string or an array of strings");
+    }
+    if (usernames.has(name)) r.fail(path, `provider name "${name}" is also a Basic username`);
+    cfg.auth.oidc.set(name, {
+      name,
+      issuer,
+      jwksUri,
+      audience: r.stringOrList(t, "audience", path) ?? [],
+      requiredClaims: claims,
+    });
+  }
+  if (auth.token_service !== undefined) {
+    const path = "auth.token_service";
+    const t = r.table(auth.token_service, path);
+    r.only(t, path, ["secret_key", "realm", "service", "ttl_secs"]);
+    const secretKey = r.str(t, "secret_key", path);
+    if (!secretKey || new TextEncoder().encode(secretKey).byteLength < 32) {
+      r.fail(`${path}.secret_key`, "must be at least 32 bytes");
+    }
+    const realm = r.str(t, "realm", path);
+    if (!realm || !isUrl(realm)) {
+      r.fail(`${path}.realm`, "must be an http(s) URL (where clients fetch tokens)");
+    }
+    cfg.auth.tokenService = {
+      secretKey,
+      realm,
+      service: r.str(t, "service", path) ?? new URL(realm).host,
+      ttlSecs: r.int(t, "ttl_secs", path, 1, 86400) ?? 300,
+    };
+  }
+}
+
+function isUrl(s: string): boolean {
+  try {
+    const u = new URL(s);
+    return u.protocol === "http:" || u.protocol === "https:";
+  } catch {
+    return false;
+  }
+}
+
+export function isIpOrCidr(s: string): boolean {
+  const [ip, bits, extra] = s.split("/");
+  if (extra !== undefined) return false;
+  const v4 = /^(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})$/.exec(ip);
+  const isV4 = !!v4 && v4.slice(1).every((o) => Number(o) <= 255);
+  const isV6 = !isV4 && ip.includes(":") && /^[0-9a-fA-F:.]+$/.test(ip);
+  if (!isV4 && !isV6) return false;
+  if (bits === undefined) return true;
+  if (!/^\d{1,3}$/.test(bits)) return false;
+  return Number(bits) <= (isV4 ? 32 : 128);
 }

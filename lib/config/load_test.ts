@@ -8,7 +8,7 @@ Deno.test("defaults apply without a config file", () => {
   assert.equal(c.global.maxBlobSize, null);
   assert.equal(c.global.maxManifestSize, 4 * 1024 * 1024);
   assert.equal(c.global.allowMissingManifestReferences, true);
-  assert.equal(c.global.accessPolicyDefault, "allow");
+  assert.deepEqual(c.global.accessPolicy, { default: "allow", rules: [] });
 });
 
 Deno.test("later files win key by key", async () => {
@@ -45,6 +45,28 @@ Deno.test("invalid config names the key and the file", async () => {
     [`[repository."Bad Name"]\n`, /repository\."Bad Name": not a valid repository name/],
     [`[global.access_policy]\ndefault = "maybe"\n`, /global\.access_policy\.default/],
     [`[server\n`, /bad\.toml: invalid TOML/],
+    [`[server]\ntrusted_proxies = ["10.0.0.0/33"]\n`, /server\.trusted_proxies\[0\]/],
+    [
+      `[server.tls]\nserver_private_key = "k"\n`,
+      /server\.tls\.server_certificate_bundle: is required/,
+    ],
+    [
+      `[server.tls]\nserver_certificate_bundle = "c"\nserver_private_key = "k"\nclient_auth = "required"\n`,
+      /client_ca_bundle: is required/,
+    ],
+    [
+      `[auth.identity.a]\nusername = "alice"\npassword = "plain"\n`,
+      /auth\.identity\.a\.password: must be an argon2id hash/,
+    ],
+    [`[auth.oidc.corp]\nissuer = "not a url"\n`, /auth\.oidc\.corp\.issuer/],
+    [
+      `[auth.token_service]\nsecret_key = "short"\nrealm = "https://r/token"\n`,
+      /auth\.token_service\.secret_key: must be at least 32 bytes/,
+    ],
+    [
+      `[repository."a".access_policy]\ndefault = "nope"\n`,
+      /repository\."a"\.access_policy\.default/,
+    ],
   ];
   for (const [text, re] of bad) {
     await Deno.writeTextFile(`${dir}/bad.toml`, text);
@@ -67,4 +89,43 @@ Deno.test("a namespace belongs to the longest configured repository prefix, else
   assert.equal(resolveNsParam(c, "docker.io", "a/b/x"), "a/b/x");
   assert.equal(resolveNsParam(c, "quay.io", "x"), null);
   assert.equal(resolveNsParam(c, null, "x"), null);
+});
+
+Deno.test("auth, TLS and policy sections load with their defaults", () => {
+  const c = buildConfig({
+    server: {
+      trusted_proxies: ["10.0.0.0/8", "::1"],
+      tls: {
+        server_certificate_bundle: "c.pem",
+        server_private_key: "k.pem",
+        client_ca_bundle: "ca.pem",
+      },
+    },
+    auth: {
+      identity: {
+        admin: { username: "alice", password: "$argon2id$v=19$m=19456,t=2,p=1$c2FsdA$aGFzaA" },
+      },
+      oidc: {
+        corp: {
+          issuer: "https://id.example",
+          audience: "wharf",
+          required_claims: { groups: ["ops", "dev"] },
+        },
+      },
+      token_service: { secret_key: "x".repeat(32), realm: "https://registry.example/token" },
+    },
+    global: { access_policy: { default: "deny", rules: ["true"] } },
+    repository: { "a": { access_policy: { default: "allow", rules: ["false"] } } },
+  }, []);
+  assert.deepEqual(c.server.trustedProxies, ["10.0.0.0/8", "::1"]);
+  assert.equal(c.server.tls?.clientAuth, "optional", "a client CA bundle alone means optional");
+  assert.equal(c.auth.identities[0].id, "admin");
+  const corp = c.auth.oidc.get("corp")!;
+  assert.deepEqual(corp.audience, ["wharf"]);
+  assert.equal(corp.jwksUri, null);
+  assert.deepEqual(corp.requiredClaims, { groups: ["ops", "dev"] });
+  assert.equal(c.auth.tokenService?.service, "registry.example");
+  assert.equal(c.auth.tokenService?.ttlSecs, 300);
+  assert.deepEqual(c.global.accessPolicy, { default: "deny", rules: ["true"] });
+  assert.deepEqual(c.repositories.get("a")?.accessPolicy, { default: "allow", rules: ["false"] });
 });

@@ -66,3 +66,50 @@ Deno.test("a syntax error names the policy and the rule", () => {
       /repository\."a"\.access_policy\.rules\[1\] \(1 \+\)/.test(e.message),
   );
 });
+
+Deno.test("PolicySet: global and the namespace's repository policy must both allow", async () => {
+  const { PolicySet } = await import("./policy_set.ts");
+  const { buildConfig } = await import("../config/mod.ts");
+  const cfg = buildConfig({
+    global: {
+      access_policy: {
+        default: "deny",
+        rules: ["has(identity.username)", 'request.action == "healthz"'],
+      },
+    },
+    repository: {
+      "team": { access_policy: { default: "deny", rules: ['identity.username == "alice"'] } },
+    },
+  }, []);
+  const set = new PolicySet(cfg);
+  const r = (action: string, namespace?: string) => ({
+    action,
+    method: "GET",
+    ...(namespace ? { namespace } : {}),
+  });
+  assert.equal(set.allows(r("healthz"), {}), true);
+  assert.equal(
+    set.allows(r("get-blob", "other/x"), { username: "bob" }),
+    true,
+    "implicit repository: global only",
+  );
+  assert.equal(
+    set.allows(r("get-blob", "team/x"), { username: "bob" }),
+    false,
+    "repository policy refuses",
+  );
+  assert.equal(set.allows(r("get-blob", "team/x"), { username: "alice" }), true);
+  assert.equal(set.allows(r("get-blob", "team"), {}), false, "global refuses anonymous");
+  // request.repository is derived, so rules may use it
+  const set2 = new PolicySet(buildConfig({
+    global: {
+      access_policy: {
+        default: "deny",
+        rules: ['has(request.repository) && request.repository == "team"'],
+      },
+    },
+    repository: { "team": {} },
+  }, []));
+  assert.equal(set2.allows(r("get-blob", "team/deep/name"), {}), true);
+  assert.equal(set2.allows(r("get-blob", "teams/x"), {}), false);
+});

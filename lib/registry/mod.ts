@@ -28,8 +28,6 @@ export class Registry {
       blobs: blobMeta,
       uploads: new UploadMeta(kv),
       maxBlobSize: cfg.global.maxBlobSize,
-      // Every read is allowed until the access policy engine lands (issue: auth).
-      canReadBlob: () => Promise.resolve(true),
     });
     this.listings = new Listings(manifestMeta, this.manifests);
   }

@@ -27,6 +27,8 @@ export interface StartInput extends BodyInput {
   digestAlgorithm: string | null;
   mount: string | null;
   from: string | null;
+  /** mount rules 1-2: may the caller read `digest` from `ns`? (the source's `get-blob`) */
+  canRead: (ns: string, digest: string) => boolean | Promise<boolean>;
 }
 
 export type StartResult =
@@ -38,8 +40,6 @@ export interface UploadDeps {
   blobs: BlobMeta;
   uploads: UploadMeta;
   maxBlobSize: number | null;
-  /** mount rule 1-2: may the caller read `digest` from `ns`? */
-  canReadBlob: (ns: string, digest: string) => Promise<boolean>;
 }
 
 export class Uploads {
@@ -67,7 +67,9 @@ export class Uploads {
       const d = requireDigest(input.mount, "mount digest");
       if (input.from !== null) requireName(input.from);
       await input.body?.cancel();
-      if (await this.tryMount(ns, d.value, input.from)) return { kind: "created", digest: d.value };
+      if (await this.tryMount(ns, d.value, input.from, input.canRead)) {
+        return { kind: "created", digest: d.value };
+      }
       return await this.newSession(ns, algorithm, pinned, null);
     }
     if (input.digest !== null) {
@@ -92,12 +94,17 @@ export class Uploads {
     return await this.newSession(ns, algorithm, pinned, null);
   }
 
-  private async tryMount(ns: string, digest: string, from: string | null): Promise<boolean> {
+  private async tryMount(
+    ns: string,
+    digest: string,
+    from: string | null,
+    canRead: StartInput["canRead"],
+  ): Promise<boolean> {
     if (await this.d.blobs.link(ns, digest)) return true;
     const sources = from !== null ? [from] : await this.d.blobs.owners(digest);
     for (const src of sources) {
       if (src === ns || !(await this.d.blobs.link(src, digest))) continue;
-      if (!(await this.d.canReadBlob(src, digest))) continue;
+      if (!(await canRead(src, digest))) continue;
       return await this.d.blobs.mount(ns, digest);
     }
     return false;

@@ -1,0 +1,4 @@
+export * from "./identity.ts";
+export { Authenticator, type AuthMethod, type AuthResult } from "./authenticator.ts";
+export { ClientIpResolver } from "./client_ip.ts";
+export { hashPassword } from "./password.ts";

@@ -1,9 +1,9 @@
 // Wharf's composition root: reads config, opens KV and the blob store, serves.
-// Usage: main.ts [serve] [-c FILE]...   (later files win)
+// Usage: main.ts [serve|scrub|hash-password] [-c FILE]... [--dry-run]   (later files win)
 import { type Config, ConfigError, defaultConfig, loadConfigFiles } from "./lib/config/mod.ts";
 import { openMetadata } from "./lib/metadata/mod.ts";
 import { FsBlobStore } from "./lib/storage/mod.ts";
-import { Registry } from "./lib/registry/mod.ts";
+import { formatSummary, Registry, Scrubber } from "./lib/registry/mod.ts";
 import { type ConnEnv, createApp } from "./routes/app.ts";
 import { serveTls } from "./routes/tls_listener.ts";
 import { Authenticator, ClientIpResolver, hashPassword } from "./lib/auth/mod.ts";
@@ -13,10 +13,11 @@ import { log } from "./lib/log.ts";
 interface Cli {
   command: string;
   configFiles: string[];
+  dryRun: boolean;
 }
 
 function parseArgs(args: string[]): Cli {
-  const cli: Cli = { command: "serve", configFiles: [] };
+  const cli: Cli = { command: "serve", configFiles: [], dryRun: false };
   let i = 0;
   if (args[0] && !args[0].startsWith("-")) cli.command = args[i++];
   for (; i < args.length; i++) {
@@ -25,6 +26,8 @@ function parseArgs(args: string[]): Cli {
       const f = args[++i];
       if (!f) throw new ConfigError(`${a} needs a file`);
       cli.configFiles.push(f);
+    } else if (a === "--dry-run") {
+      cli.dryRun = true;
     } else if (a.startsWith("--config=")) {
       cli.configFiles.push(a.slice("--config=".length));
     } else {
@@ -58,7 +61,11 @@ async function serve(cfg: Config): Promise<void> {
     clientIp: new ClientIpResolver(cfg.server.trustedProxies),
   });
   const ac = new AbortController();
-  const stop = () => ac.abort();
+  const stopScrub = scheduleScrub(cfg, new Scrubber(cfg, kv, store), ac.signal);
+  const stop = () => {
+    stopScrub();
+    ac.abort();
+  };
   Deno.addSignalListener("SIGTERM", stop);
   Deno.addSignalListener("SIGINT", stop);
   if (cfg.server.tls) {
@@ -108,6 +115,44 @@ async function serve(cfg: Config): Promise<void> {
   kv.close();
 }
 
+/** `[global.scrub] interval_secs`: scrub inside the server, one run at a time. */
+function scheduleScrub(cfg: Config, scrubber: Scrubber, signal: AbortSignal): () => void {
+  const every = cfg.global.scrub.intervalSecs;
+  if (every === null) return () => {};
+  let running = false;
+  const timer = setInterval(async () => {
+    if (running || signal.aborted) return;
+    running = true;
+    try {
+      const s = await scrubber.run();
+      if (s) log.info(formatSummary(s));
+    } catch (e) {
+      log.error("scheduled scrub failed", { error: e instanceof Error ? e.message : String(e) });
+    } finally {
+      running = false;
+    }
+  }, every * 1000);
+  return () => clearInterval(timer);
+}
+
+/** `main.ts scrub`: one pass against the configured stores, safe while servers run. */
+async function scrub(cfg: Config, dryRun: boolean): Promise<number> {
+  const store = new FsBlobStore(cfg.blobStore.fs.rootDir);
+  await store.init();
+  const kv = await openMetadata(cfg.metadataStore.path);
+  try {
+    const s = await new Scrubber(cfg, kv, store).run({ dryRun });
+    if (!s) {
+      console.error("wharf: another scrub holds the lease; try again later");
+      return 1;
+    }
+    console.log(formatSummary(s));
+    return 0;
+  } finally {
+    kv.close();
+  }
+}
+
 /** The password from standard input (first line), so it never shows in argv or shell history. */
 async function readPassword(): Promise<string> {
   if (Deno.stdin.isTerminal()) await Deno.stderr.write(new TextEncoder().encode("password: "));
@@ -140,11 +185,15 @@ async function main(): Promise<number> {
         return 2;
       }
       return 0;
+    case "scrub":
+      return await scrub(cfg, cli.dryRun);
     case "hash-password":
       console.log(await hashPassword(await readPassword()));
       return 0;
     default:
-      console.error(`wharf: unknown command ${cli.command} (commands: serve, hash-password)`);
+      console.error(
+        `wharf: unknown command ${cli.command} (commands: serve, scrub, hash-password)`,
+      );
       return 2;
   }
 }

@@ -121,7 +121,15 @@ export function buildConfig(doc: Table, paths: string[]): Config {
   const r = new Reader(paths.join(", ") || "(embedded default)");
   const cfg = defaultConfig();
   cfg.sources = paths;
-  r.only(doc, "", ["server", "blob_store", "metadata_store", "global", "repository", "auth"]);
+  r.only(doc, "", [
+    "server",
+    "blob_store",
+    "metadata_store",
+    "global",
+    "repository",
+    "auth",
+    "ui",
+  ]);
 
   const server = r.table(doc.server, "server");
   r.only(server, "server", ["bind_address", "port", "tls", "trusted_proxies"]);
@@ -154,6 +162,12 @@ export function buildConfig(doc: Table, paths: string[]): Config {
     "immutable_tags",
     "immutable_tags_exclusions",
     "access_policy",
+    "update_pull_time",
+    "max_pulls",
+    "max_age_secs",
+    "listing_read_concurrency",
+    "upload_timeout_secs",
+    "scrub",
   ]);
   cfg.global.maxBlobSize = r.int(g, "max_blob_size", "global", 1) ?? null;
   cfg.global.maxManifestSize = r.int(g, "max_manifest_size", "global", 1, 64 * 1024 * 1024) ??
@@ -165,6 +179,19 @@ export function buildConfig(doc: Table, paths: string[]): Config {
   cfg.global.immutableTagsExclusions = r.regexes(g, "immutable_tags_exclusions", "global") ?? [];
   cfg.global.accessPolicy = readPolicy(r, g.access_policy, "global.access_policy") ??
     cfg.global.accessPolicy;
+  cfg.global.updatePullTime = r.bool(g, "update_pull_time", "global") ?? false;
+  cfg.global.maxPulls = r.int(g, "max_pulls", "global", 1) ?? cfg.global.maxPulls;
+  cfg.global.maxAgeSecs = r.int(g, "max_age_secs", "global", 1) ?? null;
+  cfg.global.listingReadConcurrency = r.int(g, "listing_read_concurrency", "global", 1, 1024) ??
+    cfg.global.listingReadConcurrency;
+  cfg.global.uploadTimeoutSecs = r.int(g, "upload_timeout_secs", "global", 1) ??
+    cfg.global.uploadTimeoutSecs;
+  const scrub = r.table(g.scrub, "global.scrub");
+  r.only(scrub, "global.scrub", ["interval_secs", "grace_secs"]);
+  cfg.global.scrub.intervalSecs = r.int(scrub, "interval_secs", "global.scrub", 1) ?? null;
+  cfg.global.scrub.graceSecs = r.int(scrub, "grace_secs", "global.scrub", 0) ??
+    cfg.global.scrub.graceSecs;
+  readUi(r, r.table(doc.ui, "ui"), cfg);
 
   const repos = r.table(doc.repository, "repository");
   const namespaces = new Map<string, string>();
@@ -191,6 +218,26 @@ export function buildConfig(doc: Table, paths: string[]): Config {
     cfg.repositories.set(name, rc);
   }
   return cfg;
+}
+
+function readUi(r: Reader, ui: Table, cfg: Config): void {
+  r.only(ui, "ui", ["name", "oidc"]);
+  cfg.ui.name = r.str(ui, "name", "ui") ?? cfg.ui.name;
+  if (ui.oidc === undefined) return;
+  const o = r.table(ui.oidc, "ui.oidc");
+  r.only(o, "ui.oidc", ["provider", "client_id", "scopes"]);
+  const provider = r.str(o, "provider", "ui.oidc");
+  const clientId = r.str(o, "client_id", "ui.oidc");
+  if (!provider) r.fail("ui.oidc.provider", "is required");
+  if (!clientId) r.fail("ui.oidc.client_id", "is required");
+  if (!cfg.auth.oidc.has(provider!)) {
+    r.fail("ui.oidc.provider", `"${provider}" is not a configured [auth.oidc.<name>] provider`);
+  }
+  cfg.ui.oidc = {
+    provider: provider!,
+    clientId: clientId!,
+    scopes: r.str(o, "scopes", "ui.oidc") ?? "openid profile email",
+  };
 }
 
 function readPolicy(r: Reader, v: unknown, path: string): PolicyConfig | undefined {

@@ -72,6 +72,27 @@ export interface Config {
     immutableTags: boolean;
     immutableTagsExclusions: RegExp[];
     accessPolicy: PolicyConfig;
+    /** record each manifest pull (pull history, last_pulled_at); off by default */
+    updatePullTime: boolean;
+    /** pull history entries scrub keeps per target (the newest is always kept) */
+    maxPulls: number;
+    /** pull history entries older than this are dropped by scrub; null = no age bound */
+    maxAgeSecs: number | null;
+    /** concurrent KV reads issued by the extension listings */
+    listingReadConcurrency: number;
+    /** upload sessions idle longer than this are reclaimed by scrub */
+    uploadTimeoutSecs: number;
+    scrub: {
+      /** run scrub inside the server every interval; null = off */
+      intervalSecs: number | null;
+      /** unreferenced bytes younger than this are kept (an upload may be about to use them) */
+      graceSecs: number;
+    };
+  };
+  ui: {
+    name: string;
+    /** UI sign-in; the provider must be a configured [auth.oidc.<name>] */
+    oidc: { provider: string; clientId: string; scopes: string } | null;
   };
   repositories: Map<string, RepositoryConfig>;
   /** files the config was read from, for the startup line */
@@ -93,7 +114,14 @@ export function defaultConfig(): Config {
       immutableTags: false,
       immutableTagsExclusions: [],
       accessPolicy: { default: "allow", rules: [] },
+      updatePullTime: false,
+      maxPulls: 1000,
+      maxAgeSecs: null,
+      listingReadConcurrency: 16,
+      uploadTimeoutSecs: 86400,
+      scrub: { intervalSecs: null, graceSecs: 300 },
     },
+    ui: { name: "Wharf", oidc: null },
     repositories: new Map(),
     sources: [],
   };

@@ -2,6 +2,19 @@
 import { RegistryError } from "../oci/errors.ts";
 import { type BlobRecord, K, type LinkRecord } from "./keys.ts";
 import { hasAny } from "./kv_util.ts";
+import { checkNotReclaiming, explainConflict, reclaimingError } from "./reclaim.ts";
+
+/**
+ * After a reserved write conflicted: 503 if the digest is being (or was) reclaimed since the
+ * reservation — the bytes just placed may be gone; otherwise another writer refreshed the
+ * record and the caller retries against its versionstamp.
+ */
+export async function reservationAfterConflict(kv: Deno.Kv, digest: string): Promise<string> {
+  await explainConflict(kv, [digest]);
+  const rec = await kv.get(K.blob(digest));
+  if (rec.versionstamp === null) throw reclaimingError(digest);
+  return rec.versionstamp;
+}
 
 export class BlobMeta {
   constructor(private readonly kv: Deno.Kv) {}
@@ -14,27 +27,54 @@ export class BlobMeta {
     return (await this.kv.get<BlobRecord>(K.blob(digest))).value;
   }
 
-  /** Records that bytes for `digest` exist and that `ns` owns them: one commit. */
-  async addLink(ns: string, digest: string, size: number): Promise<void> {
-    const now = Date.now();
-    const r = await this.kv.atomic()
-      .set(K.blob(digest), { size, at: now } satisfies BlobRecord)
-      .set(K.link(ns, digest), { size, at: now } satisfies LinkRecord)
-      .set(K.owner(digest, ns), true)
-      .commit();
-    if (!r.ok) throw new Error("link commit failed");
+  /**
+   * Step 1 of placing bytes for `digest`: refreshes its record (so a scrub that judged it
+   * unreferenced can no longer claim it) unless a reclamation is under way (503). Returns the
+   * record's versionstamp, which `addLink`/`UploadMeta.complete` check: if scrub reclaimed the
+   * digest in between, the record is gone and the link is refused instead of dangling.
+   */
+  async reserve(digest: string, size: number): Promise<string> {
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const op = this.kv.atomic().set(
+        K.blob(digest),
+        { size, at: Date.now() } satisfies BlobRecord,
+      );
+      checkNotReclaiming(op, digest);
+      const r = await op.commit();
+      if (r.ok) return r.versionstamp;
+      await explainConflict(this.kv, [digest]);
+    }
+    throw reclaimingError(digest);
+  }
+
+  /** Step 2, after the bytes are in place: `ns` owns them. One commit. */
+  async addLink(ns: string, digest: string, size: number, reserved: string): Promise<void> {
+    let guard = reserved;
+    for (let attempt = 0; attempt < 5; attempt++) {
+      const now = Date.now();
+      const op = this.kv.atomic()
+        .check({ key: K.blob(digest), versionstamp: guard })
+        .set(K.blob(digest), { size, at: now } satisfies BlobRecord)
+        .set(K.link(ns, digest), { size, at: now } satisfies LinkRecord)
+        .set(K.owner(digest, ns), true);
+      checkNotReclaiming(op, digest);
+      if ((await op.commit()).ok) return;
+      guard = await reservationAfterConflict(this.kv, digest);
+    }
+    throw reclaimingError(digest);
   }
 
   /** Links an existing blob into `ns` (mount); false when the blob record is gone. */
   async mount(ns: string, digest: string): Promise<boolean> {
     const b = await this.kv.get<BlobRecord>(K.blob(digest));
     if (!b.value) return false;
-    const r = await this.kv.atomic()
+    const op = this.kv.atomic()
       .check(b)
       .set(K.link(ns, digest), { size: b.value.size, at: Date.now() } satisfies LinkRecord)
-      .set(K.owner(digest, ns), true)
-      .commit();
-    return r.ok;
+      .set(K.owner(digest, ns), true);
+    // A mount racing reclamation of its source is simply unsatisfiable: the client uploads.
+    checkNotReclaiming(op, digest);
+    return (await op.commit()).ok;
   }
 
   /** Namespaces that own `digest`, in key order, at most `limit`. */

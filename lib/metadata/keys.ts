@@ -13,6 +13,11 @@
 //   referrer/<ns>/<subject>/<digest>      → ReferrerRecord  a manifest of ns whose subject is <subject>
 //   ns/<ns>                               → { at }          category index (catalog, namespace lists)
 //   upload/<ns>/<uuid>                    → UploadRecord
+//   body/<digest>/<ns>                    → true            a revision of ns keeps its manifest
+//                                                           body in the blob store (scrub keeps it)
+//   reclaim/<digest>                      → ReclaimMarker   scrub is deleting the bytes: writers
+//                                                           that would reference them answer 503
+//   scrublock                             → { at, holder }  one scrub at a time (lease)
 //
 // Namespaces and tags are validated (≤ 255 / ≤ 128 chars) before they reach a key, so no key
 // nears KV's 2 KiB limit.
@@ -37,7 +42,24 @@ export const K = {
   ns: (ns: string) => ["ns", ns],
   nsAll: () => ["ns"],
   upload: (ns: string, uuid: string) => ["upload", ns, uuid],
+  uploadsOf: (ns: string) => ["upload", ns],
+  uploadsAll: () => ["upload"],
+  body: (digest: string, ns: string) => ["body", digest, ns],
+  bodies: (digest: string) => ["body", digest],
+  reclaim: (digest: string) => ["reclaim", digest],
+  reclaimAll: () => ["reclaim"],
+  scrubLock: () => ["scrublock"],
+  linksAll: () => ["link"],
+  ownersAll: () => ["owner"],
+  revsAll: () => ["rev"],
+  bodiesAll: () => ["body"],
+  blobsAll: () => ["blob"],
 } as const;
+
+export interface ReclaimMarker {
+  /** ms since epoch when scrub claimed the digest; a marker long past this is stale */
+  at: number;
+}
 
 export interface BlobRecord {
   size: number;
@@ -74,6 +96,8 @@ export interface UploadRecord {
   /** set by `digest-algorithm`: closing with another algorithm is DIGEST_INVALID */
   pinned: boolean;
   startedAt: number;
+  /** last time a chunk was committed (idle sessions are reclaimed by scrub) */
+  updatedAt?: number;
 }
 
 /** Manifest bodies up to this size are stored inline in their KV revision record. */

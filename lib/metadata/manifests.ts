@@ -4,6 +4,8 @@ import { RegistryError } from "../oci/errors.ts";
 import type { ParsedManifest } from "../oci/manifest.ts";
 import { K, type ReferrerRecord, type RevisionRecord, type TagRecord } from "./keys.ts";
 import { getAll, listAll, MAX_MUTATIONS, setInBatches } from "./kv_util.ts";
+import { checkNotReclaiming } from "./reclaim.ts";
+import { reservationAfterConflict } from "./blobs.ts";
 
 export interface TagGuard {
   /** throws to refuse moving/creating `tag` given what is stored now */
@@ -18,6 +20,8 @@ export interface ManifestWrite {
   tags: string[];
   tagCreatedAt: number;
   guard: TagGuard;
+  /** the blob reservation of an out-of-line body (BlobMeta.reserve), null when inline */
+  reserved: string | null;
 }
 
 const REFERRER_ANNOTATIONS_MAX = 16 * 1024;
@@ -58,6 +62,7 @@ export class ManifestMeta {
     // bytes, never the reverse, and a retry of the push completes it.
     const split = refs.length + 2 * w.tags.length + 4 > MAX_MUTATIONS;
     if (split) await setInBatches(this.kv, refs);
+    let reserved = w.reserved;
     for (let attempt = 0; attempt < 20; attempt++) {
       const [rev, ...tagEntries] = await getAll<unknown>(this.kv, [
         K.rev(ns, digest),
@@ -75,13 +80,21 @@ export class ManifestMeta {
         op.set(K.tagrev(ns, digest, w.tags[i]), true);
       }
       if (w.tags.length > 0) op.set(K.tagver(ns), true);
+      const outOfLine = !rev.value && reserved !== null;
       if (!rev.value) {
         op.set(K.rev(ns, digest), w.record);
+        if (outOfLine) {
+          // The body was just written to the blob store: keep scrub from reclaiming it.
+          op.check({ key: K.blob(digest), versionstamp: reserved });
+          op.set(K.body(digest, ns), true);
+          checkNotReclaiming(op, digest);
+        }
         if (!split) { for (const [k, v] of refs) op.set(k, v); }
         if (w.parsed.subject) op.set(K.referrer(ns, w.parsed.subject, digest), referrerRecord(w));
       }
       op.set(K.ns(ns), { at: Date.now() });
       if ((await op.commit()).ok) return;
+      if (outOfLine) reserved = await reservationAfterConflict(this.kv, digest);
     }
     throw new RegistryError("INTERNAL_ERROR", "manifest commit kept conflicting", { status: 503 });
   }
@@ -123,6 +136,7 @@ export class ManifestMeta {
       const tags = await this.tagsOf(ns, digest);
       const tagEntries = await getAll<TagRecord>(this.kv, tags.map((t) => K.tag(ns, t)));
       const keys: Deno.KvKey[] = [K.rev(ns, digest)];
+      if (rev.value.body === undefined) keys.push(K.body(digest, ns));
       const op = this.kv.atomic().check(rev);
       tagEntries.forEach((e, i) => {
         op.check(e);
@@ -139,7 +153,7 @@ export class ManifestMeta {
       if (keys.length + tagEntries.length > MAX_MUTATIONS) {
         // Too big for one commit: drop the revision and tags atomically first (what clients
         // see), then the derived indexes; a leftover reference is conservative (see commit).
-        const head = keys.slice(0, 1 + 2 * tags.length);
+        const head = keys.slice(0, (rev.value.body === undefined ? 2 : 1) + 2 * tags.length);
         for (const k of head) op.delete(k);
         if (!(await op.commit()).ok) continue;
         for (let i = head.length; i < keys.length; i += 500) {

@@ -1,3 +1,4 @@
+import { withBusyRetry } from "./kv_busy.ts";
 export * from "./keys.ts";
 export { BlobMeta } from "./blobs.ts";
 export { ManifestMeta, type ManifestWrite } from "./manifests.ts";
@@ -9,5 +10,9 @@ export async function openMetadata(path: string): Promise<Deno.Kv> {
     const dir = path.includes("/") ? path.slice(0, path.lastIndexOf("/")) : ".";
     if (dir) await Deno.mkdir(dir, { recursive: true });
   }
-  return await Deno.openKv(path);
+  const kv = await Deno.openKv(path);
+  // A remote KV (KV Connect) serialises writers itself; a local file needs the busy retry.
+  return /^https?:\/\//.test(path) ? kv : withBusyRetry(kv);
 }
+export { reclaimingError, ReclaimMeta, STALE_MARKER_MS } from "./reclaim.ts";
+export { ScrubMeta } from "./scrub_meta.ts";

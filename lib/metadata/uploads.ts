@@ -1,5 +1,7 @@
 // Upload session records. Bytes live in the blob store under the session's uuid.
 import { K, type UploadRecord } from "./keys.ts";
+import { checkNotReclaiming } from "./reclaim.ts";
+import { reservationAfterConflict } from "./blobs.ts";
 
 export class UploadMeta {
   constructor(private readonly kv: Deno.Kv) {}
@@ -14,7 +16,11 @@ export class UploadMeta {
 
   /** Moves the committed offset; false when another writer changed the session meanwhile. */
   async advance(entry: Deno.KvEntry<UploadRecord>, offset: number): Promise<boolean> {
-    const r = await this.kv.atomic().check(entry).set(entry.key, { ...entry.value, offset })
+    const r = await this.kv.atomic().check(entry).set(entry.key, {
+      ...entry.value,
+      offset,
+      updatedAt: Date.now(),
+    })
       .commit();
     return r.ok;
   }
@@ -25,22 +31,38 @@ export class UploadMeta {
 
   /**
    * Completes a session: the session record goes and the blob is linked into `ns`, in one
-   * commit guarded by the session's versionstamp so a session completes at most once.
+   * commit guarded by the session's versionstamp (a session completes at most once) and by the
+   * blob reservation (`BlobMeta.reserve`). Throws 503 RECLAMATION_IN_PROGRESS, after dropping
+   * the session whose bytes scrub may have deleted, when the digest was reclaimed meanwhile.
    */
   async complete(
     entry: Deno.KvEntry<UploadRecord>,
     ns: string,
     digest: string,
     size: number,
+    reserved: string,
   ): Promise<boolean> {
-    const now = Date.now();
-    const r = await this.kv.atomic()
-      .check(entry)
-      .delete(entry.key)
-      .set(K.blob(digest), { size, at: now })
-      .set(K.link(ns, digest), { size, at: now })
-      .set(K.owner(digest, ns), true)
-      .commit();
-    return r.ok;
+    let guard = reserved;
+    for (let attempt = 0; attempt < 5; attempt++) {
+      const now = Date.now();
+      const op = this.kv.atomic()
+        .check(entry)
+        .check({ key: K.blob(digest), versionstamp: guard })
+        .delete(entry.key)
+        .set(K.blob(digest), { size, at: now })
+        .set(K.link(ns, digest), { size, at: now })
+        .set(K.owner(digest, ns), true);
+      checkNotReclaiming(op, digest);
+      if ((await op.commit()).ok) return true;
+      const again = await this.kv.get<UploadRecord>(entry.key);
+      if (again.versionstamp !== entry.versionstamp) return false;
+      try {
+        guard = await reservationAfterConflict(this.kv, digest);
+      } catch (e) {
+        await this.kv.atomic().check(entry).delete(entry.key).commit();
+        throw e;
+      }
+    }
+    return false;
   }
 }

@@ -103,8 +103,12 @@ export class Manifests {
     };
     if (parsed.subject) record.subject = parsed.subject;
     if (parsed.artifactType) record.artifactType = parsed.artifactType;
+    let reserved: string | null = null;
     if (bytes.byteLength <= INLINE_MANIFEST_MAX) record.body = bytes;
-    else await this.store.put(digest, bytes);
+    else {
+      reserved = await this.blobs.reserve(digest, bytes.byteLength);
+      await this.store.put(digest, bytes);
+    }
 
     const lww = byDigest ? null : parseSourceTimestamp(input.sourceTimestamp);
     const immutable = this.immutability(ns);
@@ -115,6 +119,7 @@ export class Manifests {
       parsed,
       tags,
       tagCreatedAt: lww ?? Date.now(),
+      reserved,
       guard: (tag, existing) => {
         if (!existing) return;
         if (lww !== null && existing.createdAt !== undefined && existing.createdAt > lww) {

@@ -37,3 +37,10 @@ export class Registry {
     for await (const _ of this.kv.list({ prefix: ["ns"] }, { limit: 1 })) break;
   }
 }
+export {
+  formatSummary,
+  type PullSweep,
+  Scrubber,
+  type ScrubOptions,
+  type ScrubSummary,
+} from "./scrub.ts";

@@ -155,8 +155,9 @@ export class Uploads {
       if (hasher.peek() !== d.value) {
         throw new RegistryError("DIGEST_INVALID", `content does not hash to ${d.value}`);
       }
+      const reserved = await this.d.blobs.reserve(d.value, declared);
       await this.d.store.commitUpload(uuid, d.value, declared);
-      await this.d.blobs.addLink(ns, d.value, declared);
+      await this.d.blobs.addLink(ns, d.value, declared, reserved);
     } finally {
       await this.d.store.deleteUpload(uuid);
     }
@@ -296,9 +297,10 @@ export class Uploads {
         this.hashers.put(uuid, offset, hasher);
         throw new RegistryError("DIGEST_INVALID", `uploaded content does not hash to ${d.value}`);
       }
+      const reserved = await this.d.blobs.reserve(d.value, offset);
       await this.d.store.commitUpload(uuid, d.value, offset);
       this.hashers.drop(uuid);
-      if (!(await this.d.uploads.complete(entry, ns, d.value, offset))) {
+      if (!(await this.d.uploads.complete(entry, ns, d.value, offset, reserved))) {
         throw new RegistryError("BLOB_UPLOAD_UNKNOWN", "upload session completed concurrently");
       }
       return { digest: d.value, size: offset };

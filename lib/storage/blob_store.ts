@@ -7,6 +7,15 @@ export interface AppendResult {
   cut: boolean;
 }
 
+/** A stored object as scrub sees it: enough to judge age without reading bytes. */
+export interface StoredObject {
+  /** a blob digest, or an upload file's name (a session uuid or a temporary name) */
+  name: string;
+  size: number;
+  /** ms since epoch of the last write */
+  mtime: number;
+}
+
 export class TooLargeError extends Error {}
 
 export interface BlobStore {
@@ -29,4 +38,9 @@ export interface BlobStore {
   /** moves the first `size` bytes of the upload into the blob `digest` */
   commitUpload(uuid: string, digest: string, size: number): Promise<void>;
   deleteUpload(uuid: string): Promise<void>;
+
+  /** Every stored blob (for scrub's sweep), in no particular order. */
+  listBlobs(): AsyncIterable<StoredObject>;
+  /** Every upload file, including temporaries of interrupted writes. */
+  listUploads(): AsyncIterable<StoredObject>;
 }

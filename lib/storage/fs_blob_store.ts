@@ -2,7 +2,12 @@
 // sessions as <root>/uploads/<uuid>. A completed upload is renamed into place, so a blob file
 // is either absent or whole.
 import { dirname, join } from "node:path";
-import { type AppendResult, type BlobStore, TooLargeError } from "./blob_store.ts";
+import {
+  type AppendResult,
+  type BlobStore,
+  type StoredObject,
+  TooLargeError,
+} from "./blob_store.ts";
 
 export class FsBlobStore implements BlobStore {
   constructor(private readonly root: string) {}
@@ -122,6 +127,40 @@ export class FsBlobStore implements BlobStore {
   async deleteUpload(uuid: string): Promise<void> {
     await Deno.remove(this.uploadPath(uuid)).catch(() => {});
   }
+
+  async *listBlobs(): AsyncGenerator<StoredObject> {
+    const base = join(this.root, "blobs");
+    for (const alg of await dirNames(base)) {
+      for (const prefix of await dirNames(join(base, alg))) {
+        for (const hex of await dirNames(join(base, alg, prefix))) {
+          const st = await Deno.stat(join(base, alg, prefix, hex)).catch(() => null);
+          if (!st?.isFile) continue;
+          yield { name: `${alg}:${hex}`, size: st.size, mtime: st.mtime?.getTime() ?? 0 };
+        }
+      }
+    }
+  }
+
+  async *listUploads(): AsyncGenerator<StoredObject> {
+    const base = join(this.root, "uploads");
+    for (const name of await dirNames(base)) {
+      const st = await Deno.stat(join(base, name)).catch(() => null);
+      if (!st?.isFile) continue;
+      yield { name, size: st.size, mtime: st.mtime?.getTime() ?? 0 };
+    }
+  }
+}
+
+/** Entry names of a directory (empty when it does not exist): read whole so the walk never
+ * holds a directory handle across awaits of the caller. */
+async function dirNames(dir: string): Promise<string[]> {
+  const out: string[] = [];
+  try {
+    for await (const e of Deno.readDir(dir)) out.push(e.name);
+  } catch (e) {
+    if (!(e instanceof Deno.errors.NotFound)) throw e;
+  }
+  return out;
 }
 
 const READ_CHUNK = 1 << 20;

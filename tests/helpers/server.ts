@@ -8,12 +8,16 @@ const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 export interface ServerOptions {
   /** extra TOML appended after the generated [server]/[blob_store]/[metadata_store] sections */
   config?: string;
+  /** extra keys for the generated [server] table (e.g. `trusted_proxies = [...]`; [server.tls] can go in `config`) */
+  server?: string;
+  /** listen on this port instead of an ephemeral one (e.g. when the config names its own URL) */
+  port?: number;
   /** reuse an existing data directory (for restart tests) */
   dataDir?: string;
 }
 
 export interface TestServer {
-  url: string; // http://127.0.0.1:PORT
+  url: string; // http://127.0.0.1:PORT, or https:// when [server.tls] is configured
   port: number;
   dataDir: string;
   configPath: string;
@@ -30,7 +34,8 @@ export async function startServer(opts: ServerOptions = {}): Promise<TestServer>
   const configPath = join(dataDir, "wharf.toml");
   const toml = `[server]
 bind_address = "127.0.0.1"
-port = 0
+port = ${opts.port ?? 0}
+${opts.server ?? ""}
 
 [blob_store.fs]
 root_dir = ${JSON.stringify(join(dataDir, "blobs"))}
@@ -49,6 +54,7 @@ ${opts.config ?? ""}
     env: { RUST_BACKTRACE: "0", NO_COLOR: "1" },
   }).spawn();
   let out = "";
+  let scheme = "http";
   let resolvePort: (p: number) => void;
   let rejectPort: (e: Error) => void;
   const portP = new Promise<number>((res, rej) => {
@@ -59,8 +65,11 @@ ${opts.config ?? ""}
     const dec = new TextDecoder();
     for await (const chunk of s) {
       out += dec.decode(chunk, { stream: true });
-      const m = /listening on https?:\/\/[^:\s]+:(\d+)/.exec(out);
-      if (m) resolvePort(Number(m[1]));
+      const m = /listening on (https?):\/\/[^:\s]+:(\d+)/.exec(out);
+      if (m) {
+        scheme = m[1];
+        resolvePort(Number(m[2]));
+      }
     }
   };
   const pumps = Promise.all([pump(child.stdout), pump(child.stderr)]);
@@ -86,7 +95,7 @@ ${opts.config ?? ""}
     await pumps;
   };
   return {
-    url: `http://127.0.0.1:${port}`,
+    url: `${scheme}://127.0.0.1:${port}`,
     port,
     dataDir,
     configPath,

@@ -1,0 +1,152 @@
+// The KV side of scrub: full scans of the reference keys, derived-key repairs, idle upload
+// sessions, emptied namespaces and the one-scrub-at-a-time lease. Every change is a commit
+// guarded by the versionstamp scrub read, so a concurrent writer always wins.
+import { type BlobRecord, K, type UploadRecord } from "./keys.ts";
+import { hasAny } from "./kv_util.ts";
+
+const LEASE_MS = 10 * 60_000;
+const BATCH = 1000;
+
+export interface References {
+  /** digests some namespace owns (link keys) */
+  linked: Set<string>;
+  /** digests a revision keeps its manifest body under */
+  bodies: Set<string>;
+  /** derived keys fixed (or that would be, in a dry run) */
+  repaired: number;
+  scanned: number;
+}
+
+export class ScrubMeta {
+  constructor(private readonly kv: Deno.Kv) {}
+
+  /** Takes the scrub lease; false when another live scrub holds it. */
+  async lock(holder: string): Promise<boolean> {
+    const e = await this.kv.get<{ at: number; holder: string }>(K.scrubLock());
+    if (e.value && e.value.holder !== holder && Date.now() - e.value.at < LEASE_MS) return false;
+    const r = await this.kv.atomic().check(e).set(K.scrubLock(), { at: Date.now(), holder })
+      .commit();
+    return r.ok;
+  }
+
+  async unlock(holder: string): Promise<void> {
+    const e = await this.kv.get<{ at: number; holder: string }>(K.scrubLock());
+    if (e.value?.holder === holder) await this.kv.atomic().check(e).delete(K.scrubLock()).commit();
+  }
+
+  /**
+   * Walks link/owner and rev/body, repairing the reverse keys that can be derived: an owner
+   * key per link, a body key per out-of-line revision, neither without its source.
+   */
+  async references(dryRun: boolean): Promise<References> {
+    const out: References = { linked: new Set(), bodies: new Set(), repaired: 0, scanned: 0 };
+    const links = new Set<string>();
+    for await (const e of this.list(K.linksAll())) {
+      out.scanned++;
+      const [, ns, digest] = e.key as [string, string, string];
+      out.linked.add(digest);
+      links.add(`${digest}\0${ns}`);
+    }
+    const owners = new Set<string>();
+    for await (const e of this.list(K.ownersAll())) {
+      out.scanned++;
+      const [, digest, ns] = e.key as [string, string, string];
+      owners.add(`${digest}\0${ns}`);
+      if (links.has(`${digest}\0${ns}`)) continue;
+      out.repaired++;
+      if (!dryRun) {
+        await this.kv.atomic().check(e).check({ key: K.link(ns, digest), versionstamp: null })
+          .delete(e.key).commit();
+      }
+    }
+    for (const pair of links) {
+      if (owners.has(pair)) continue;
+      const [digest, ns] = pair.split("\0");
+      const link = await this.kv.get(K.link(ns, digest));
+      if (!link.value) continue;
+      out.repaired++;
+      if (!dryRun) await this.kv.atomic().check(link).set(K.owner(digest, ns), true).commit();
+    }
+
+    const revBodies = new Set<string>();
+    for await (const e of this.list<{ body?: Uint8Array }>(K.revsAll())) {
+      out.scanned++;
+      if (e.value.body !== undefined) continue;
+      const [, ns, digest] = e.key as [string, string, string];
+      out.bodies.add(digest);
+      revBodies.add(`${digest}\0${ns}`);
+    }
+    const bodyKeys = new Set<string>();
+    for await (const e of this.list(K.bodiesAll())) {
+      out.scanned++;
+      const [, digest, ns] = e.key as [string, string, string];
+      bodyKeys.add(`${digest}\0${ns}`);
+      if (revBodies.has(`${digest}\0${ns}`)) continue;
+      out.repaired++;
+      if (!dryRun) {
+        await this.kv.atomic().check(e).check({ key: K.rev(ns, digest), versionstamp: null })
+          .delete(e.key).commit();
+      }
+    }
+    for (const pair of revBodies) {
+      if (bodyKeys.has(pair)) continue;
+      const [digest, ns] = pair.split("\0");
+      const rev = await this.kv.get(K.rev(ns, digest));
+      if (!rev.value) continue;
+      out.repaired++;
+      if (!dryRun) await this.kv.atomic().check(rev).set(K.body(digest, ns), true).commit();
+    }
+    return out;
+  }
+
+  /** blob/<digest> entries, for the sweep's age and versionstamp checks. */
+  async blobRecords(): Promise<Map<string, Deno.KvEntry<BlobRecord>>> {
+    const out = new Map<string, Deno.KvEntry<BlobRecord>>();
+    for await (const e of this.list<BlobRecord>(K.blobsAll())) out.set(e.key[1] as string, e);
+    return out;
+  }
+
+  /** Drops a blob record whose bytes are gone and that nothing references. */
+  async dropRecord(e: Deno.KvEntry<BlobRecord>): Promise<boolean> {
+    const digest = e.key[1] as string;
+    if (await hasAny(this.kv, K.owners(digest))) return false;
+    const r = await this.kv.atomic().check(e)
+      .check({ key: K.reclaim(digest), versionstamp: null })
+      .delete(e.key).commit();
+    return r.ok;
+  }
+
+  /** Upload sessions: yields each with its namespace, uuid and last activity. */
+  async *uploads(): AsyncGenerator<
+    { entry: Deno.KvEntry<UploadRecord>; ns: string; uuid: string }
+  > {
+    for await (const e of this.list<UploadRecord>(K.uploadsAll())) {
+      yield { entry: e, ns: e.key[1] as string, uuid: e.key[2] as string };
+    }
+  }
+
+  /** Removes an idle session unless it moved since it was read. */
+  async dropUpload(e: Deno.KvEntry<UploadRecord>): Promise<boolean> {
+    return (await this.kv.atomic().check(e).delete(e.key).commit()).ok;
+  }
+
+  /** Category-index keys of namespaces holding no revision, tag or upload session. */
+  async *emptiedNamespaces(): AsyncGenerator<Deno.KvEntry<unknown>> {
+    for await (const e of this.list(K.nsAll())) {
+      const ns = e.key[1] as string;
+      if (await hasAny(this.kv, K.revs(ns))) continue;
+      if (await hasAny(this.kv, K.tags(ns))) continue;
+      if (await hasAny(this.kv, K.uploadsOf(ns))) continue;
+      yield e;
+    }
+  }
+
+  /** Reaps an index key unless a write touched the namespace since it was read. */
+  async dropNamespace(e: Deno.KvEntry<unknown>): Promise<boolean> {
+    return (await this.kv.atomic().check(e).delete(e.key).commit()).ok;
+  }
+
+  private list<T>(prefix: Deno.KvKey): AsyncIterableIterator<Deno.KvEntry<T>> {
+    return this.kv.list<T>({ prefix }, { batchSize: BATCH });
+  }
+}

@@ -1,0 +1,197 @@
+// Online reclamation ("scrub"): mark every digest a namespace references, then sweep bytes
+// nothing references once they are older than the grace period, behind the reclamation marker
+// (lib/metadata/reclaim.ts) that concurrent writers see. Also drops idle upload sessions,
+// reaps the category-index keys of emptied namespaces, repairs derivable reverse keys and
+// compacts pull history. Safe while servers run: every KV change is versionstamp-guarded.
+import type { Config } from "../config/schema.ts";
+import type { BlobStore } from "../storage/blob_store.ts";
+import { ReclaimMeta, ScrubMeta } from "../metadata/mod.ts";
+
+export interface ScrubSummary {
+  dryRun: boolean;
+  /** blobs whose bytes were deleted (would be, in a dry run) */
+  blobs: number;
+  bytes: number;
+  /** unreferenced blobs kept because a writer touched them during the sweep */
+  raced: number;
+  /** blobs kept only because they are younger than the grace period */
+  young: number;
+  uploads: number;
+  namespaces: number;
+  pulls: number;
+  repaired: number;
+  /** KV keys and stored objects examined */
+  scanned: number;
+  seconds: number;
+}
+
+export interface ScrubOptions {
+  dryRun?: boolean;
+  /** overrides global.scrub.grace_secs (tests use 0) */
+  graceSecs?: number;
+}
+
+/** Pull-history retention, supplied by the pull-history module (run after the sweep). */
+export type PullSweep = (dryRun: boolean) => Promise<{ dropped: number; scanned: number }>;
+
+export class Scrubber {
+  private readonly meta: ScrubMeta;
+  private readonly reclaim: ReclaimMeta;
+  private readonly holder = crypto.randomUUID();
+
+  constructor(
+    private readonly cfg: Config,
+    kv: Deno.Kv,
+    private readonly store: BlobStore,
+    private readonly pullSweep: PullSweep | null = null,
+  ) {
+    this.meta = new ScrubMeta(kv);
+    this.reclaim = new ReclaimMeta(kv);
+  }
+
+  /** Runs one scrub; null when another scrub holds the lease. */
+  async run(opts: ScrubOptions = {}): Promise<ScrubSummary | null> {
+    const dryRun = opts.dryRun ?? false;
+    if (!dryRun && !(await this.meta.lock(this.holder))) return null;
+    try {
+      return await this.sweep(dryRun, (opts.graceSecs ?? this.cfg.global.scrub.graceSecs) * 1000);
+    } finally {
+      if (!dryRun) await this.meta.unlock(this.holder);
+    }
+  }
+
+  private async sweep(dryRun: boolean, graceMs: number): Promise<ScrubSummary> {
+    const t0 = performance.now();
+    const s: ScrubSummary = {
+      dryRun,
+      blobs: 0,
+      bytes: 0,
+      raced: 0,
+      young: 0,
+      uploads: 0,
+      namespaces: 0,
+      pulls: 0,
+      repaired: 0,
+      scanned: 0,
+      seconds: 0,
+    };
+    if (!dryRun) await this.finishAbandonedClaims();
+
+    const refs = await this.meta.references(dryRun);
+    s.repaired += refs.repaired;
+    s.scanned += refs.scanned;
+    const records = await this.meta.blobRecords();
+    s.scanned += records.size;
+    const now = Date.now();
+    const seen = new Set<string>();
+
+    for await (const obj of this.store.listBlobs()) {
+      s.scanned++;
+      const digest = obj.name;
+      seen.add(digest);
+      if (refs.linked.has(digest) || refs.bodies.has(digest)) continue;
+      const rec = records.get(digest) ?? null;
+      // The later of the record and the file: a re-upload refreshes either.
+      if (now - Math.max(rec?.value.at ?? 0, obj.mtime) < graceMs) {
+        s.young++;
+        continue;
+      }
+      if (dryRun) {
+        s.blobs++;
+        s.bytes += obj.size;
+        continue;
+      }
+      if (await this.reclaimBytes(digest, rec)) {
+        s.blobs++;
+        s.bytes += obj.size;
+      } else s.raced++;
+    }
+    // Records whose bytes are gone: derivable, so repair by dropping the unreferenced ones.
+    for (const [digest, rec] of records) {
+      if (seen.has(digest) || refs.linked.has(digest)) continue;
+      if (now - rec.value.at < graceMs) continue;
+      s.repaired++;
+      if (!dryRun) await this.meta.dropRecord(rec);
+    }
+
+    s.uploads = await this.sweepUploads(dryRun, now);
+    for await (const e of this.meta.emptiedNamespaces()) {
+      s.scanned++;
+      if (dryRun || await this.meta.dropNamespace(e)) s.namespaces++;
+    }
+    if (this.pullSweep) {
+      const p = await this.pullSweep(dryRun);
+      s.pulls = p.dropped;
+      s.scanned += p.scanned;
+    }
+    s.seconds = (performance.now() - t0) / 1000;
+    return s;
+  }
+
+  /**
+   * The marker protocol's three steps for one digest. `rec` is the blob record as the sweep
+   * read it (null: bytes without a record, e.g. an upload renamed into place whose commit has
+   * not landed — the claim then also fails if that commit lands first).
+   */
+  private async reclaimBytes(digest: string, rec: Deno.KvEntry<unknown> | null): Promise<boolean> {
+    const seen = rec ?? { key: [], value: null, versionstamp: null };
+    if (!(await this.reclaim.claim(digest, seen))) return false;
+    if (await this.reclaim.referenced(digest)) {
+      await this.reclaim.release(digest);
+      return false;
+    }
+    await this.store.delete(digest);
+    await this.reclaim.finish(digest);
+    return true;
+  }
+
+  /** Claims left by a scrub that died between claiming and finishing (we hold the lease). */
+  private async finishAbandonedClaims(): Promise<void> {
+    for await (const m of this.reclaim.markers()) {
+      if (await this.reclaim.referenced(m.digest)) {
+        await this.reclaim.release(m.digest);
+        continue;
+      }
+      await this.store.delete(m.digest);
+      await this.reclaim.finish(m.digest);
+    }
+  }
+
+  private async sweepUploads(dryRun: boolean, now: number): Promise<number> {
+    const timeoutMs = this.cfg.global.uploadTimeoutSecs * 1000;
+    const live = new Set<string>();
+    let n = 0;
+    for await (const u of this.meta.uploads()) {
+      const last = u.entry.value.updatedAt ?? u.entry.value.startedAt;
+      if (now - last <= timeoutMs) {
+        live.add(u.uuid);
+        continue;
+      }
+      if (dryRun) {
+        n++;
+        continue;
+      }
+      if (await this.meta.dropUpload(u.entry)) {
+        await this.store.deleteUpload(u.uuid);
+        n++;
+      } else live.add(u.uuid);
+    }
+    // Files with no session: interrupted monolithic pushes and temporaries. An in-flight one
+    // is being written, so its mtime is fresh.
+    for await (const f of this.store.listUploads()) {
+      if (live.has(f.name) || now - f.mtime <= timeoutMs) continue;
+      if (!dryRun) await this.store.deleteUpload(f.name);
+      n++;
+    }
+    return n;
+  }
+}
+
+export function formatSummary(s: ScrubSummary): string {
+  const keysPerSec = s.seconds > 0 ? Math.round(s.scanned / s.seconds) : s.scanned;
+  return `scrub${s.dryRun ? " (dry run)" : ""}: ${s.blobs} blob(s) ${
+    s.dryRun ? "reclaimable" : "reclaimed"
+  } (${s.bytes} bytes), ${s.uploads} upload(s), ${s.namespaces} namespace key(s), ${s.pulls} pull(s), ${s.repaired} repair(s); kept ${s.young} young, ${s.raced} raced; ${s.scanned} keys/objects in ${
+    s.seconds.toFixed(2)
+  }s (${keysPerSec}/s)`;
+}

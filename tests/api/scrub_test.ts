@@ -1,0 +1,256 @@
+// Scrub under load: several clients push (monolithic and chunked) and delete images that share
+// layers, while `main.ts scrub` runs again and again as a separate process against the same KV
+// file and blob directory with no grace period. Writers that race a reclamation get 503
+// RECLAMATION_IN_PROGRESS + Retry-After and retry. Afterwards every reachable manifest must
+// pull byte for byte, and no unreferenced blob may survive the final scrub.
+import assert from "node:assert/strict";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { sha256Hex, startServer, type TestServer } from "../helpers/server.ts";
+import { serverTestOpts } from "../helpers/api.ts";
+import {
+  imageManifest,
+  jsonBytes,
+  OCI_CONFIG,
+  OCI_LAYER,
+  OCI_MANIFEST,
+} from "../helpers/oci_content.ts";
+
+const ROOT = fileURLToPath(new URL("../../", import.meta.url));
+const enc = new TextEncoder();
+const LOAD_MS = 8_000;
+const WORKERS = 4;
+
+let reclaiming503 = 0;
+
+/** Sends a write, retrying while the registry answers 503 RECLAMATION_IN_PROGRESS. */
+async function write(make: () => Promise<Response>): Promise<Response> {
+  for (let i = 0; i < 50; i++) {
+    const r = await make();
+    if (r.status !== 503) return r;
+    const body = await r.json();
+    assert.equal(body.errors[0].code, "RECLAMATION_IN_PROGRESS");
+    assert.ok(Number(r.headers.get("retry-after")) > 0, "503 carries Retry-After");
+    reclaiming503++;
+    await new Promise((res) => setTimeout(res, 20));
+  }
+  throw new Error("still reclaiming after 50 tries");
+}
+
+async function pushMonolithic(s: TestServer, ns: string, data: Uint8Array): Promise<string> {
+  const digest = `sha256:${await sha256Hex(data)}`;
+  const r = await write(() =>
+    fetch(`${s.url}/v2/${ns}/blobs/uploads/?digest=${digest}`, {
+      method: "POST",
+      body: data as BodyInit,
+      headers: { "content-type": "application/octet-stream" },
+    })
+  );
+  await r.body?.cancel();
+  assert.equal(r.status, 201, `monolithic push of ${digest}`);
+  return digest;
+}
+
+/** POST + PATCH + PUT; a 503 on completion drops the session, so the retry starts over. */
+async function pushChunked(s: TestServer, ns: string, data: Uint8Array): Promise<string> {
+  const digest = `sha256:${await sha256Hex(data)}`;
+  const r = await write(async () => {
+    const post = await fetch(`${s.url}/v2/${ns}/blobs/uploads/`, { method: "POST" });
+    await post.body?.cancel();
+    assert.equal(post.status, 202);
+    const loc = new URL(post.headers.get("location")!, s.url);
+    const patch = await fetch(loc, {
+      method: "PATCH",
+      body: data as BodyInit,
+      headers: { "content-type": "application/octet-stream" },
+    });
+    await patch.body?.cancel();
+    assert.equal(patch.status, 202);
+    const put = new URL(patch.headers.get("location")!, s.url);
+    put.searchParams.set("digest", digest);
+    return await fetch(put, { method: "PUT" });
+  });
+  await r.body?.cancel();
+  assert.equal(r.status, 201, `chunked push of ${digest}`);
+  return digest;
+}
+
+interface Pushed {
+  ns: string;
+  digest: string;
+  blobs: string[];
+}
+
+async function pushImage(s: TestServer, ns: string, tag: string, seq: number): Promise<Pushed> {
+  // Layers come from a small pool so digests are deleted and re-pushed across clients, which
+  // is exactly the window where a push meets a reclamation.
+  const shared = enc.encode(`shared layer ${seq % 3}`);
+  const own = enc.encode(`own layer ${ns} ${tag} ${seq}`);
+  const cfg = jsonBytes({ architecture: "amd64", os: "linux", seq: seq % 5 });
+  const sharedD = await (seq % 2 ? pushChunked : pushMonolithic)(s, ns, shared);
+  const ownD = await pushChunked(s, ns, own);
+  const cfgD = await pushMonolithic(s, ns, cfg);
+  // Every fourth manifest is big enough to live in the blob store rather than inline in KV.
+  const pad = seq % 4 === 0 ? { annotations: { pad: "p".repeat(60_000) } } : {};
+  const body = imageManifest(
+    { mediaType: OCI_CONFIG, digest: cfgD, size: cfg.length },
+    [
+      { mediaType: OCI_LAYER, digest: sharedD, size: shared.length },
+      { mediaType: OCI_LAYER, digest: ownD, size: own.length },
+    ],
+    pad,
+  );
+  const r = await write(() =>
+    fetch(`${s.url}/v2/${ns}/manifests/${tag}`, {
+      method: "PUT",
+      body: body as BodyInit,
+      headers: { "content-type": OCI_MANIFEST },
+    })
+  );
+  await r.body?.cancel();
+  assert.equal(r.status, 201, `manifest ${ns}:${tag}`);
+  return { ns, digest: `sha256:${await sha256Hex(body)}`, blobs: [cfgD, sharedD, ownD] };
+}
+
+/** Deletes the revision, then each blob; 405 means another manifest of ns still uses it. */
+async function deleteImage(s: TestServer, p: Pushed): Promise<void> {
+  const r = await fetch(`${s.url}/v2/${p.ns}/manifests/${p.digest}`, { method: "DELETE" });
+  await r.body?.cancel();
+  assert.ok(r.status === 202 || r.status === 404, `delete manifest: ${r.status}`);
+  for (const b of p.blobs) {
+    const d = await fetch(`${s.url}/v2/${p.ns}/blobs/${b}`, { method: "DELETE" });
+    await d.body?.cancel();
+    assert.ok([202, 404, 405].includes(d.status), `delete blob: ${d.status}`);
+  }
+}
+
+async function scrubOnce(s: TestServer): Promise<string> {
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: ["run", "--unstable-kv", "-A", join(ROOT, "main.ts"), "scrub", "-c", s.configPath],
+    env: { RUST_BACKTRACE: "0", NO_COLOR: "1" },
+  }).output();
+  const text = new TextDecoder().decode(out.stdout) + new TextDecoder().decode(out.stderr);
+  // Exit 1 only when another scrub held the lease, which cannot happen here (one at a time).
+  assert.equal(out.code, 0, text);
+  return text;
+}
+
+async function fetchBytes(url: string): Promise<Uint8Array> {
+  const r = await fetch(url);
+  assert.equal(r.status, 200, url);
+  return new Uint8Array(await r.arrayBuffer());
+}
+
+async function* blobFiles(root: string): AsyncGenerator<string> {
+  for await (const alg of Deno.readDir(root)) {
+    for await (const pre of Deno.readDir(join(root, alg.name))) {
+      for await (const f of Deno.readDir(join(root, alg.name, pre.name))) {
+        yield `${alg.name}:${f.name}`;
+      }
+    }
+  }
+}
+
+Deno.test({
+  name: "scrub: concurrent pushes and deletes while scrub runs repeatedly lose nothing reachable",
+  ...serverTestOpts,
+  async fn() {
+    const s = await startServer({ config: "[global.scrub]\ngrace_secs = 0\n" });
+    try {
+      const deadline = Date.now() + LOAD_MS;
+      const kept: Pushed[] = [];
+      let pushes = 0;
+      let scrubs = 0;
+      const worker = async (w: number) => {
+        for (let seq = 0; Date.now() < deadline; seq++) {
+          const ns = `load/w${w % 2}`; // two workers per namespace
+          const p = await pushImage(s, ns, `t${w}-${seq}`, seq);
+          pushes++;
+          if (seq % 3 === 2) kept.push(p);
+          else await deleteImage(s, p);
+        }
+      };
+      const scrubber = async () => {
+        while (Date.now() < deadline) {
+          await scrubOnce(s);
+          scrubs++;
+        }
+      };
+      await Promise.all([...Array.from({ length: WORKERS }, (_, w) => worker(w)), scrubber()]);
+      const final = await scrubOnce(s);
+      console.log(
+        `${pushes} images pushed, ${kept.length} kept, ${scrubs} concurrent scrubs, ` +
+          `${reclaiming503} writes answered 503 and retried; final: ${final.trim()}`,
+      );
+      assert.ok(pushes > 10 && scrubs > 2, "the load actually overlapped");
+
+      // Every kept manifest (and every tag the registry still lists) pulls byte for byte.
+      const referenced = new Set<string>();
+      for (const p of kept) {
+        const m = await fetchBytes(`${s.url}/v2/${p.ns}/manifests/${p.digest}`);
+        assert.equal(`sha256:${await sha256Hex(m)}`, p.digest);
+        if (m.length > 48 * 1024) referenced.add(p.digest);
+        for (const b of p.blobs) {
+          const bytes = await fetchBytes(`${s.url}/v2/${p.ns}/blobs/${b}`);
+          assert.equal(`sha256:${await sha256Hex(bytes)}`, b, `blob ${b} of ${p.ns}`);
+          referenced.add(b);
+        }
+      }
+      for (const ns of ["load/w0", "load/w1"]) {
+        const r = await fetch(`${s.url}/v2/${ns}/tags/list`);
+        const tags: string[] = r.status === 200 ? (await r.json()).tags : [];
+        if (r.status !== 200) await r.body?.cancel();
+        const keptTags = kept.filter((p) => p.ns === ns).length;
+        assert.equal(tags.length, keptTags, `${ns} lists exactly the kept images`);
+      }
+      // No unreferenced bytes survive the final scrub (grace 0).
+      for await (const d of blobFiles(join(s.dataDir, "blobs", "blobs"))) {
+        assert.ok(referenced.has(d), `unreferenced blob ${d} survived the final scrub`);
+      }
+    } finally {
+      await s.stop();
+      await Deno.remove(s.dataDir, { recursive: true }).catch(() => {});
+    }
+  },
+});
+
+Deno.test({
+  name: "scrub: --dry-run reports without deleting; the summary is one line",
+  ...serverTestOpts,
+  async fn() {
+    const s = await startServer({ config: "[global.scrub]\ngrace_secs = 0\n" });
+    try {
+      const d = await pushMonolithic(s, "dry/run", enc.encode("to be reclaimed"));
+      const del = await fetch(`${s.url}/v2/dry/run/blobs/${d}`, { method: "DELETE" });
+      await del.body?.cancel();
+      assert.equal(del.status, 202);
+      const out = await new Deno.Command(Deno.execPath(), {
+        args: [
+          "run",
+          "--unstable-kv",
+          "-A",
+          join(ROOT, "main.ts"),
+          "scrub",
+          "--dry-run",
+          "-c",
+          s.configPath,
+        ],
+        env: { RUST_BACKTRACE: "0", NO_COLOR: "1" },
+      }).output();
+      const text = new TextDecoder().decode(out.stdout).trim();
+      assert.equal(out.code, 0);
+      assert.equal(text.split("\n").length, 1);
+      assert.match(text, /dry run.*1 blob\(s\) reclaimable \(15 bytes\)/);
+      const files: string[] = [];
+      for await (const f of blobFiles(join(s.dataDir, "blobs", "blobs"))) files.push(f);
+      assert.deepEqual(files, [d]);
+      assert.match(await scrubOnce(s), /1 blob\(s\) reclaimed \(15 bytes\)/);
+      const gone = await fetch(`${s.url}/v2/dry/run/blobs/${d}`);
+      await gone.body?.cancel();
+      assert.equal(gone.status, 404);
+    } finally {
+      await s.stop();
+      await Deno.remove(s.dataDir, { recursive: true }).catch(() => {});
+    }
+  },
+});

@@ -10,8 +10,13 @@ import { sha256Hex, type TestServer } from "../helpers/server.ts";
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 
 /** The image builder lives beside the project checkout; WHARF_MAKE_IMAGES overrides it. */
+// The team's shared image builder when checked out beside the project, else the copy vendored
+// in tests/fixtures (a clean CI clone has no ../shared).
+const SHARED_MAKE_IMAGES = join(ROOT, "..", "shared", "tools", "make-images.sh");
 export const MAKE_IMAGES = Deno.env.get("WHARF_MAKE_IMAGES") ??
-  join(ROOT, "..", "shared", "tools", "make-images.sh");
+  (isFile(SHARED_MAKE_IMAGES)
+    ? SHARED_MAKE_IMAGES
+    : join(ROOT, "tests", "fixtures", "make-images.sh"));
 
 function runs(cmd: string, args: string[]): boolean {
   try {

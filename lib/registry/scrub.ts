@@ -7,6 +7,8 @@ import type { Config } from "../config/schema.ts";
 import type { BlobStore } from "../storage/blob_store.ts";
 import { ReclaimMeta, ScrubMeta } from "../metadata/mod.ts";
 
+const RECLAIM_CONCURRENCY = 8;
+
 export interface ScrubSummary {
   dryRun: boolean;
   /** blobs whose bytes were deleted (would be, in a dry run) */
@@ -85,6 +87,7 @@ export class Scrubber {
     const now = Date.now();
     const seen = new Set<string>();
 
+    const candidates: { digest: string; size: number; rec: Deno.KvEntry<unknown> | null }[] = [];
     for await (const obj of this.store.listBlobs()) {
       s.scanned++;
       const digest = obj.name;
@@ -96,16 +99,21 @@ export class Scrubber {
         s.young++;
         continue;
       }
-      if (dryRun) {
-        s.blobs++;
-        s.bytes += obj.size;
-        continue;
-      }
-      if (await this.reclaimBytes(digest, rec)) {
-        s.blobs++;
-        s.bytes += obj.size;
-      } else s.raced++;
+      candidates.push({ digest, size: obj.size, rec });
     }
+    // Each reclamation is three small commits and an unlink: overlap them (KV serialises the
+    // commits; the waits between them are what overlaps). Measured on 5,000 reclaimable blobs:
+    // 625/s one at a time.
+    let next = 0;
+    await Promise.all(Array.from({ length: RECLAIM_CONCURRENCY }, async () => {
+      while (next < candidates.length) {
+        const c = candidates[next++];
+        if (dryRun || await this.reclaimBytes(c.digest, c.rec)) {
+          s.blobs++;
+          s.bytes += c.size;
+        } else s.raced++;
+      }
+    }));
     // Records whose bytes are gone: derivable, so repair by dropping the unreferenced ones.
     for (const [digest, rec] of records) {
       if (seen.has(digest) || refs.linked.has(digest)) continue;

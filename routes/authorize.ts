@@ -13,7 +13,15 @@ export interface RequestContext {
   auth: AuthResult;
 }
 
-const PULL = new Set(["get-blob", "get-manifest", "list-tags", "get-referrers", "get-upload"]);
+const PULL = new Set([
+  "get-blob",
+  "get-manifest",
+  "list-tags",
+  "get-referrers",
+  "get-upload",
+  "list-revisions",
+  "list-uploads",
+]);
 const DELETE = new Set(["delete-blob", "delete-manifest"]);
 
 export class Gate {
@@ -33,9 +41,14 @@ export class Gate {
     return this.policies.allows(req, ctx.auth.identity);
   }
 
-  check(ctx: RequestContext, a: Action): void {
-    if (this.allows(ctx, a)) return;
-    if (ctx.auth.method === "anonymous") throw this.unauthorized(a, "authentication required");
+  check(ctx: RequestContext, a: Action, extra: Partial<PolicyRequest> = {}): void {
+    if (this.allows(ctx, a, extra)) return;
+    // A registry token issued without credentials carries no identity: refuse it like
+    // anonymous, with the challenge, so the client goes back for credentials.
+    const id = ctx.auth.identity;
+    if (ctx.auth.method === "anonymous" || (id.id === undefined && id.username === undefined)) {
+      throw this.unauthorized(a, "authentication required");
+    }
     throw new RegistryError("DENIED", `${a.name} denied by access policy`);
   }
 

@@ -1,8 +1,14 @@
 // Wharf's composition root: reads config, opens KV and the blob store, serves.
 // Usage: main.ts [serve|scrub|hash-password] [-c FILE]... [--dry-run]   (later files win)
 import { type Config, ConfigError, defaultConfig, loadConfigFiles } from "./lib/config/mod.ts";
-import { openMetadata } from "./lib/metadata/mod.ts";
-import { FsBlobStore } from "./lib/storage/mod.ts";
+import {
+  countUploadSessions,
+  instrumentKv,
+  openMetadata,
+  sweepPullHistory,
+} from "./lib/metadata/mod.ts";
+import { type BlobStore, FsBlobStore, InstrumentedBlobStore } from "./lib/storage/mod.ts";
+import { Metrics } from "./lib/metrics/mod.ts";
 import { formatSummary, Registry, Scrubber } from "./lib/registry/mod.ts";
 import { type ConnEnv, createApp } from "./routes/app.ts";
 import { serveTls } from "./routes/tls_listener.ts";
@@ -50,18 +56,23 @@ function describe(cfg: Config): string {
 
 async function serve(cfg: Config): Promise<void> {
   const policies = new PolicySet(cfg); // compile first: a bad rule stops startup before any I/O
-  const store = new FsBlobStore(cfg.blobStore.fs.rootDir);
-  await store.init();
-  const kv = await openMetadata(cfg.metadataStore.path);
+  const fsStore = new FsBlobStore(cfg.blobStore.fs.rootDir);
+  await fsStore.init();
+  const metrics = new Metrics();
+  const store = new InstrumentedBlobStore(fsStore, metrics.observeBlobStore);
+  const rawKv = await openMetadata(cfg.metadataStore.path);
+  const kv = instrumentKv(rawKv, metrics.observeKv);
+  metrics.countUploadSessionsWith(() => countUploadSessions(rawKv));
   const registry = new Registry(cfg, kv, store);
   const app = createApp({
     registry,
+    metrics,
     policies,
     authenticator: new Authenticator(cfg),
     clientIp: new ClientIpResolver(cfg.server.trustedProxies),
   });
   const ac = new AbortController();
-  const stopScrub = scheduleScrub(cfg, new Scrubber(cfg, kv, store), ac.signal);
+  const stopScrub = scheduleScrub(cfg, scrubberFor(cfg, kv, store), ac.signal, metrics);
   const stop = () => {
     stopScrub();
     ac.abort();
@@ -84,6 +95,7 @@ async function serve(cfg: Config): Promise<void> {
     });
     await new Promise<void>((resolve) => ac.signal.addEventListener("abort", () => resolve()));
     await tls.close();
+    await registry.pulls.settled();
     kv.close();
     return;
   }
@@ -112,22 +124,48 @@ async function serve(cfg: Config): Promise<void> {
       app.fetch(req, { remoteAddr: info.remoteAddr.hostname, certificate: null } satisfies ConnEnv),
   );
   await server.finished;
+  await registry.pulls.settled();
   kv.close();
 }
 
 /** `[global.scrub] interval_secs`: scrub inside the server, one run at a time. */
-function scheduleScrub(cfg: Config, scrubber: Scrubber, signal: AbortSignal): () => void {
+/** A scrubber that also applies pull-history retention. */
+function scrubberFor(cfg: Config, kv: Deno.Kv, store: BlobStore): Scrubber {
+  return new Scrubber(cfg, kv, store, (dryRun) => sweepPullHistory(kv, cfg, { dryRun }));
+}
+
+function scheduleScrub(
+  cfg: Config,
+  scrubber: Scrubber,
+  signal: AbortSignal,
+  metrics: Metrics,
+): () => void {
   const every = cfg.global.scrub.intervalSecs;
   if (every === null) return () => {};
   let running = false;
   const timer = setInterval(async () => {
     if (running || signal.aborted) return;
     running = true;
+    const t0 = performance.now();
     try {
       const s = await scrubber.run();
-      if (s) log.info(formatSummary(s));
+      if (s) {
+        log.info(formatSummary(s));
+        metrics.scrubFinished({
+          ok: true,
+          seconds: s.seconds,
+          reclaimed: {
+            blobs: s.blobs,
+            bytes: s.bytes,
+            uploads: s.uploads,
+            namespaces: s.namespaces,
+            pulls: s.pulls,
+          },
+        });
+      }
     } catch (e) {
       log.error("scheduled scrub failed", { error: e instanceof Error ? e.message : String(e) });
+      metrics.scrubFinished({ ok: false, seconds: (performance.now() - t0) / 1000, reclaimed: {} });
     } finally {
       running = false;
     }
@@ -141,7 +179,7 @@ async function scrub(cfg: Config, dryRun: boolean): Promise<number> {
   await store.init();
   const kv = await openMetadata(cfg.metadataStore.path);
   try {
-    const s = await new Scrubber(cfg, kv, store).run({ dryRun });
+    const s = await scrubberFor(cfg, kv, store).run({ dryRun });
     if (!s) {
       console.error("wharf: another scrub holds the lease; try again later");
       return 1;

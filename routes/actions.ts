@@ -21,7 +21,13 @@ export type ActionName =
   | "mount-blob"
   | "healthz"
   | "readyz"
-  | "get-token";
+  | "get-token"
+  | "metrics"
+  | "list-repositories"
+  | "list-namespaces"
+  | "list-revisions"
+  | "list-uploads"
+  | "ui-config";
 
 export interface Action {
   name: ActionName;
@@ -30,6 +36,8 @@ export interface Action {
   reference?: string;
   tag?: string;
   uuid?: string;
+  /** which extension listing a shared action serves (the pulls listing is `list-revisions`) */
+  resource?: "pulls";
 }
 
 type Method = "GET" | "HEAD" | "POST" | "PUT" | "PATCH" | "DELETE";
@@ -37,11 +45,22 @@ type Method = "GET" | "HEAD" | "POST" | "PUT" | "PATCH" | "DELETE";
 interface Route {
   re: RegExp;
   methods: Partial<Record<Method, ActionName>>;
+  resource?: Action["resource"];
 }
+
+const READ = (name: ActionName) => ({ GET: name, HEAD: name });
 
 const ROUTES: Route[] = [
   { re: /^\/v2\/?$/, methods: { GET: "get-api-version", HEAD: "get-api-version" } },
   { re: /^\/v2\/_catalog$/, methods: { GET: "list-catalog", HEAD: "list-catalog" } },
+  // Extension listings (SPEC §Extension endpoints). `_svc` cannot start a name component, so
+  // these never shadow a namespace; names merely containing `_svc` still parse.
+  { re: /^\/v2\/_svc\/repositories\/list$/, methods: READ("list-repositories") },
+  { re: /^\/v2\/_svc\/namespaces\/list$/, methods: READ("list-namespaces") },
+  { re: /^\/v2\/_svc\/ui\/config$/, methods: READ("ui-config") },
+  { re: /^\/v2\/(.+)\/_svc\/revisions\/list$/, methods: READ("list-revisions") },
+  { re: /^\/v2\/(.+)\/_svc\/pulls\/list$/, methods: READ("list-revisions"), resource: "pulls" },
+  { re: /^\/v2\/(.+)\/_svc\/uploads\/list$/, methods: READ("list-uploads") },
   { re: /^\/v2\/(.+)\/blobs\/uploads\/?$/, methods: { POST: "start-upload" } },
   {
     re: /^\/v2\/(.+)\/blobs\/uploads\/([^/]+)$/,
@@ -72,6 +91,7 @@ const ROUTES: Route[] = [
   },
   { re: /^\/healthz$/, methods: { GET: "healthz", HEAD: "healthz" } },
   { re: /^\/readyz$/, methods: { GET: "readyz", HEAD: "readyz" } },
+  { re: /^\/metrics$/, methods: { GET: "metrics", HEAD: "metrics" } },
   { re: /^\/token$/, methods: { GET: "get-token" } },
 ];
 
@@ -97,6 +117,7 @@ export function parseAction(method: string, path: string): Action | null {
       );
     }
     const action: Action = { name };
+    if (r.resource) action.resource = r.resource;
     if (m[1] !== undefined && path.startsWith("/v2/")) {
       if (!isValidName(m[1])) {
         throw new RegistryError("NAME_INVALID", `invalid repository name: ${truncate(m[1])}`);

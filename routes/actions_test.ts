@@ -42,6 +42,8 @@ Deno.test("every OCI route maps to its action, names may contain route words", (
     ["GET", `/v2/a/referrers/${D}`, { name: "get-referrers", namespace: "a", digest: D }],
     ["GET", "/healthz", { name: "healthz" }],
     ["GET", "/readyz", { name: "readyz" }],
+    ["GET", "/metrics", { name: "metrics" }],
+    ["HEAD", "/metrics", { name: "metrics" }],
     ["GET", "/token", { name: "get-token" }],
     ["GET", "/v2/a/unknown/thing", null],
     ["GET", "/nothing", null],
@@ -71,4 +73,73 @@ Deno.test("malformed route parts raise the SPEC error", () => {
     "SPEC: POST /token is 405 with Allow: GET",
   );
   assert.equal(code("GET", "/v2/a/referrers/garbage"), "none"); // answered by the handler
+});
+
+Deno.test("extension listings map to their actions; names may contain _svc and route words", () => {
+  const table: [string, string, Record<string, string> | null][] = [
+    ["GET", "/v2/_svc/repositories/list", { name: "list-repositories" }],
+    ["HEAD", "/v2/_svc/repositories/list", { name: "list-repositories" }],
+    ["GET", "/v2/_svc/namespaces/list", { name: "list-namespaces" }],
+    ["GET", "/v2/_svc/ui/config", { name: "ui-config" }],
+    ["GET", "/v2/a/_svc/revisions/list", { name: "list-revisions", namespace: "a" }],
+    ["GET", "/v2/a/b/_svc/pulls/list", {
+      name: "list-revisions",
+      namespace: "a/b",
+      resource: "pulls",
+    }],
+    ["GET", "/v2/a/_svc/uploads/list", { name: "list-uploads", namespace: "a" }],
+    ["GET", "/v2/my_svc/_svc/revisions/list", { name: "list-revisions", namespace: "my_svc" }],
+    ["GET", "/v2/blobs/manifests/_svc/uploads/list", {
+      name: "list-uploads",
+      namespace: "blobs/manifests",
+    }],
+    ["GET", "/v2/x_svc/tags/_svc/revisions/list", {
+      name: "list-revisions",
+      namespace: "x_svc/tags",
+    }],
+    ["GET", `/v2/a_svc/blobs/${D}`, { name: "get-blob", namespace: "a_svc", digest: D }],
+    ["GET", "/v2/svc/manifests/list", {
+      name: "get-manifest",
+      namespace: "svc",
+      reference: "list",
+      tag: "list",
+    }],
+    ["GET", "/v2/a_svc/revisions/list/tags/list", {
+      name: "list-tags",
+      namespace: "a_svc/revisions/list",
+    }],
+    ["GET", "/v2/_svc/revisions/list", null],
+    ["GET", "/v2/_svc/unknown/list", null],
+    ["GET", "/v2/_svc/jobs", null],
+    ["GET", "/_ext/repositories/list", null],
+    ["GET", "/_ext/ui/config", null],
+  ];
+  for (const [method, path, want] of table) {
+    assert.deepEqual(parseAction(method, path), want, `${method} ${path}`);
+  }
+});
+
+Deno.test("extension listings answer other methods 400 UNSUPPORTED, bad names 400", () => {
+  for (
+    const path of [
+      "/v2/_svc/repositories/list",
+      "/v2/_svc/namespaces/list",
+      "/v2/_svc/ui/config",
+      "/v2/a/_svc/revisions/list",
+      "/v2/a/_svc/pulls/list",
+      "/v2/a/_svc/uploads/list",
+    ]
+  ) {
+    for (const method of ["POST", "PUT", "PATCH", "DELETE"]) {
+      assert.throws(
+        () => parseAction(method, path),
+        (e) => e instanceof RegistryError && e.status === 400 && e.code === "UNSUPPORTED",
+        `${method} ${path}`,
+      );
+    }
+  }
+  assert.throws(
+    () => parseAction("GET", "/v2/A/_svc/revisions/list"),
+    (e) => e instanceof RegistryError && e.code === "NAME_INVALID",
+  );
 });

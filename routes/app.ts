@@ -3,25 +3,30 @@
 import { Hono } from "hono";
 import type { Registry } from "../lib/registry/mod.ts";
 import { resolveNsParam } from "../lib/config/mod.ts";
-import { RegistryError } from "../lib/oci/mod.ts";
+import { isValidName, RegistryError } from "../lib/oci/mod.ts";
 import { type Action, parseAction } from "./actions.ts";
 import { errorResponse } from "./errors.ts";
 import { blobHandler } from "./blobs.ts";
 import { uploadHandler } from "./uploads.ts";
 import { manifestHandler } from "./manifests.ts";
 import { listingHandler } from "./listings.ts";
+import { svcHandler } from "./svc.ts";
 import { healthHandler } from "./health.ts";
 import { Gate, type RequestContext } from "./authorize.ts";
 import { tokenHandler } from "./token.ts";
 import { AuthenticationError, type Authenticator, type ClientIpResolver } from "../lib/auth/mod.ts";
 import type { CertificateSubject } from "../lib/auth/mod.ts";
 import type { PolicySet } from "../lib/policy/mod.ts";
+import type { Metrics } from "../lib/metrics/mod.ts";
+import { countAuth, metricsHandler, metricsMiddleware, noteAction } from "./metrics.ts";
 
 export interface Services {
   registry: Registry;
   authenticator: Authenticator;
   policies: PolicySet;
   clientIp: ClientIpResolver;
+  /** absent: no instrumentation, /metrics answers 404 */
+  metrics?: Metrics;
 }
 
 /** What the listener knows about the connection (Deno.serve or the TLS listener). */
@@ -34,6 +39,8 @@ export interface ConnEnv {
 export interface Handlers {
   canRead: (ns: string, digest: string) => boolean;
   canListTags: (ns: string) => boolean;
+  /** who is pulling, as pull history records it: username, else id, else `anonymous` */
+  client: string;
 }
 
 const PULLS = new Set(["get-manifest", "get-blob", "list-tags", "get-referrers"]);
@@ -44,6 +51,7 @@ export function createApp(services: Services): Hono<{ Bindings: ConnEnv }> {
   const gate = new Gate(reg.cfg, services.policies);
   app.onError((err, c) => errorResponse(err, c));
   app.notFound((c) => errorResponse(notFound(c.req.method), c));
+  if (services.metrics) app.use("*", metricsMiddleware(services.metrics));
 
   app.all("*", async (c) => {
     const req = c.req.raw;
@@ -53,6 +61,7 @@ export function createApp(services: Services): Hono<{ Bindings: ConnEnv }> {
       await req.body?.cancel();
       throw notFound(req.method);
     }
+    noteAction(req, action.name);
     const extra = new Headers({ "Docker-Distribution-API-Version": "registry/2.0" });
     applyNsParam(reg, action, url, extra);
     const env = c.env ?? { remoteAddr: "", certificate: null };
@@ -66,12 +75,16 @@ export function createApp(services: Services): Hono<{ Bindings: ConnEnv }> {
           env.certificate,
         ),
       };
+      countAuth(services.metrics, ctx.auth, null);
     } catch (e) {
       if (!(e instanceof AuthenticationError)) throw e;
+      countAuth(services.metrics, null, req.headers.get("authorization"));
       await req.body?.cancel();
       throw gate.unauthorized(action, e.message);
     }
-    gate.check(ctx, action);
+    // The namespaces listing names its repository in the query: let rules see it.
+    const repo = action.name === "list-namespaces" ? url.searchParams.get("repository") : null;
+    gate.check(ctx, action, repo && isValidName(repo) ? { repository: repo } : {});
     const mount = action.name === "start-upload" ? url.searchParams.get("mount") : null;
     if (mount !== null) {
       // Mount has its own action; the source's get-blob is checked by the mount itself.
@@ -80,6 +93,7 @@ export function createApp(services: Services): Hono<{ Bindings: ConnEnv }> {
     const h: Handlers = {
       canRead: (ns, digest) => gate.allows(ctx, { name: "get-blob", namespace: ns, digest }),
       canListTags: (ns) => gate.allows(ctx, { name: "list-tags", namespace: ns }),
+      client: ctx.auth.identity.username ?? ctx.auth.identity.id ?? "anonymous",
     };
     if (action.name === "get-token") {
       return await tokenHandler(
@@ -88,6 +102,7 @@ export function createApp(services: Services): Hono<{ Bindings: ConnEnv }> {
         () => gate.unauthorized(action, "registry tokens cannot be exchanged"),
       );
     }
+    if (action.name === "metrics") return await metricsHandler(req, services.metrics);
     return await dispatch(req, url, action, reg, extra, h);
   });
   return app;
@@ -133,7 +148,7 @@ function dispatch(
     case "get-manifest":
     case "put-manifest":
     case "delete-manifest":
-      return manifestHandler(req, url, a, reg, extra);
+      return manifestHandler(req, url, a, reg, extra, h);
     case "list-tags":
     case "list-catalog":
     case "get-referrers":
@@ -141,8 +156,15 @@ function dispatch(
     case "healthz":
     case "readyz":
       return healthHandler(req, a, reg);
+    case "list-repositories":
+    case "list-namespaces":
+    case "list-revisions":
+    case "list-uploads":
+    case "ui-config":
+      return svcHandler(req, url, a, reg, extra, h);
     case "mount-blob":
     case "get-token":
+    case "metrics":
       throw new Error(`${a.name} is not dispatched here`);
   }
 }

@@ -1,5 +1,6 @@
 import type { Action } from "./actions.ts";
 import type { Registry } from "../lib/registry/mod.ts";
+import type { Handlers } from "./app.ts";
 import { isValidTag, RegistryError, truncate } from "../lib/oci/mod.ts";
 import { bodyOf, contentLength } from "./request.ts";
 
@@ -9,6 +10,7 @@ export async function manifestHandler(
   a: Action,
   reg: Registry,
   extra: Headers,
+  h: Handlers,
 ): Promise<Response> {
   const ns = a.namespace!;
   const ref = a.reference!;
@@ -26,6 +28,8 @@ export async function manifestHandler(
       extra.set("Docker-Content-Digest", m.digest);
       extra.set("Content-Length", String(m.size));
       extra.set("ETag", `"${m.digest}"`);
+      // Only a GET is a pull; HEAD is a client's existence/freshness check (as docker/distribution).
+      if (!head) reg.pulls.record(ns, ref, m.digest, h.client);
       return new Response(head ? null : m.body as BodyInit, { status: 200, headers: extra });
     }
     case "put-manifest": {

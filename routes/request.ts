@@ -1,4 +1,5 @@
 // Reading request inputs the same way in every handler.
+import { countedBody } from "./metrics.ts";
 import { parseContentLength, RegistryError, truncate } from "../lib/oci/mod.ts";
 
 /** Declared Content-Length; null when absent (chunked); 400 when malformed. */
@@ -10,9 +11,9 @@ export function contentLength(req: Request): number | null {
   return n;
 }
 
-/** Body stream, or null when the request declares none. */
+/** Body stream (counted for metrics), or null when the request declares none. */
 export function bodyOf(req: Request): ReadableStream<Uint8Array> | null {
-  return req.body;
+  return countedBody(req);
 }
 
 export function query(url: URL, key: string): string | null {

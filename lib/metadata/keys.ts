@@ -18,6 +18,11 @@
 //   reclaim/<digest>                      → ReclaimMarker   scrub is deleting the bytes: writers
 //                                                           that would reference them answer 503
 //   scrublock                             → { at, holder }  one scrub at a time (lease)
+//   pull/<ns>/<target>/<at>/<id>          → client          one recorded pull of a tag or digest
+//                                                           (blind set per manifest GET: "live")
+//   pullc/<ns>/<target>/<newest>/<id>     → PullChunk       live pulls folded by scrub, newest
+//                                                           first; trimmed to max_pulls/max_age
+//   lastpull/<ns>/<digest>                → KvU64 (ms)      newest pull of a revision (atomic max)
 //
 // Namespaces and tags are validated (≤ 255 / ≤ 128 chars) before they reach a key, so no key
 // nears KV's 2 KiB limit.
@@ -37,6 +42,7 @@ export const K = {
   bref: (ns: string, blob: string, manifest: string) => ["bref", ns, blob, manifest],
   brefs: (ns: string, blob: string) => ["bref", ns, blob],
   mref: (ns: string, child: string, index: string) => ["mref", ns, child, index],
+  mrefs: (ns: string, child: string) => ["mref", ns, child],
   referrer: (ns: string, subject: string, digest: string) => ["referrer", ns, subject, digest],
   referrers: (ns: string, subject: string) => ["referrer", ns, subject],
   ns: (ns: string) => ["ns", ns],
@@ -54,6 +60,20 @@ export const K = {
   revsAll: () => ["rev"],
   bodiesAll: () => ["body"],
   blobsAll: () => ["blob"],
+  pull: (ns: string, target: string, at: number, id: string) => ["pull", ns, target, at, id],
+  pullsOf: (ns: string, target: string) => ["pull", ns, target],
+  pullsAll: () => ["pull"],
+  pullChunk: (ns: string, target: string, newest: number, id: string) => [
+    "pullc",
+    ns,
+    target,
+    newest,
+    id,
+  ],
+  pullChunksOf: (ns: string, target: string) => ["pullc", ns, target],
+  pullChunksAll: () => ["pullc"],
+  lastPull: (ns: string, digest: string) => ["lastpull", ns, digest],
+  lastPullsAll: () => ["lastpull"],
 } as const;
 
 export interface ReclaimMarker {
@@ -98,6 +118,17 @@ export interface UploadRecord {
   startedAt: number;
   /** last time a chunk was committed (idle sessions are reclaimed by scrub) */
   updatedAt?: number;
+}
+
+export interface PullEntry {
+  /** the identity's username or id, or `anonymous` */
+  client: string;
+  /** ms since epoch */
+  at: number;
+}
+export interface PullChunk {
+  /** newest first */
+  entries: PullEntry[];
 }
 
 /** Manifest bodies up to this size are stored inline in their KV revision record. */

@@ -16,3 +16,14 @@ export async function openMetadata(path: string): Promise<Deno.Kv> {
 }
 export { reclaimingError, ReclaimMeta, STALE_MARKER_MS } from "./reclaim.ts";
 export { ScrubMeta } from "./scrub_meta.ts";
+export { instrumentKv, type ObserveOp as ObserveKvOp } from "./instrumented_kv.ts";
+export { countUploadSessions, UPLOAD_CENSUS_CAP } from "./upload_census.ts";
+export {
+  CLIENT_MAX,
+  type CompactResult,
+  PullMeta,
+  type PullRecord,
+  type Retention,
+  sweepPullHistory,
+} from "./pulls.ts";
+export { SvcMeta } from "./svc_reads.ts";

@@ -2,6 +2,9 @@
 import type { Config } from "../config/schema.ts";
 import type { BlobStore } from "../storage/blob_store.ts";
 import { BlobMeta, ManifestMeta, UploadMeta } from "../metadata/mod.ts";
+import { PullMeta, SvcMeta } from "../metadata/mod.ts";
+import { Pulls } from "./pulls.ts";
+import { SvcListings } from "./svc_listings.ts";
 import { Blobs } from "./blobs.ts";
 import { Listings } from "./listings.ts";
 import { Manifests } from "./manifests.ts";
@@ -17,6 +20,8 @@ export class Registry {
   readonly uploads: Uploads;
   readonly manifests: Manifests;
   readonly listings: Listings;
+  readonly pulls: Pulls;
+  readonly svc: SvcListings;
 
   constructor(readonly cfg: Config, readonly kv: Deno.Kv, readonly store: BlobStore) {
     const blobMeta = new BlobMeta(kv);
@@ -30,6 +35,9 @@ export class Registry {
       maxBlobSize: cfg.global.maxBlobSize,
     });
     this.listings = new Listings(manifestMeta, this.manifests);
+    const pullMeta = new PullMeta(kv);
+    this.pulls = new Pulls(cfg, pullMeta);
+    this.svc = new SvcListings(cfg, manifestMeta, new SvcMeta(kv), pullMeta);
   }
 
   /** Readiness: one bounded KV listing, no namespace walk and no blob store probe. */
@@ -44,3 +52,11 @@ export {
   type ScrubOptions,
   type ScrubSummary,
 } from "./scrub.ts";
+export { sweepPullHistory } from "../metadata/mod.ts";
+export { PULLS_DEFAULT_N, PULLS_MAX_N, type PullsPage } from "./pulls.ts";
+export {
+  type NamespacesListing,
+  type RepositorySummary,
+  type RevisionRow,
+  type UiConfig,
+} from "./svc_listings.ts";

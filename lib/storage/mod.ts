@@ -1,3 +1,7 @@
 export type { AppendResult, BlobStore } from "./blob_store.ts";
 export { TooLargeError } from "./blob_store.ts";
 export { FsBlobStore, limitStream } from "./fs_blob_store.ts";
+export {
+  InstrumentedBlobStore,
+  type ObserveOp as ObserveBlobStoreOp,
+} from "./instrumented_blob_store.ts";

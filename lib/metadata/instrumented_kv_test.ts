@@ -1,0 +1,83 @@
+import assert from "node:assert/strict";
+import { countUploadSessions, instrumentKv } from "./mod.ts";
+
+async function withKv(fn: (kv: Deno.Kv) => Promise<void>): Promise<void> {
+  const dir = await Deno.makeTempDir();
+  const kv = await Deno.openKv(`${dir}/kv`);
+  try {
+    await fn(kv);
+  } finally {
+    kv.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
+Deno.test("instrumentKv times each operation and passes everything through", async () => {
+  await withKv(async (raw) => {
+    const seen: string[] = [];
+    const kv = instrumentKv(raw, (op, s) => {
+      assert.ok(s >= 0 && s < 5);
+      seen.push(op);
+    });
+    assert.ok(kv instanceof Deno.Kv);
+    await kv.set(["a", 1], "x");
+    assert.equal((await kv.get(["a", 1])).value, "x");
+    assert.equal((await kv.getMany([["a", 1], ["a", 2]]))[1].value, null);
+    // chained atomic: the commit at the end of the chain is the timed one
+    const r = await kv.atomic().check({ key: ["a", 2], versionstamp: null }).set(["a", 2], "y")
+      .commit();
+    assert.ok(r.ok);
+    await kv.delete(["a", 1]);
+    assert.deepEqual(seen, ["set", "get", "getMany", "commit", "delete"]);
+
+    seen.length = 0;
+    for (let i = 0; i < 5; i++) await raw.set(["l", i], i);
+    const it = kv.list<number>({ prefix: ["l"] }, { batchSize: 2 });
+    const got: number[] = [];
+    for await (const e of it) got.push(e.value);
+    assert.deepEqual(got, [0, 1, 2, 3, 4]);
+    assert.equal(typeof it.cursor, "string");
+    assert.deepEqual(seen, ["list"], "observed once, at exhaustion");
+
+    seen.length = 0;
+    for await (const _ of kv.list({ prefix: ["l"] })) break;
+    assert.deepEqual(seen, ["list"], "observed when closed early");
+
+    // pass-through with the real object's private state
+    const w = kv.watch([["a", 2]]);
+    const reader = w.getReader();
+    assert.equal((await reader.read()).value?.[0].value, "y");
+    await reader.cancel();
+  });
+});
+
+Deno.test("countUploadSessions counts upload keys up to a cap", async () => {
+  await withKv(async (kv) => {
+    for (let i = 0; i < 7; i++) await kv.set(["upload", "ns", `u${i}`], { offset: 0 });
+    await kv.set(["uploadx"], 1);
+    assert.equal(await countUploadSessions(kv), 7);
+    assert.equal(await countUploadSessions(kv, 5), 5);
+  });
+});
+
+Deno.test("instrumentKv overhead per operation (printed)", async () => {
+  await withKv(async (raw) => {
+    const kv = instrumentKv(raw, () => {});
+    await raw.set(["k"], 1);
+    const N = 2_000; // small: a printed figure, not an assertion (~1 s)
+    const time = async (op: () => Promise<unknown>) => {
+      for (let i = 0; i < 200; i++) await op();
+      const t = performance.now();
+      for (let i = 0; i < N; i++) await op();
+      return (performance.now() - t) * 1000 / N;
+    };
+    const rawGet = await time(() => raw.get(["k"]));
+    const wGet = await time(() => kv.get(["k"]));
+    const rawCommit = await time(() => raw.atomic().set(["c"], 1).commit());
+    const wCommit = await time(() => kv.atomic().set(["c"], 1).commit());
+    console.log(
+      `get ${rawGet.toFixed(1)} → ${wGet.toFixed(1)} µs; ` +
+        `commit ${rawCommit.toFixed(1)} → ${wCommit.toFixed(1)} µs`,
+    );
+  });
+});

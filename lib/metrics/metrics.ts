@@ -1,0 +1,204 @@
+// Wharf's instruments under stable names. The edge, the stores and scrub report through the
+// methods here; `render()` is the /metrics body.
+import { Counter, Gauge, Histogram, InstrumentSet } from "./instruments.ts";
+
+/** Request latency: a manifest HEAD from KV (~0.5 ms) up to a slow blob upload (30 s). */
+export const REQUEST_BUCKETS = [
+  0.0005,
+  0.001,
+  0.0025,
+  0.005,
+  0.01,
+  0.025,
+  0.05,
+  0.1,
+  0.25,
+  0.5,
+  1,
+  2.5,
+  5,
+  10,
+  30,
+];
+/** Store operations: a KV get is ~20 µs locally, a remote KV or S3 call tens of ms. */
+export const STORE_BUCKETS = [
+  0.00005,
+  0.0001,
+  0.00025,
+  0.0005,
+  0.001,
+  0.0025,
+  0.005,
+  0.01,
+  0.025,
+  0.05,
+  0.1,
+  0.25,
+  1,
+  5,
+];
+
+export const SCRUB_KINDS = ["blobs", "bytes", "uploads", "links", "namespaces", "pulls"] as const;
+
+export interface ScrubResult {
+  ok: boolean;
+  seconds: number;
+  /** per kind (SCRUB_KINDS; others are exported too) */
+  reclaimed: Record<string, number>;
+}
+
+export type AuthResultLabel = "ok" | "failed" | "anonymous";
+
+export class Metrics {
+  readonly contentType = "text/plain; version=0.0.4; charset=utf-8";
+  private readonly set = new InstrumentSet();
+
+  readonly requests = this.set.add(
+    new Counter(
+      "wharf_http_requests_total",
+      "HTTP requests answered, by action, method and status",
+      [
+        "action",
+        "method",
+        "status",
+      ],
+    ),
+  );
+  readonly requestDuration = this.set.add(
+    new Histogram(
+      "wharf_http_request_duration_seconds",
+      "Time from request to response headers, by action",
+      ["action"],
+      REQUEST_BUCKETS,
+    ),
+  );
+  readonly inFlight = this.set.add(
+    new Gauge(
+      "wharf_http_requests_in_flight",
+      "Requests being handled (up to response headers)",
+      [],
+    ),
+  );
+  readonly requestBytes = this.set.add(
+    new Counter("wharf_http_request_bytes_total", "Request body bytes read by handlers", []),
+  );
+  readonly responseBytes = this.set.add(
+    new Counter("wharf_http_response_bytes_total", "Response body bytes streamed to clients", []),
+  );
+  readonly authAttempts = this.set.add(
+    new Counter("wharf_auth_attempts_total", "Authentication attempts by method and result", [
+      "method",
+      "result",
+    ]),
+  );
+  readonly uploadSessions = this.set.add(
+    new Gauge("wharf_upload_sessions_open", "Upload sessions recorded in the metadata store", []),
+  );
+  readonly kvDuration = this.set.add(
+    new Histogram(
+      "wharf_kv_operation_duration_seconds",
+      "Deno KV operation latency by operation",
+      ["op"],
+      STORE_BUCKETS,
+    ),
+  );
+  readonly blobStoreDuration = this.set.add(
+    new Histogram(
+      "wharf_blob_store_operation_duration_seconds",
+      "Blob store operation latency by operation (stream reads: until the stream is open)",
+      ["op"],
+      STORE_BUCKETS,
+    ),
+  );
+  readonly scrubRuns = this.set.add(
+    new Counter("wharf_scrub_runs_total", "Scrub runs by result", ["result"]),
+  );
+  readonly scrubReclaimed = this.set.add(
+    new Counter("wharf_scrub_reclaimed_total", "Items reclaimed by scrub, by kind", ["kind"]),
+  );
+  readonly scrubLastRun = this.set.add(
+    new Gauge(
+      "wharf_scrub_last_run_timestamp_seconds",
+      "When the last scrub run in this process finished",
+      [],
+    ),
+  );
+  readonly scrubDuration = this.set.add(
+    new Gauge("wharf_scrub_duration_seconds", "Duration of the last scrub run in this process", []),
+  );
+  readonly residentMemory = this.set.add(
+    new Gauge("process_resident_memory_bytes", "Resident memory size in bytes", []),
+  );
+  readonly heap = this.set.add(
+    new Gauge("wharf_heap_bytes", "V8 heap and external memory in bytes", ["kind"]),
+  );
+  readonly startTime = this.set.add(
+    new Gauge("process_start_time_seconds", "Start time of the process since the epoch", []),
+  );
+
+  // Hot-path series kept once so a request does one Map lookup per labelled instrument.
+  private readonly inFlightS = this.inFlight.series([]);
+  private readonly requestBytesS = this.requestBytes.series([]);
+  private readonly responseBytesS = this.responseBytes.series([]);
+
+  constructor() {
+    this.startTime.set(Math.round(Date.now() / 1000 - performance.now() / 1000));
+    for (const k of SCRUB_KINDS) this.scrubReclaimed.inc([k], 0);
+    for (const r of ["ok", "failed"]) this.scrubRuns.inc([r], 0);
+    this.uploadSessions.set(0);
+    this.residentMemory.collect = () => {
+      const m = Deno.memoryUsage();
+      this.residentMemory.set(m.rss);
+      this.heap.set(m.heapUsed, ["used"]);
+      this.heap.set(m.heapTotal, ["total"]);
+      this.heap.set(m.external, ["external"]);
+    };
+  }
+
+  requestStarted(): void {
+    this.inFlightS.v++;
+  }
+
+  /** A response's headers are out (or the request failed before any). */
+  requestFinished(action: string, method: string, status: number, seconds: number): void {
+    this.inFlightS.v--;
+    this.requests.inc([action, method, String(status)]);
+    this.requestDuration.observe(seconds, [action]);
+  }
+
+  bytesIn(n: number): void {
+    this.requestBytesS.v += n;
+  }
+
+  bytesOut(n: number): void {
+    this.responseBytesS.v += n;
+  }
+
+  authAttempt(method: string, result: AuthResultLabel): void {
+    this.authAttempts.inc([method, result]);
+  }
+
+  /** Callbacks for the store decorators: `observe(op, seconds)`. */
+  readonly observeKv = (op: string, seconds: number): void =>
+    this.kvDuration.observe(seconds, [op]);
+  readonly observeBlobStore = (op: string, seconds: number): void =>
+    this.blobStoreDuration.observe(seconds, [op]);
+
+  /** Counted lazily at scrape time; the callback bounds its own work. */
+  countUploadSessionsWith(count: () => Promise<number>): void {
+    this.uploadSessions.collect = async () => this.uploadSessions.set(await count());
+  }
+
+  scrubFinished(result: ScrubResult): void {
+    this.scrubRuns.inc([result.ok ? "ok" : "failed"]);
+    for (const [kind, n] of Object.entries(result.reclaimed)) {
+      if (n > 0) this.scrubReclaimed.inc([kind], n);
+    }
+    this.scrubLastRun.set(Date.now() / 1000);
+    this.scrubDuration.set(result.seconds);
+  }
+
+  render(): Promise<string> {
+    return this.set.render();
+  }
+}

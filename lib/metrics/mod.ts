@@ -1,0 +1,10 @@
+export {
+  type AuthResultLabel,
+  Metrics,
+  REQUEST_BUCKETS,
+  SCRUB_KINDS,
+  type ScrubResult,
+  STORE_BUCKETS,
+} from "./metrics.ts";
+export { Counter, Gauge, Histogram, InstrumentSet, type LabelValues } from "./instruments.ts";
+export { countingByteStream, countingStream } from "./counting_streams.ts";

@@ -1,0 +1,219 @@
+// The `/v2/_svc/` listings (SPEC §Extension endpoints): repositories, namespaces, revisions,
+// uploads and the UI config. Visibility follows the catalog: a namespace shows only when the
+// caller could list its tags (`admit`, the per-request policy check).
+import { RegistryError } from "../oci/errors.ts";
+import { isValidName, truncate } from "../oci/grammar.ts";
+import type { Config } from "../config/schema.ts";
+import { repositoryOf } from "../config/repositories.ts";
+import type { ManifestMeta, PullMeta, SvcMeta } from "../metadata/mod.ts";
+
+export type Admit = (ns: string) => boolean | Promise<boolean>;
+
+/** Repository settings every summary carries; no upstream exists yet (pull-through comes later). */
+interface RepositorySettings {
+  pull_through_cache: boolean;
+  upstream_urls: string[];
+  immutable_tags: boolean;
+}
+
+export interface RepositorySummary extends RepositorySettings {
+  name: string;
+  namespace_count: number;
+}
+
+export interface NamespacesListing extends RepositorySettings {
+  repository: string;
+  namespaces: { name: string; tag_count: number; manifest_count: number; upload_count: number }[];
+  immutable_tags_exclusions: string[];
+}
+
+export interface RevisionRow {
+  digest: string;
+  tags: string[];
+  parents?: {
+    digest: string;
+    tags: string[];
+    platform: { os: string; architecture: string; variant?: string };
+  }[];
+  referrers?: { digest: string; artifactType: string }[];
+  pushed_at?: string;
+  last_pulled_at?: string;
+}
+
+export interface UiConfig {
+  name: string;
+  oidc?: { issuer: string; client_id: string; scopes: string };
+}
+
+const unknownName = (what: string) => new RegistryError("NAME_UNKNOWN", truncate(what));
+
+export class SvcListings {
+  constructor(
+    private readonly cfg: Config,
+    private readonly manifests: ManifestMeta,
+    private readonly svc: SvcMeta,
+    private readonly pulls: PullMeta,
+  ) {}
+
+  private get concurrency(): number {
+    return this.cfg.global.listingReadConcurrency;
+  }
+
+  /** Repositories holding at least one namespace with content that `admit` lets through. */
+  async repositories(admit: Admit): Promise<{ repositories: RepositorySummary[] }> {
+    const candidates: string[] = [];
+    for await (const ns of this.svc.indexed()) if (await admit(ns)) candidates.push(ns);
+    const holds = await mapBounded(
+      candidates,
+      this.concurrency,
+      (ns) => this.manifests.hasRevisions(ns),
+    );
+    const counts = new Map<string, number>();
+    candidates.forEach((ns, i) => {
+      if (!holds[i]) return;
+      const repo = repositoryOf(this.cfg, ns).name;
+      counts.set(repo, (counts.get(repo) ?? 0) + 1);
+    });
+    const repositories = [...counts.keys()].sort().map((name) => ({
+      name,
+      namespace_count: counts.get(name)!,
+      ...this.settings(name),
+    }));
+    return { repositories };
+  }
+
+  /** SPEC: names from the category index only; an emptied namespace lists with zero counts. */
+  async namespaces(repository: string | null, admit: Admit): Promise<NamespacesListing> {
+    if (repository === null || !isValidName(repository)) {
+      throw unknownName(repository ?? "repository parameter missing");
+    }
+    const names: string[] = [];
+    for await (const ns of this.svc.indexed(repository)) {
+      if (repositoryOf(this.cfg, ns).name === repository && await admit(ns)) names.push(ns);
+    }
+    // Empty, hidden and unconfigured repositories answer alike.
+    if (names.length === 0) throw unknownName(repository);
+    const namespaces = await mapBounded(names, this.concurrency, async (name) => {
+      const [tags, revisions, uploads] = await Promise.all([
+        this.manifests.listTags(name, null, null),
+        this.svc.revisionCount(name),
+        this.svc.uploadCount(name),
+      ]);
+      return {
+        name,
+        tag_count: tags.tags.length,
+        manifest_count: revisions,
+        upload_count: uploads,
+      };
+    });
+    const rc = this.cfg.repositories.get(repository);
+    const exclusions = rc?.immutableTagsExclusions ?? this.cfg.global.immutableTagsExclusions;
+    return {
+      repository,
+      namespaces,
+      ...this.settings(repository),
+      immutable_tags_exclusions: exclusions.map(configuredSource),
+    };
+  }
+
+  async revisions(ns: string): Promise<{ name: string; manifests: RevisionRow[] }> {
+    const revs = await this.svc.revisions(ns);
+    if (revs.length === 0) throw unknownName(ns);
+    const pullTimes = this.cfg.global.updatePullTime;
+    const facts = await mapBounded(revs, this.concurrency, async ({ digest, rec }) => {
+      // A referrer is a leaf: its times belong to its subject's view, never reported.
+      const leaf = rec.subject !== undefined;
+      const [tags, parents, referrers, pulled] = await Promise.all([
+        this.manifests.tagsOf(ns, digest),
+        this.svc.parents(ns, digest),
+        this.manifests.referrers(ns, digest),
+        pullTimes && !leaf ? this.pulls.lastPulled(ns, digest) : null,
+      ]);
+      return { digest, rec, leaf, tags, parents, referrers, pulled };
+    });
+    const tagsOf = new Map(facts.map((f) => [f.digest, f.tags]));
+    const manifests = facts.map((f) => {
+      const row: RevisionRow = { digest: f.digest, tags: f.tags };
+      if (f.parents.length > 0) {
+        row.parents = f.parents.map((p) => ({
+          digest: p.digest,
+          tags: tagsOf.get(p.digest) ?? [],
+          // buildx's convention for a child without a platform (attestations).
+          platform: p.platform
+            ? {
+              os: p.platform.os,
+              architecture: p.platform.architecture,
+              ...(p.platform.variant ? { variant: p.platform.variant } : {}),
+            }
+            : { os: "unknown", architecture: "unknown" },
+        }));
+      }
+      if (f.referrers.length > 0) {
+        row.referrers = f.referrers.map((r) => ({
+          digest: r.digest,
+          artifactType: r.rec.artifactType ?? r.rec.mediaType,
+        }));
+      }
+      if (!f.leaf && typeof f.rec.pushedAt === "number") {
+        row.pushed_at = new Date(f.rec.pushedAt).toISOString();
+      }
+      if (f.pulled !== null) row.last_pulled_at = new Date(f.pulled).toISOString();
+      return row;
+    });
+    return { name: ns, manifests };
+  }
+
+  async uploads(
+    ns: string,
+  ): Promise<{ name: string; uploads: { uuid: string; size: number; started_at: string }[] }> {
+    const uploads = (await this.svc.uploads(ns)).map(({ uuid, rec }) => ({
+      uuid,
+      size: rec.offset,
+      started_at: new Date(rec.startedAt).toISOString(),
+    }));
+    return { name: ns, uploads };
+  }
+
+  uiConfig(): UiConfig {
+    const out: UiConfig = { name: this.cfg.ui.name };
+    const o = this.cfg.ui.oidc;
+    const provider = o ? this.cfg.auth.oidc.get(o.provider) : undefined;
+    if (o && provider) {
+      out.oidc = { issuer: provider.issuer, client_id: o.clientId, scopes: o.scopes };
+    }
+    return out;
+  }
+
+  private settings(repository: string): RepositorySettings {
+    const rc = this.cfg.repositories.get(repository);
+    return {
+      pull_through_cache: false,
+      upstream_urls: [],
+      immutable_tags: rc?.immutableTags ?? this.cfg.global.immutableTags,
+    };
+  }
+}
+
+/** The config loader anchors exclusions as `^(?:…)$`; report them as the operator wrote them. */
+function configuredSource(re: RegExp): string {
+  const m = /^\^\(\?:([\s\S]*)\)\$$/.exec(re.source);
+  return m ? m[1] : re.source;
+}
+
+/** `fn` over `items` with at most `limit` calls in flight; results keep the input order. */
+export async function mapBounded<T, R>(
+  items: T[],
+  limit: number,
+  fn: (item: T) => Promise<R>,
+): Promise<R[]> {
+  const out = new Array<R>(items.length);
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) {
+      const i = next++;
+      out[i] = await fn(items[i]);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(Math.max(1, limit), items.length) }, worker));
+  return out;
+}

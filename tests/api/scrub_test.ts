@@ -254,3 +254,125 @@ Deno.test({
     }
   },
 });
+
+Deno.test({
+  name: "scrub: a push racing a claimed digest answers 503 RECLAMATION_IN_PROGRESS + Retry-After",
+  ...serverTestOpts,
+  async fn() {
+    const s = await startServer();
+    try {
+      const data = enc.encode("claimed by a scrub in another process");
+      const digest = `sha256:${await sha256Hex(data)}`;
+      // Claim the digest the way scrub does, from this (second) process on the same KV file.
+      const kv = await Deno.openKv(join(s.dataDir, "metadata.kv"));
+      await kv.set(["reclaim", digest], { at: Date.now() });
+      const post = () =>
+        fetch(`${s.url}/v2/race/x/blobs/uploads/?digest=${digest}`, {
+          method: "POST",
+          body: data as BodyInit,
+        });
+      const r = await post();
+      assert.equal(r.status, 503);
+      assert.equal(r.headers.get("retry-after"), "2");
+      assert.equal((await r.json()).errors[0].code, "RECLAMATION_IN_PROGRESS");
+      // Chunked completion is refused the same way, before its bytes move: the session stays
+      // and the same PUT succeeds once the claim is gone.
+      const start = await fetch(`${s.url}/v2/race/x/blobs/uploads/`, { method: "POST" });
+      await start.body?.cancel();
+      const loc = new URL(start.headers.get("location")!, s.url);
+      const patch = await fetch(loc, { method: "PATCH", body: data as BodyInit });
+      await patch.body?.cancel();
+      assert.equal(patch.status, 202);
+      const putUrl = new URL(patch.headers.get("location")!, s.url);
+      putUrl.searchParams.set("digest", digest);
+      const put = await fetch(putUrl, { method: "PUT" });
+      assert.equal(put.status, 503);
+      assert.equal(put.headers.get("retry-after"), "2");
+      await put.body?.cancel();
+      const status = await fetch(loc);
+      await status.body?.cancel();
+      assert.equal(status.status, 204, "the session survives the refusal");
+      assert.equal(status.headers.get("range"), `0-${data.length - 1}`);
+      const head = await fetch(`${s.url}/v2/race/x/blobs/${digest}`, { method: "HEAD" });
+      assert.equal(head.status, 404, "nothing was linked");
+      // Once the claim is gone the same push succeeds.
+      await kv.delete(["reclaim", digest]);
+      kv.close();
+      const done = await fetch(putUrl, { method: "PUT" });
+      await done.body?.cancel();
+      assert.equal(done.status, 201);
+      const ok = await post();
+      await ok.body?.cancel();
+      assert.equal(ok.status, 201);
+      const got = await fetch(`${s.url}/v2/race/x/blobs/${digest}`);
+      assert.deepEqual(new Uint8Array(await got.arrayBuffer()), data);
+    } finally {
+      await s.stop();
+      await Deno.remove(s.dataDir, { recursive: true }).catch(() => {});
+    }
+  },
+});
+
+Deno.test({
+  name: "scrub: [global.scrub] interval_secs runs scrub in the server; /metrics shows its results",
+  ...serverTestOpts,
+  async fn() {
+    const s = await startServer({
+      config: "[global.scrub]\ninterval_secs = 1\ngrace_secs = 0\n",
+    });
+    try {
+      const d = await pushMonolithic(s, "sched/x", enc.encode("reclaimed by the server itself"));
+      const del = await fetch(`${s.url}/v2/sched/x/blobs/${d}`, { method: "DELETE" });
+      await del.body?.cancel();
+      assert.equal(del.status, 202);
+      let text = "";
+      for (let i = 0; i < 50; i++) {
+        await new Promise((r) => setTimeout(r, 200));
+        text = await (await fetch(`${s.url}/metrics`)).text();
+        if (/wharf_scrub_reclaimed_total\{kind="blobs"\} [1-9]/.test(text)) break;
+      }
+      assert.match(text, /wharf_scrub_runs_total\{result="ok"\} [1-9]/);
+      assert.match(text, /wharf_scrub_reclaimed_total\{kind="blobs"\} 1\b/);
+      assert.match(text, /wharf_scrub_reclaimed_total\{kind="bytes"\} 30\b/);
+      assert.match(text, /wharf_scrub_last_run_timestamp_seconds \d/);
+      const files: string[] = [];
+      for await (const f of blobFiles(join(s.dataDir, "blobs", "blobs"))) files.push(f);
+      assert.deepEqual(files, []);
+    } finally {
+      await s.stop();
+      await Deno.remove(s.dataDir, { recursive: true }).catch(() => {});
+    }
+  },
+});
+
+Deno.test({
+  name: "scrub: pull history beyond max_pulls is dropped, the newest entries stay",
+  ...serverTestOpts,
+  async fn() {
+    const s = await startServer({ config: "[global]\nupdate_pull_time = true\nmax_pulls = 2\n" });
+    try {
+      const img = await pushImage(s, "pulls/app", "v1", 1);
+      for (let i = 0; i < 5; i++) {
+        const r = await fetch(`${s.url}/v2/pulls/app/manifests/v1`);
+        await r.body?.cancel();
+        assert.equal(r.status, 200);
+      }
+      const list = async () => {
+        const r = await fetch(`${s.url}/v2/pulls/app/_svc/pulls/list?tag=v1`);
+        assert.equal(r.status, 200);
+        return await r.json();
+      };
+      assert.equal((await list()).entries.length, 5);
+      await new Promise((r) => setTimeout(r, 100)); // recordings are batched for up to 20 ms
+      assert.match(await scrubOnce(s), / 3 pull\(s\)/);
+      const after = await list();
+      assert.equal(after.max_pulls, 2);
+      assert.equal(after.entries.length, 2);
+      assert.ok(after.entries[0].at >= after.entries[1].at, "newest first");
+      assert.ok(img.digest);
+    } finally {
+      await s.stop();
+      await Deno.remove(s.dataDir, { recursive: true }).catch(() => {});
+    }
+  },
+});

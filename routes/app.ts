@@ -18,7 +18,7 @@ import { AuthenticationError, type Authenticator, type ClientIpResolver } from "
 import type { CertificateSubject } from "../lib/auth/mod.ts";
 import type { PolicySet } from "../lib/policy/mod.ts";
 import type { Metrics } from "../lib/metrics/mod.ts";
-import { countAuth, metricsHandler, metricsMiddleware, noteAction } from "./metrics.ts";
+import { countAuth, instrumentFetch, metricsHandler, noteAction } from "./metrics.ts";
 
 export interface Services {
   registry: Registry;
@@ -51,7 +51,6 @@ export function createApp(services: Services): Hono<{ Bindings: ConnEnv }> {
   const gate = new Gate(reg.cfg, services.policies);
   app.onError((err, c) => errorResponse(err, c));
   app.notFound((c) => errorResponse(notFound(c.req.method), c));
-  if (services.metrics) app.use("*", metricsMiddleware(services.metrics));
 
   app.all("*", async (c) => {
     const req = c.req.raw;
@@ -105,6 +104,13 @@ export function createApp(services: Services): Hono<{ Bindings: ConnEnv }> {
     if (action.name === "metrics") return await metricsHandler(req, services.metrics);
     return await dispatch(req, url, action, reg, extra, h);
   });
+  if (services.metrics) {
+    const inner = app.fetch;
+    app.fetch = instrumentFetch(
+      services.metrics,
+      (req: Request, env?: ConnEnv | Record<never, never>) => inner(req, env),
+    );
+  }
   return app;
 }
 

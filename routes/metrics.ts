@@ -1,6 +1,5 @@
 // GET /metrics, and the edge's share of the instruments: per-request count, latency, in-flight
 // and body bytes, and authentication attempts.
-import type { MiddlewareHandler } from "hono";
 import { countingByteStream, countingStream, type Metrics } from "../lib/metrics/mod.ts";
 import type { AuthResult } from "../lib/auth/mod.ts";
 import { RegistryError } from "../lib/oci/mod.ts";
@@ -21,31 +20,33 @@ export function noteAction(req: Request, action: string): void {
 }
 
 /**
- * Counts requests by action/method/status, their latency and in-flight, around everything
- * after it, errors included (status from the Response the error mapper made). Latency and
+ * Wraps the app's fetch to count requests by action/method/status, their latency and
+ * in-flight, errors included (the app's error mapper always yields a Response). Latency and
  * in-flight end when the response headers are ready: a streamed body runs at the client's pace
- * and is measured in bytes instead (never buffered).
+ * and is measured in bytes instead (never buffered). A wrapper rather than a Hono middleware:
+ * the middleware path cost ~35% of manifest GET req/s under wrk (7.4k → 4.8k) here.
  */
-export function metricsMiddleware(m: Metrics): MiddlewareHandler {
-  return async (c, next) => {
-    const req = c.req.raw;
+export function instrumentFetch<E>(
+  m: Metrics,
+  fetch: (req: Request, env: E) => Response | Promise<Response>,
+): (req: Request, env: E) => Promise<Response> {
+  return async (req, env) => {
     const t = performance.now();
     m.requestStarted();
     bodySink.set(req, (n) => m.bytesIn(n));
     let status = 500;
     try {
-      await next();
-      const res = c.res;
+      let res = await fetch(req, env);
       status = res.status;
       if (res.body !== null && req.method !== "HEAD") {
         const declared = Number(res.headers.get("content-length") ?? NaN);
         if (Number.isFinite(declared)) {
           m.bytesOut(declared);
         } else {
-          // Replacing c.res copies the headers into a new Response; the body stream is reused.
-          c.res = new Response(countingStream(res.body, (n) => m.bytesOut(n)), res);
+          res = new Response(countingStream(res.body, (n) => m.bytesOut(n)), res);
         }
       }
+      return res;
     } finally {
       m.requestFinished(
         actionOf.get(req) ?? "none",

@@ -2,22 +2,11 @@ import type { Action } from "./actions.ts";
 import type { Handlers } from "./app.ts";
 import type { Registry } from "../lib/registry/mod.ts";
 import { nextLink, OCI_INDEX, parsePageSize, RegistryError } from "../lib/oci/mod.ts";
+import { jsonResponse } from "./request.ts";
 
 const badN = () => new RegistryError("UNSUPPORTED", "n must be a non-negative integer");
 const CATALOG_DEFAULT_N = 100;
 const CATALOG_MAX_N = 10_000;
-
-function json(
-  body: unknown,
-  extra: Headers,
-  head: boolean,
-  contentType = "application/json",
-): Response {
-  const text = JSON.stringify(body);
-  extra.set("Content-Type", contentType);
-  extra.set("Content-Length", String(new TextEncoder().encode(text).byteLength));
-  return new Response(head ? null : text, { status: 200, headers: extra });
-}
 
 export async function listingHandler(
   req: Request,
@@ -38,7 +27,7 @@ export async function listingHandler(
       if (page.more) {
         extra.set("Link", nextLink(`/v2/${ns}/tags/list`, { n, last: page.tags.at(-1) }));
       }
-      return json({ name: ns, tags: page.tags }, extra, head);
+      return jsonResponse({ name: ns, tags: page.tags }, extra, head);
     }
     case "list-catalog": {
       const n = parsePageSize(url.searchParams.get("n"), CATALOG_DEFAULT_N);
@@ -49,7 +38,7 @@ export async function listingHandler(
       if (page.more) {
         extra.set("Link", nextLink("/v2/_catalog", { n: size, last: page.names.at(-1) }));
       }
-      return json({ repositories: page.names }, extra, head);
+      return jsonResponse({ repositories: page.names }, extra, head);
     }
     default: {
       const ns = a.namespace!;
@@ -66,7 +55,7 @@ export async function listingHandler(
           }),
         );
       }
-      return json(
+      return jsonResponse(
         { schemaVersion: 2, mediaType: OCI_INDEX, manifests: page.manifests },
         extra,
         head,

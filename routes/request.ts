@@ -19,3 +19,16 @@ export function bodyOf(req: Request): ReadableStream<Uint8Array> | null {
 export function query(url: URL, key: string): string | null {
   return url.searchParams.get(key);
 }
+
+/** A JSON 200 with its exact Content-Length; HEAD gets the headers only. */
+export function jsonResponse(
+  body: unknown,
+  extra: Headers,
+  head: boolean,
+  contentType = "application/json",
+): Response {
+  const text = JSON.stringify(body);
+  extra.set("Content-Type", contentType);
+  extra.set("Content-Length", String(new TextEncoder().encode(text).byteLength));
+  return new Response(head ? null : text, { status: 200, headers: extra });
+}

@@ -4,15 +4,9 @@ import type { Action } from "./actions.ts";
 import type { Handlers } from "./app.ts";
 import { PULLS_DEFAULT_N, type Registry } from "../lib/registry/mod.ts";
 import { isValidTag, parseDigest, RegistryError, truncate } from "../lib/oci/mod.ts";
+import { jsonResponse } from "./request.ts";
 
 const badQuery = (detail: string) => new RegistryError("NAME_UNKNOWN", detail);
-
-function json(body: unknown, extra: Headers, head: boolean): Response {
-  const text = JSON.stringify(body);
-  extra.set("Content-Type", "application/json");
-  extra.set("Content-Length", String(new TextEncoder().encode(text).byteLength));
-  return new Response(head ? null : text, { status: 200, headers: extra });
-}
 
 /** A parameter given at most once; repeated is as malformed as unparseable. */
 function single(url: URL, name: string): string | null {
@@ -56,19 +50,25 @@ export async function svcHandler(
   const head = req.method === "HEAD";
   switch (a.name) {
     case "list-repositories":
-      return json(await reg.svc.repositories(h.canListTags), extra, head);
+      return jsonResponse(await reg.svc.repositories(h.canListTags), extra, head);
     case "list-namespaces":
-      return json(await reg.svc.namespaces(single(url, "repository"), h.canListTags), extra, head);
+      return jsonResponse(
+        await reg.svc.namespaces(single(url, "repository"), h.canListTags),
+        extra,
+        head,
+      );
     case "list-uploads":
-      return json(await reg.svc.uploads(a.namespace!), extra, head);
+      return jsonResponse(await reg.svc.uploads(a.namespace!), extra, head);
     case "ui-config":
-      return json(reg.svc.uiConfig(), extra, head);
+      return jsonResponse(reg.svc.uiConfig(), extra, head);
     default: {
-      if (a.resource !== "pulls") return json(await reg.svc.revisions(a.namespace!), extra, head);
+      if (a.resource !== "pulls") {
+        return jsonResponse(await reg.svc.revisions(a.namespace!), extra, head);
+      }
       const target = pullTarget(url);
       const n = count(url, "n", PULLS_DEFAULT_N);
       const offset = count(url, "offset", 0);
-      return json(await reg.pulls.list(a.namespace!, target, offset, n), extra, head);
+      return jsonResponse(await reg.pulls.list(a.namespace!, target, offset, n), extra, head);
     }
   }
 }

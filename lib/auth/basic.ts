@@ -42,7 +42,8 @@ function dominantParams(identities: BasicIdentityConfig[]): Argon2Params {
 
 export class BasicAuthenticator {
   readonly #entries: Entry[];
-  readonly #dummy: Promise<string>;
+  #dummy: Promise<string> | null = null;
+  readonly #params: ReturnType<typeof dominantParams>;
 
   constructor(identities: BasicIdentityConfig[]) {
     this.#entries = identities.map((i) => ({
@@ -51,10 +52,18 @@ export class BasicAuthenticator {
       digest: sha256(i.username),
       hash: parsePhcParams(i.password) ? i.password : null,
     }));
+    this.#params = dominantParams(identities);
+    // With no identities nothing loads argon2 (~17 MiB) until someone tries Basic credentials.
+    if (identities.length > 0) this.#dummyHash();
+  }
+
+  #dummyHash(): Promise<string> {
+    if (this.#dummy) return this.#dummy;
     const secret = crypto.getRandomValues(new Uint8Array(32));
-    this.#dummy = hashPassword(btoa(String.fromCharCode(...secret)), dominantParams(identities));
+    this.#dummy = hashPassword(btoa(String.fromCharCode(...secret)), this.#params);
     // A failure surfaces on the first verify; until then it must not count as unhandled.
     this.#dummy.catch(() => {});
+    return this.#dummy;
   }
 
   async verify(username: string, password: string): Promise<Identity | null> {
@@ -65,7 +74,7 @@ export class BasicAuthenticator {
       const same = timingSafeEqual(e.digest, wanted);
       if (same && found === null) found = e;
     }
-    const dummy = await this.#dummy;
+    const dummy = await this.#dummyHash();
     const target = found?.hash ?? dummy;
     const ok = await verifyPassword(target, password);
     if (!ok || found === null || found.hash === null) return null;

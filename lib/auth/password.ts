@@ -1,7 +1,12 @@
 // argon2id password hashes (PHC strings) for `[auth.identity.<id>] password`.
 // @node-rs/argon2 is a native addon (needs --allow-ffi): its async hash/verify run on the libuv
 // thread pool, so a ~10 ms verify does not stall the event loop (hash-wasm would: ~34 ms).
-import { hash, verify } from "@node-rs/argon2";
+//
+// Loaded on first use: the addon alone adds ~17 MiB of RSS (measured: 34 → 52 MiB for a bare
+// process), which a registry without Basic identities should not pay.
+type Argon2 = typeof import("@node-rs/argon2");
+let argon2: Promise<Argon2> | null = null;
+const loadArgon2 = () => argon2 ??= import("@node-rs/argon2");
 
 export interface Argon2Params {
   /** KiB */
@@ -39,6 +44,7 @@ export async function hashPassword(
   plain: string,
   params: Argon2Params = DEFAULT_ARGON2_PARAMS,
 ): Promise<string> {
+  const { hash } = await loadArgon2();
   return await hash(plain, {
     algorithm: ARGON2ID,
     memoryCost: params.memoryCost,
@@ -50,6 +56,7 @@ export async function hashPassword(
 /** True when `plain` matches the argon2id hash; false for a mismatch or a malformed hash. */
 export async function verifyPassword(phc: string, plain: string): Promise<boolean> {
   if (typeof plain !== "string" || parsePhcParams(phc) === null) return false;
+  const { verify } = await loadArgon2();
   try {
     return await verify(phc, plain);
   } catch {

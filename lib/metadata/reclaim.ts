@@ -13,7 +13,9 @@
 import { RegistryError } from "../oci/errors.ts";
 import { K, type ReclaimMarker } from "./keys.ts";
 
-export const STALE_MARKER_MS = 5 * 60_000;
+// A live claim lasts one reclamation (a few KV round trips and one unlink: milliseconds), so a
+// minute means its scrub died; a server killed mid-scrub should not refuse pushes for longer.
+export const STALE_MARKER_MS = 60_000;
 const RETRY_AFTER_SECS = 2;
 
 export function reclaimingError(digest: string): RegistryError {

@@ -15,7 +15,7 @@ export async function openMetadata(path: string): Promise<Deno.Kv> {
   return /^https?:\/\//.test(path) ? kv : withBusyRetry(kv);
 }
 export { reclaimingError, ReclaimMeta, STALE_MARKER_MS } from "./reclaim.ts";
-export { ScrubMeta } from "./scrub_meta.ts";
+export { LEASE_MS, ScrubMeta } from "./scrub_meta.ts";
 export { instrumentKv, type ObserveOp as ObserveKvOp } from "./instrumented_kv.ts";
 export { countUploadSessions, UPLOAD_CENSUS_CAP } from "./upload_census.ts";
 export {

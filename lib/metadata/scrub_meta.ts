@@ -4,7 +4,8 @@
 import { type BlobRecord, K, type UploadRecord } from "./keys.ts";
 import { hasAny } from "./kv_util.ts";
 
-const LEASE_MS = 10 * 60_000;
+/** A scrub renews its lease every LEASE_MS / 4; one that died frees it within LEASE_MS. */
+export const LEASE_MS = 2 * 60_000;
 const BATCH = 1000;
 
 export interface References {

@@ -5,7 +5,7 @@
 // compacts pull history. Safe while servers run: every KV change is versionstamp-guarded.
 import type { Config } from "../config/schema.ts";
 import type { BlobStore } from "../storage/blob_store.ts";
-import { ReclaimMeta, ScrubMeta } from "../metadata/mod.ts";
+import { LEASE_MS, ReclaimMeta, ScrubMeta } from "../metadata/mod.ts";
 
 const RECLAIM_CONCURRENCY = 8;
 
@@ -55,9 +55,13 @@ export class Scrubber {
   async run(opts: ScrubOptions = {}): Promise<ScrubSummary | null> {
     const dryRun = opts.dryRun ?? false;
     if (!dryRun && !(await this.meta.lock(this.holder))) return null;
+    const renew = dryRun
+      ? undefined
+      : setInterval(() => this.meta.lock(this.holder).catch(() => {}), LEASE_MS / 4);
     try {
       return await this.sweep(dryRun, (opts.graceSecs ?? this.cfg.global.scrub.graceSecs) * 1000);
     } finally {
+      clearInterval(renew);
       if (!dryRun) await this.meta.unlock(this.holder);
     }
   }

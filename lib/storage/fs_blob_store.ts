@@ -171,7 +171,12 @@ const READ_CHUNK = 1 << 20;
 // Giving every concurrent pull the JS stream measured slower (550-880 vs 860-1270 MB/s over 8),
 // so one pull at a time gets it and concurrent pulls share the native pipe.
 const MAX_BYTE_STREAMS = 1;
-const RING = 3;
+// Why a ring of 4 is safe: Deno.serve hands each enqueued chunk to hyper zero-copy through a
+// channel that accepts the next chunk only once < 64 KiB of the previous one is left, and hyper
+// queues well under 1 MiB, so when chunk k+2 is pulled nothing of chunk k-1 is still referenced
+// (a ring of 2 corrupted bodies in tests/api/blob_pull_integrity_test.ts; 3 never did; 4 is
+// margin). The TLS bridge writes one chunk and awaits 'drain' before pulling the next.
+const RING = 4;
 let activeByteStreams = 0;
 const BODY_BUFFER = 256 * 1024;
 
@@ -219,8 +224,8 @@ async function* bodyChunks(body: ReadableStream<Uint8Array>): AsyncGenerator<Uin
  * Streams up to `length` bytes of `f` from its current position and closes it. Reads go into a
  * ring of RING buffers owned by this stream instead of a fresh ArrayBuffer per chunk (which V8
  * frees only under external-memory pressure). With highWaterMark 0, `pull` runs only when the
- * consumer asks for the next chunk, i.e. after it has taken the previous one, so a buffer is
- * reused two pulls after it was handed out.
+ * consumer asks for the next chunk, i.e. after it has taken the previous one; a buffer is reused
+ * RING pulls after it was handed out (see RING for why that is long enough).
  */
 function fileStream(f: Deno.FsFile, length: number): ReadableStream<Uint8Array> {
   let left = length;

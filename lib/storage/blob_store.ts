@@ -19,7 +19,10 @@ export interface StoredObject {
 export class TooLargeError extends Error {}
 
 export interface BlobStore {
-  /** streams [start, end] (inclusive) or the whole blob */
+  /**
+   * Streams [start, end] (inclusive) or the whole blob. A chunk's memory may be reused once a
+   * few later chunks have been read: a consumer that keeps chunks must copy them.
+   */
   read(digest: string, range?: { start: number; end: number }): Promise<ReadableStream<Uint8Array>>;
   readAll(digest: string): Promise<Uint8Array>;
   exists(digest: string): Promise<boolean>;

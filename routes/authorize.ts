@@ -18,7 +18,6 @@ const PULL = new Set([
   "get-manifest",
   "list-tags",
   "get-referrers",
-  "get-upload",
   "list-revisions",
   "list-uploads",
 ]);

@@ -233,6 +233,7 @@ Deno.test({
         const calls: [string, string][] = [
           ["POST", "/v2/team/app/blobs/uploads/"],
           ["POST", `/v2/team/app/blobs/uploads/?mount=${team.blob}&from=pub/app`],
+          ["GET", `/v2/team/app/blobs/uploads/${uuid}`],
           ["PATCH", `/v2/team/app/blobs/uploads/${uuid}`],
           ["PUT", `/v2/team/app/blobs/uploads/${uuid}?digest=${team.blob}`],
           ["DELETE", `/v2/team/app/blobs/uploads/${uuid}`],

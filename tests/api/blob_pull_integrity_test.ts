@@ -1,7 +1,9 @@
-// The single fast pull reads into a ring of reused buffers (lib/storage/fs_blob_store.ts): a
-// buffer must never be overwritten while the HTTP layer still holds its bytes. Slow, jittery
-// readers make the server's writes back up, which is when that would show.
+// The single fast pull of a large blob (>= 32 MiB) reads into a ring of reused buffers
+// (lib/storage/fs_blob_store.ts): a buffer must never be overwritten while the HTTP layer still
+// holds its bytes. Slow, jittery readers make the server's writes back up, which is when that
+// would show.
 import assert from "node:assert/strict";
+import { Buffer } from "node:buffer";
 import { createHash } from "node:crypto";
 import { pushBlob, withServer } from "../helpers/server.ts";
 import { serverTestOpts } from "../helpers/api.ts";
@@ -20,9 +22,19 @@ Deno.test({
   async fn() {
     await withServer({}, async (s) => {
       const blobs: string[] = [];
-      for (const size of [16 << 20, (3 << 20) + 7, (2 << 20) + 12345]) {
-        blobs.push(await pushBlob(s.url, "integrity/x", randomBytes(size)));
+      const large = randomBytes((40 << 20) + 3);
+      for (const data of [large, randomBytes((33 << 20) + 12345), randomBytes((3 << 20) + 7)]) {
+        blobs.push(await pushBlob(s.url, "integrity/x", data));
       }
+      // A range of a large blob takes the ring too, from a seeked offset.
+      const start = (5 << 20) + 17, end = (37 << 20) + 5;
+      const ranged = await fetch(`${s.url}/v2/integrity/x/blobs/${blobs[0]}`, {
+        headers: { range: `bytes=${start}-${end}` },
+      });
+      assert.equal(ranged.status, 206);
+      const got = new Uint8Array(await ranged.arrayBuffer());
+      assert.equal(got.byteLength, end - start + 1);
+      assert.ok(Buffer.from(got).equals(Buffer.from(large.subarray(start, end + 1))));
       let checked = 0;
       await Promise.all(Array.from({ length: 6 }, async (_, w) => {
         for (let k = 0; k < 3; k++) {

@@ -58,11 +58,15 @@ export class FsBlobStore implements BlobStore {
   }
 
   async put(digest: string, data: Uint8Array): Promise<void> {
-    const path = this.blobPath(digest);
     const tmp = this.uploadPath(`put-${crypto.randomUUID()}`);
-    await Deno.writeFile(tmp, data);
-    await Deno.mkdir(dirname(path), { recursive: true });
-    await Deno.rename(tmp, path);
+    const f = await Deno.open(tmp, { write: true, create: true, truncate: true });
+    try {
+      await writeAll(f, data);
+      await f.syncData();
+    } finally {
+      f.close();
+    }
+    await this.place(tmp, this.blobPath(digest));
   }
 
   async delete(digest: string): Promise<void> {
@@ -113,7 +117,14 @@ export class FsBlobStore implements BlobStore {
         await chunks.return(undefined).catch(() => {});
       }
     } finally {
-      f.close();
+      // The caller acknowledges the new offset (a KV commit) once this returns: the bytes must
+      // outlive a power loss first, or a resumed upload's persisted hash state would vouch for
+      // bytes the file no longer holds. docker-registry syncs at the same points.
+      try {
+        if (written > 0) await f.syncData();
+      } finally {
+        f.close();
+      }
     }
   }
 
@@ -124,10 +135,26 @@ export class FsBlobStore implements BlobStore {
 
   async commitUpload(uuid: string, digest: string, size: number): Promise<void> {
     const src = this.uploadPath(uuid);
-    await Deno.truncate(src, size);
-    const dst = this.blobPath(digest);
-    await Deno.mkdir(dirname(dst), { recursive: true });
+    const f = await Deno.open(src, { write: true });
+    try {
+      await f.truncate(size);
+      await f.syncData();
+    } finally {
+      f.close();
+    }
+    await this.place(src, this.blobPath(digest));
+  }
+
+  /**
+   * Renames a synced file to its blob path and syncs the directories involved, so a blob the
+   * metadata commit that follows calls present is still there after a power loss.
+   */
+  private async place(src: string, dst: string): Promise<void> {
+    const dir = dirname(dst);
+    await Deno.mkdir(dir, { recursive: true });
     await Deno.rename(src, dst);
+    await syncDir(dir);
+    await syncDir(dirname(dir)); // in case `dir` itself was just created
   }
 
   async deleteUpload(uuid: string): Promise<void> {
@@ -269,6 +296,15 @@ function fileStream(f: Deno.FsFile, length: number): ReadableStream<Uint8Array> 
       close();
     },
   }, { highWaterMark: 0 });
+}
+
+async function syncDir(path: string): Promise<void> {
+  const d = await Deno.open(path, { read: true });
+  try {
+    await d.sync();
+  } finally {
+    d.close();
+  }
 }
 
 async function writeAll(f: Deno.FsFile, data: Uint8Array): Promise<void> {

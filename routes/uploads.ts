@@ -56,6 +56,7 @@ export async function uploadHandler(
       const r = await reg.uploads.complete(ns, a.uuid!, query(url, "digest"), {
         body: bodyOf(req),
         contentLength: contentLength(req),
+        contentRange: req.headers.get("content-range"),
       });
       return created(ns, r.digest, extra);
     }

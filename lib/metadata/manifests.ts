@@ -105,9 +105,10 @@ export class ManifestMeta {
       const e = await this.kv.get<TagRecord>(K.tag(ns, tag));
       if (!e.value) throw new RegistryError("MANIFEST_UNKNOWN", `tag ${tag}`);
       guard(e.value);
+      // tagver is rewritten in the same commit, so listTags' cached list is dropped with it.
       const r = await this.kv.atomic().check(e).delete(K.tag(ns, tag)).delete(
         K.tagrev(ns, e.value.digest, tag),
-      ).commit();
+      ).set(K.tagver(ns), true).commit();
       if (r.ok) return;
     }
     throw new RegistryError("INTERNAL_ERROR", "tag delete kept conflicting", { status: 503 });

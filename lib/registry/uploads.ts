@@ -272,12 +272,15 @@ export class Uploads {
     await this.d.store.deleteUpload(uuid);
   }
 
-  /** PUT ?digest=: appends an optional final chunk and completes the session. */
+  /**
+   * PUT ?digest=: appends an optional final chunk and completes the session. A final chunk's
+   * Content-Range follows the PATCH rules: one not resuming at the committed offset is 416.
+   */
   complete(
     ns: string,
     uuid: string,
     digestParam: string | null,
-    input: BodyInput,
+    input: BodyInput & { contentRange?: string | null },
   ): Promise<{ digest: string; size: number }> {
     return this.lock.run(uuid, async () => {
       const entry0 = await this.session(ns, uuid);
@@ -289,7 +292,13 @@ export class Uploads {
           `session hashes ${entry0.value.algorithm}, digest is ${d.algorithm}`,
         );
       }
-      let { offset, hasher, entry } = await this.append(ns, uuid, entry0, input, null);
+      let { offset, hasher, entry } = await this.append(
+        ns,
+        uuid,
+        entry0,
+        input,
+        input.contentRange ?? null,
+      );
       if (hasher.algorithm !== d.algorithm) {
         hasher = await this.hashers.rehash(uuid, d.algorithm, offset);
       }

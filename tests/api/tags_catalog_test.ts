@@ -147,6 +147,23 @@ Deno.test({
         assert.deepEqual(await r.json(), { name: "tags/detagged", tags: [] });
       });
 
+      await t.step("a listed tag list reflects each later tag delete and move", async () => {
+        const ns = "tags/cached";
+        const m1 = await distinctManifest("cached-1");
+        const m2 = await distinctManifest("cached-2");
+        await putManifestOk(s, ns, "a", m1.body);
+        await putManifestOk(s, ns, "b", m1.body);
+        await putManifestOk(s, ns, "c", m2.body);
+        const list = async () => (await (await req(s, `/v2/${ns}/tags/list`)).json()).tags;
+        assert.deepEqual(await list(), ["a", "b", "c"]);
+        await del(s, ns, "a");
+        assert.deepEqual(await list(), ["b", "c"]);
+        await putManifestOk(s, ns, "b", m2.body); // moves b
+        assert.deepEqual(await list(), ["b", "c"]);
+        await del(s, ns, m2.digest); // by digest: b and c go with the revision
+        assert.deepEqual(await list(), []);
+      });
+
       await t.step("an invalid namespace name is NAME_INVALID", async () => {
         await assertError(await req(s, "/v2/Upper/Case/tags/list"), 400, "NAME_INVALID");
         await assertError(await req(s, "/v2/trailing-/tags/list"), 400, "NAME_INVALID");

@@ -4,15 +4,31 @@ import { type BlobRecord, K, type LinkRecord } from "./keys.ts";
 import { hasAny } from "./kv_util.ts";
 import { checkNotReclaiming, explainConflict, reclaimingError } from "./reclaim.ts";
 
+/** Whether the bytes of a digest are in the blob store right now. */
+export type BytesPlaced = () => Promise<boolean>;
+
+/**
+ * How often a reserved write retries after other writers refreshed the same blob record. Every
+ * concurrent push of one digest bumps it, so under contention (many clients pushing a shared
+ * base layer) a handful of tries ran out in CI; each retry is two KV reads and a commit.
+ */
+export const RESERVED_WRITE_ATTEMPTS = 50;
+
 /**
  * After a reserved write conflicted: 503 if the digest is being (or was) reclaimed since the
- * reservation — the bytes just placed may be gone; otherwise another writer refreshed the
- * record and the caller retries against its versionstamp.
+ * reservation, or if its bytes are gone from the store (a reclamation completed and another
+ * writer's reservation took its place before its bytes landed); otherwise another writer
+ * refreshed the record over bytes that are in place, and the caller retries against its
+ * versionstamp.
  */
-export async function reservationAfterConflict(kv: Deno.Kv, digest: string): Promise<string> {
+export async function reservationAfterConflict(
+  kv: Deno.Kv,
+  digest: string,
+  placed: BytesPlaced,
+): Promise<string> {
   await explainConflict(kv, [digest]);
   const rec = await kv.get(K.blob(digest));
-  if (rec.versionstamp === null) throw reclaimingError(digest);
+  if (rec.versionstamp === null || !(await placed())) throw reclaimingError(digest);
   return rec.versionstamp;
 }
 
@@ -48,9 +64,15 @@ export class BlobMeta {
   }
 
   /** Step 2, after the bytes are in place: `ns` owns them. One commit. */
-  async addLink(ns: string, digest: string, size: number, reserved: string): Promise<void> {
+  async addLink(
+    ns: string,
+    digest: string,
+    size: number,
+    reserved: string,
+    placed: BytesPlaced,
+  ): Promise<void> {
     let guard = reserved;
-    for (let attempt = 0; attempt < 5; attempt++) {
+    for (let attempt = 0; attempt < RESERVED_WRITE_ATTEMPTS; attempt++) {
       const now = Date.now();
       const op = this.kv.atomic()
         .check({ key: K.blob(digest), versionstamp: guard })
@@ -59,7 +81,7 @@ export class BlobMeta {
         .set(K.owner(digest, ns), true);
       checkNotReclaiming(op, digest);
       if ((await op.commit()).ok) return;
-      guard = await reservationAfterConflict(this.kv, digest);
+      guard = await reservationAfterConflict(this.kv, digest, placed);
     }
     throw reclaimingError(digest);
   }

@@ -5,7 +5,7 @@ import type { ParsedManifest } from "../oci/manifest.ts";
 import { K, type ReferrerRecord, type RevisionRecord, type TagRecord } from "./keys.ts";
 import { getAll, listAll, MAX_MUTATIONS, setInBatches } from "./kv_util.ts";
 import { checkNotReclaiming } from "./reclaim.ts";
-import { reservationAfterConflict } from "./blobs.ts";
+import { type BytesPlaced, reservationAfterConflict, RESERVED_WRITE_ATTEMPTS } from "./blobs.ts";
 
 export interface TagGuard {
   /** throws to refuse moving/creating `tag` given what is stored now */
@@ -22,6 +22,8 @@ export interface ManifestWrite {
   guard: TagGuard;
   /** the blob reservation of an out-of-line body (BlobMeta.reserve), null when inline */
   reserved: string | null;
+  /** whether the out-of-line body is still in the blob store (see reservationAfterConflict) */
+  placed: BytesPlaced;
 }
 
 const REFERRER_ANNOTATIONS_MAX = 16 * 1024;
@@ -63,7 +65,7 @@ export class ManifestMeta {
     const split = refs.length + 2 * w.tags.length + 4 > MAX_MUTATIONS;
     if (split) await setInBatches(this.kv, refs);
     let reserved = w.reserved;
-    for (let attempt = 0; attempt < 20; attempt++) {
+    for (let attempt = 0; attempt < RESERVED_WRITE_ATTEMPTS; attempt++) {
       const [rev, ...tagEntries] = await getAll<unknown>(this.kv, [
         K.rev(ns, digest),
         ...w.tags.map((t) => K.tag(ns, t)),
@@ -94,7 +96,7 @@ export class ManifestMeta {
       }
       op.set(K.ns(ns), { at: Date.now() });
       if ((await op.commit()).ok) return;
-      if (outOfLine) reserved = await reservationAfterConflict(this.kv, digest);
+      if (outOfLine) reserved = await reservationAfterConflict(this.kv, digest, w.placed);
     }
     throw new RegistryError("INTERNAL_ERROR", "manifest commit kept conflicting", { status: 503 });
   }

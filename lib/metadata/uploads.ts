@@ -1,7 +1,7 @@
 // Upload session records. Bytes live in the blob store under the session's uuid.
 import { K, type UploadRecord } from "./keys.ts";
-import { checkNotReclaiming } from "./reclaim.ts";
-import { reservationAfterConflict } from "./blobs.ts";
+import { checkNotReclaiming, reclaimingError } from "./reclaim.ts";
+import { type BytesPlaced, reservationAfterConflict, RESERVED_WRITE_ATTEMPTS } from "./blobs.ts";
 
 export class UploadMeta {
   constructor(private readonly kv: Deno.Kv) {}
@@ -41,9 +41,10 @@ export class UploadMeta {
     digest: string,
     size: number,
     reserved: string,
+    placed: BytesPlaced,
   ): Promise<boolean> {
     let guard = reserved;
-    for (let attempt = 0; attempt < 5; attempt++) {
+    for (let attempt = 0; attempt < RESERVED_WRITE_ATTEMPTS; attempt++) {
       const now = Date.now();
       const op = this.kv.atomic()
         .check(entry)
@@ -57,12 +58,15 @@ export class UploadMeta {
       const again = await this.kv.get<UploadRecord>(entry.key);
       if (again.versionstamp !== entry.versionstamp) return false;
       try {
-        guard = await reservationAfterConflict(this.kv, digest);
+        guard = await reservationAfterConflict(this.kv, digest, placed);
       } catch (e) {
         await this.kv.atomic().check(entry).delete(entry.key).commit();
         throw e;
       }
     }
-    return false;
+    // Still contended: the session's bytes were moved to the blob path, so it cannot be
+    // completed again; the client is told to retry (503 + Retry-After) and starts over.
+    await this.kv.atomic().check(entry).delete(entry.key).commit();
+    throw reclaimingError(digest);
   }
 }

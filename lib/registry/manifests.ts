@@ -120,6 +120,7 @@ export class Manifests {
       tags,
       tagCreatedAt: lww ?? Date.now(),
       reserved,
+      placed: () => this.store.exists(digest),
       guard: (tag, existing) => {
         if (!existing) return;
         if (lww !== null && existing.createdAt !== undefined && existing.createdAt > lww) {

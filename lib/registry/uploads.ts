@@ -157,10 +157,14 @@ export class Uploads {
       }
       const reserved = await this.d.blobs.reserve(d.value, declared);
       await this.d.store.commitUpload(uuid, d.value, declared);
-      await this.d.blobs.addLink(ns, d.value, declared, reserved);
+      await this.d.blobs.addLink(ns, d.value, declared, reserved, this.placed(d.value));
     } finally {
       await this.d.store.deleteUpload(uuid);
     }
+  }
+
+  private placed(digest: string): () => Promise<boolean> {
+    return () => this.d.store.exists(digest);
   }
 
   async status(ns: string, uuid: string): Promise<number> {
@@ -309,7 +313,8 @@ export class Uploads {
       const reserved = await this.d.blobs.reserve(d.value, offset);
       await this.d.store.commitUpload(uuid, d.value, offset);
       this.hashers.drop(uuid);
-      if (!(await this.d.uploads.complete(entry, ns, d.value, offset, reserved))) {
+      const placed = this.placed(d.value);
+      if (!(await this.d.uploads.complete(entry, ns, d.value, offset, reserved, placed))) {
         throw new RegistryError("BLOB_UPLOAD_UNKNOWN", "upload session completed concurrently");
       }
       return { digest: d.value, size: offset };

@@ -70,8 +70,7 @@ async function pushChunked(s: TestServer, ns: string, data: Uint8Array): Promise
     put.searchParams.set("digest", digest);
     return await fetch(put, { method: "PUT" });
   });
-  await r.body?.cancel();
-  assert.equal(r.status, 201, `chunked push of ${digest}`);
+  assert.equal(r.status, 201, `chunked push of ${digest}: ${await r.text()}`);
   return digest;
 }
 

@@ -58,6 +58,12 @@ const rows: Row[] = [
     get: (r) => r.pullLarge?.mbps,
   },
   {
+    name: `blob pull, 1×${mib(p.chunkedSize)}, curl client, median of ${p.largePulls ?? 1}`,
+    unit: "MB/s",
+    higherIsBetter: true,
+    get: (r) => r.pullLargeCurl?.mbps,
+  },
+  {
     name: `manifest PUT, ${p.manifestCount} manifests, ${p.concurrency} concurrent`,
     unit: "ops/s",
     higherIsBetter: true,

@@ -52,7 +52,9 @@ const rows: Row[] = [
     get: (r) => r.pullSmall?.mbps,
   },
   {
-    name: `blob pull, 1×${mib(p.chunkedSize)}, median of ${p.largePulls ?? 1}`,
+    name: `blob pull, 1×${mib(p.chunkedSize)}, median of ${p.largePulls ?? 1} after ${
+      p.largeWarmup ?? 1
+    }`,
     unit: "MB/s",
     higherIsBetter: true,
     get: (r) => r.pullLarge?.mbps,

@@ -3,13 +3,10 @@
 // succeeded must be there and intact, everything in flight must be either fully there or absent,
 // no request may get a 5xx, and a scrub afterwards must not take anything reachable.
 import assert from "node:assert/strict";
-import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { serverTestOpts } from "../helpers/api.ts";
 import { sha256 } from "../helpers/bytes.ts";
-import { startServer, type TestServer } from "../helpers/server.ts";
+import { runCli, startServer, type TestServer } from "../helpers/server.ts";
 
-const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 const OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json";
 const WORKERS = 4;
 const CYCLES = 4;
@@ -234,20 +231,8 @@ Deno.test({
           () => verify(ledger, s, "after the last crash"),
         );
         await t.step("a scrub after the crashes keeps everything reachable", async () => {
-          const out = await new Deno.Command(Deno.execPath(), {
-            args: [
-              "run",
-              "--unstable-kv",
-              "-A",
-              join(ROOT, "main.ts"),
-              "scrub",
-              "-c",
-              s.configPath,
-            ],
-            cwd: ROOT,
-            env: { RUST_BACKTRACE: "0", NO_COLOR: "1" },
-          }).output();
-          assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
+          const out = await runCli(s, "scrub");
+          assert.equal(out.code, 0, out.stderr);
           await verify(ledger, s, "after scrub");
         });
         await t.step("no request got a 5xx or another unexpected answer", () => {

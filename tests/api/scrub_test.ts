@@ -5,8 +5,7 @@
 // pull byte for byte, and no unreferenced blob may survive the final scrub.
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
-import { sha256Hex, startServer, type TestServer } from "../helpers/server.ts";
+import { runCli, sha256Hex, startServer, type TestServer } from "../helpers/server.ts";
 import { serverTestOpts } from "../helpers/api.ts";
 import {
   imageManifest,
@@ -16,7 +15,6 @@ import {
   OCI_MANIFEST,
 } from "../helpers/oci_content.ts";
 
-const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 const enc = new TextEncoder();
 const LOAD_MS = 8_000;
 const WORKERS = 4;
@@ -124,11 +122,8 @@ async function deleteImage(s: TestServer, p: Pushed): Promise<void> {
 }
 
 async function scrubOnce(s: TestServer): Promise<string> {
-  const out = await new Deno.Command(Deno.execPath(), {
-    args: ["run", "--unstable-kv", "-A", join(ROOT, "main.ts"), "scrub", "-c", s.configPath],
-    env: { RUST_BACKTRACE: "0", NO_COLOR: "1" },
-  }).output();
-  const text = new TextDecoder().decode(out.stdout) + new TextDecoder().decode(out.stderr);
+  const out = await runCli(s, "scrub");
+  const text = out.stdout + out.stderr;
   // Exit 1 only when another scrub held the lease, which cannot happen here (one at a time).
   assert.equal(out.code, 0, text);
   return text;
@@ -223,20 +218,8 @@ Deno.test({
       const del = await fetch(`${s.url}/v2/dry/run/blobs/${d}`, { method: "DELETE" });
       await del.body?.cancel();
       assert.equal(del.status, 202);
-      const out = await new Deno.Command(Deno.execPath(), {
-        args: [
-          "run",
-          "--unstable-kv",
-          "-A",
-          join(ROOT, "main.ts"),
-          "scrub",
-          "--dry-run",
-          "-c",
-          s.configPath,
-        ],
-        env: { RUST_BACKTRACE: "0", NO_COLOR: "1" },
-      }).output();
-      const text = new TextDecoder().decode(out.stdout).trim();
+      const out = await runCli(s, "scrub", ["--dry-run"]);
+      const text = out.stdout.trim();
       assert.equal(out.code, 0);
       assert.equal(text.split("\n").length, 1);
       assert.match(text, /dry run.*1 blob\(s\) reclaimable \(15 bytes\)/);

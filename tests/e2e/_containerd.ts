@@ -2,14 +2,7 @@
 // directory, so a test never touches the host's containerd or its images. `ctr` is the client.
 import { join } from "node:path";
 import type { Run } from "./_skopeo.ts";
-
-function runs(cmd: string, args: string[]): boolean {
-  try {
-    return new Deno.Command(cmd, { args, stdout: "null", stderr: "null" }).outputSync().success;
-  } catch {
-    return false;
-  }
-}
+import { missingReason, runs, startDaemon } from "./_tools.ts";
 
 /** Why containerd tests cannot run here, or null when they can. */
 export function containerdMissing(): string | null {
@@ -17,13 +10,7 @@ export function containerdMissing(): string | null {
   if (!runs("containerd", ["--version"])) missing.push("containerd");
   if (!runs("ctr", ["--version"])) missing.push("ctr");
   if (missing.length === 0 && Deno.uid() !== 0) missing.push("root (containerd runs as root)");
-  if (missing.length === 0) return null;
-  const reason = `missing ${missing.join(", ")} (apt-get install containerd)`;
-  if (Deno.env.get("WHARF_REQUIRE_TOOLS") === "1") {
-    throw new Error(`WHARF_REQUIRE_TOOLS=1 but the containerd e2e tests cannot run: ${reason}`);
-  }
-  console.warn(`SKIPPING containerd e2e tests: ${reason}`);
-  return reason;
+  return missingReason("containerd", missing, "apt-get install containerd");
 }
 
 export interface CtrRun extends Run {
@@ -58,17 +45,6 @@ disabled_plugins = ["io.containerd.grpc.v1.cri"]
   address = ""
 `,
   );
-  const child = new Deno.Command("containerd", {
-    args: ["-c", join(dir, "config.toml")],
-    stdout: "null",
-    stderr: "piped",
-    stdin: "null",
-  }).spawn();
-  let log = "";
-  const pump = (async () => {
-    const dec = new TextDecoder();
-    for await (const c of child.stderr) log += dec.decode(c, { stream: true });
-  })();
   const ctr = async (ns: string, args: string[], timeoutMs = 60_000): Promise<CtrRun> => {
     const out = await new Deno.Command("ctr", {
       args: ["--address", sock, "--namespace", ns, ...args],
@@ -85,21 +61,15 @@ disabled_plugins = ["io.containerd.grpc.v1.cri"]
       raw: out.stdout,
     };
   };
+  const ready = async () => (await ctr("default", ["version"], 5_000)).code === 0;
+  const daemon = await startDaemon("containerd", ["-c", join(dir, "config.toml")], ready)
+    .catch(async (e) => {
+      await Deno.remove(dir, { recursive: true }).catch(() => {});
+      throw e;
+    });
   const stop = async () => {
-    try {
-      child.kill("SIGTERM");
-    } catch { /* already gone */ }
-    await child.status;
-    await pump.catch(() => {});
+    await daemon.stop();
     await Deno.remove(dir, { recursive: true }).catch(() => {});
   };
-  for (let i = 0;; i++) {
-    if ((await ctr("default", ["version"], 5_000)).code === 0) break;
-    if (i >= 100) {
-      await stop();
-      throw new Error(`containerd did not come up:\n${log.slice(-3000)}`);
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
   return { dir, ctr, stop };
 }

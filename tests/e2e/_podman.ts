@@ -3,24 +3,12 @@
 // directory, so a test never reads or writes the host's containers configuration or images.
 import { join } from "node:path";
 import type { Run } from "./_skopeo.ts";
-
-function runs(cmd: string, args: string[]): boolean {
-  try {
-    return new Deno.Command(cmd, { args, stdout: "null", stderr: "null" }).outputSync().success;
-  } catch {
-    return false;
-  }
-}
+import { missingReason, runs } from "./_tools.ts";
 
 /** Why podman tests cannot run here, or null when they can. */
 export function podmanMissing(): string | null {
-  if (runs("podman", ["--version"])) return null;
-  const reason = "missing podman (apt-get install podman)";
-  if (Deno.env.get("WHARF_REQUIRE_TOOLS") === "1") {
-    throw new Error(`WHARF_REQUIRE_TOOLS=1 but the podman e2e tests cannot run: ${reason}`);
-  }
-  console.warn(`SKIPPING podman e2e tests: ${reason}`);
-  return reason;
+  const missing = runs("podman", ["--version"]) ? [] : ["podman"];
+  return missingReason("podman", missing, "apt-get install podman");
 }
 
 /**

@@ -6,6 +6,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { req } from "../helpers/api.ts";
 import { sha256Hex, type TestServer } from "../helpers/server.ts";
+import { isFile, missingReason, runs } from "./_tools.ts";
 
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 
@@ -17,22 +18,6 @@ export const MAKE_IMAGES = Deno.env.get("WHARF_MAKE_IMAGES") ??
   (isFile(SHARED_MAKE_IMAGES)
     ? SHARED_MAKE_IMAGES
     : join(ROOT, "tests", "fixtures", "make-images.sh"));
-
-function runs(cmd: string, args: string[]): boolean {
-  try {
-    return new Deno.Command(cmd, { args, stdout: "null", stderr: "null" }).outputSync().success;
-  } catch {
-    return false;
-  }
-}
-
-function isFile(path: string): boolean {
-  try {
-    return Deno.statSync(path).isFile;
-  } catch {
-    return false;
-  }
-}
 
 /**
  * Why the skopeo tests cannot run here, or null when they can. Under WHARF_REQUIRE_TOOLS=1 a
@@ -46,13 +31,7 @@ export function missingTools(): string | null {
   if (!runs("tar", ["--version"])) missing.push("tar");
   if (!runs("gzip", ["--version"])) missing.push("gzip");
   if (!isFile(MAKE_IMAGES)) missing.push(MAKE_IMAGES);
-  if (missing.length === 0) return null;
-  const reason = `missing ${missing.join(", ")} (apt-get install skopeo jq libcap2-bin)`;
-  if (Deno.env.get("WHARF_REQUIRE_TOOLS") === "1") {
-    throw new Error(`WHARF_REQUIRE_TOOLS=1 but the skopeo e2e tests cannot run: ${reason}`);
-  }
-  console.warn(`SKIPPING skopeo e2e tests: ${reason}`);
-  return reason;
+  return missingReason("skopeo", missing, "apt-get install skopeo jq libcap2-bin");
 }
 
 export interface Run {

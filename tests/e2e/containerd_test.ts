@@ -5,9 +5,9 @@
 // service while an anonymous push is refused.
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { hashPassword } from "../../lib/auth/mod.ts";
 import { req, serverTestOpts } from "../helpers/api.ts";
-import { startServer, type TestServer, withServer } from "../helpers/server.ts";
+import { type TestServer, withServer } from "../helpers/server.ts";
+import { ALICE, startAliceOnlyServer } from "./_token_server.ts";
 import { type Containerd, containerdMissing, startContainerd } from "./_containerd.ts";
 import {
   assertPullMatchesLayout,
@@ -175,35 +175,12 @@ Deno.test({
   },
 });
 
-const SECRET = "containerd-test-secret-of-more-than-32-bytes";
-
 Deno.test({
   name: "containerd: --user goes through the token service; anonymous pushes are refused",
   ...opts,
   async fn(t) {
     const c = await startContainerd();
-    const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-    const port = (l.addr as Deno.NetAddr).port;
-    l.close();
-    const s = await startServer({
-      port,
-      config: `
-[auth.identity.alice]
-username = "alice"
-password = "${await hashPassword("alice-pw")}"
-
-[auth.token_service]
-secret_key = "${SECRET}"
-realm = "http://127.0.0.1:${port}/token"
-
-[global.access_policy]
-default = "deny"
-rules = [
-  'request.action in ["get-token", "healthz", "readyz"]',
-  'has(identity.username) && identity.username == "alice"',
-]
-`,
-    });
+    const s = await startAliceOnlyServer();
     try {
       const base = `127.0.0.1:${s.port}/team/app`;
       await importLayout(c, "src", base);
@@ -213,7 +190,7 @@ rules = [
         assert.notEqual(r.code, 0, "anonymous push succeeded");
         assert.match(r.stderr, /401|unauthorized|authorization/i);
         const probe = await req(s, "/v2/team/app/tags/list", {
-          headers: { authorization: `Basic ${btoa("alice:alice-pw")}` },
+          headers: { authorization: `Basic ${btoa(`${ALICE.username}:${ALICE.password}`)}` },
         });
         assert.equal(probe.status, 404, await probe.text());
       });
@@ -225,7 +202,7 @@ rules = [
             "push",
             "--plain-http",
             "--user",
-            "alice:alice-pw",
+            `${ALICE.username}:${ALICE.password}`,
             `${base}:v1`,
           ]),
           "push as alice",
@@ -237,7 +214,7 @@ rules = [
             "fetch",
             "--plain-http",
             "--user",
-            "alice:alice-pw",
+            `${ALICE.username}:${ALICE.password}`,
             `${base}:v1`,
           ]),
           "fetch as alice",

@@ -5,9 +5,9 @@
 // wrong-password attempts are refused.
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { hashPassword } from "../../lib/auth/mod.ts";
 import { req, serverTestOpts } from "../helpers/api.ts";
-import { startServer, type TestServer, withServer } from "../helpers/server.ts";
+import { type TestServer, withServer } from "../helpers/server.ts";
+import { ALICE, startAliceOnlyServer } from "./_token_server.ts";
 import { type Docker, dockerMissing, startDocker } from "./_docker.ts";
 import { buildImages, type Images, missingTools, type Run, skopeoOk } from "./_skopeo.ts";
 
@@ -146,35 +146,12 @@ Deno.test({
   },
 });
 
-const SECRET = "docker-test-secret-of-more-than-32-bytes";
-
 Deno.test({
   name: "docker: login through the token service; anonymous and wrong-password pushes are refused",
   ...opts,
   async fn(t) {
     const d = await startDocker();
-    const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-    const port = (l.addr as Deno.NetAddr).port;
-    l.close();
-    const s = await startServer({
-      port,
-      config: `
-[auth.identity.alice]
-username = "alice"
-password = "${await hashPassword("alice-pw")}"
-
-[auth.token_service]
-secret_key = "${SECRET}"
-realm = "http://127.0.0.1:${port}/token"
-
-[global.access_policy]
-default = "deny"
-rules = [
-  'request.action in ["get-token", "healthz", "readyz"]',
-  'has(identity.username) && identity.username == "alice"',
-]
-`,
-    });
+    const s = await startAliceOnlyServer();
     try {
       const host = `127.0.0.1:${s.port}`;
       await loadV1(d, `${host}/team/app:v1`);
@@ -184,7 +161,7 @@ rules = [
         assert.notEqual(r.code, 0, r.stdout);
         assert.match(r.stdout + r.stderr, /unauthorized|authentication required|denied/i);
         const probe = await req(s, "/v2/team/app/tags/list", {
-          headers: { authorization: `Basic ${btoa("alice:alice-pw")}` },
+          headers: { authorization: `Basic ${btoa(`${ALICE.username}:${ALICE.password}`)}` },
         });
         assert.equal(probe.status, 404, await probe.text());
       });
@@ -200,7 +177,7 @@ rules = [
       await t.step("after docker login alice pushes and pulls", async () => {
         ok(
           await d.docker(["login", "-u", "alice", "--password-stdin", host], {
-            stdin: "alice-pw\n",
+            stdin: `${ALICE.password}\n`,
           }),
           "login",
         );

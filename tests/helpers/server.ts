@@ -174,3 +174,18 @@ export async function pushImage(
   if (r.status !== 201) throw new Error(`pushImage ${ns}:${tag}: ${r.status}`);
   return { digest: `sha256:${await sha256Hex(body)}`, body, config, layer };
 }
+
+/** Runs `main.ts <command> [args] -c <the server's config>` to completion (e.g. `scrub`). */
+export async function runCli(
+  s: TestServer,
+  command: string,
+  args: string[] = [],
+): Promise<{ code: number; stdout: string; stderr: string }> {
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: ["run", "--unstable-kv", "-A", join(ROOT, "main.ts"), command, ...args, "-c", s.configPath],
+    cwd: ROOT,
+    env: { RUST_BACKTRACE: "0", NO_COLOR: "1" },
+  }).output();
+  const dec = new TextDecoder();
+  return { code: out.code, stdout: dec.decode(out.stdout), stderr: dec.decode(out.stderr) };
+}

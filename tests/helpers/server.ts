@@ -182,7 +182,16 @@ export async function runCli(
   args: string[] = [],
 ): Promise<{ code: number; stdout: string; stderr: string }> {
   const out = await new Deno.Command(Deno.execPath(), {
-    args: ["run", "--unstable-kv", "-A", join(ROOT, "main.ts"), command, ...args, "-c", s.configPath],
+    args: [
+      "run",
+      "--unstable-kv",
+      "-A",
+      join(ROOT, "main.ts"),
+      command,
+      ...args,
+      "-c",
+      s.configPath,
+    ],
     cwd: ROOT,
     env: { RUST_BACKTRACE: "0", NO_COLOR: "1" },
   }).output();

@@ -34,7 +34,7 @@ const CHUNKED_SIZE = (SMALL ? 32 : 256) * MiB;
 const CHUNK_SIZE = 8 * MiB;
 const MANIFEST_COUNT = SMALL ? 50 : 500;
 const LARGE_PULLS = 5;
-const LARGE_WARMUP = 3;
+const LARGE_WARMUP = 1;
 const TAGS_LIST_REQUESTS = 200;
 const WRK_CONNECTIONS = 32;
 const REQUEST_TIMEOUT_MS = 120_000;
@@ -307,10 +307,7 @@ async function main() {
 
   // One 256 MiB GET lasts ~0.2 s here, so a single sample swung ±30% from run to run; the median
   // of LARGE_PULLS sequential GETs after LARGE_WARMUP untimed ones is reported (every sample is
-  // kept in the JSON). A freshly started Wharf serves its first 3-4 large GETs at 50-70% of its
-  // steady speed (not V8's JIT: --no-opt and --no-maglev ramp the same; it shows as kernel time
-  // copying page cache into the read buffers); docker-registry has no such ramp. The steady
-  // state is what a long-running registry serves, so both are measured there.
+  // kept in the JSON).
   await phase("pullLarge", async () => {
     const url = `${BASE}/v2/${chunkedNs}/blobs/${chunked.digest}`;
     for (let i = 0; i < LARGE_WARMUP; i++) {

@@ -72,7 +72,12 @@ async function serve(cfg: Config): Promise<void> {
     clientIp: new ClientIpResolver(cfg.server.trustedProxies),
   });
   const ac = new AbortController();
-  const stopScrub = scheduleScrub(cfg, scrubberFor(cfg, kv, store), ac.signal, metrics);
+  const stopScrub = scheduleScrub(
+    cfg,
+    scrubberFor(cfg, kv, store, SERVE_SCRUB_HOLDER),
+    ac.signal,
+    metrics,
+  );
   const stop = () => {
     stopScrub();
     ac.abort();
@@ -128,12 +133,15 @@ async function serve(cfg: Config): Promise<void> {
   kv.close();
 }
 
-/** `[global.scrub] interval_secs`: scrub inside the server, one run at a time. */
-/** A scrubber that also applies pull-history retention. */
-function scrubberFor(cfg: Config, kv: Deno.Kv, store: BlobStore): Scrubber {
-  return new Scrubber(cfg, kv, store, (dryRun) => sweepPullHistory(kv, cfg, { dryRun }));
+/** A scrubber that also applies pull-history retention; `holder` as in Scrubber. */
+function scrubberFor(cfg: Config, kv: Deno.Kv, store: BlobStore, holder?: string): Scrubber {
+  return new Scrubber(cfg, kv, store, (dryRun) => sweepPullHistory(kv, cfg, { dryRun }), holder);
 }
 
+/** The server's own lease name: a restarted server resumes the scrub lease of the one it replaces. */
+const SERVE_SCRUB_HOLDER = "wharf serve";
+
+/** `[global.scrub] interval_secs`: scrub inside the server, one run at a time. */
 function scheduleScrub(
   cfg: Config,
   scrubber: Scrubber,

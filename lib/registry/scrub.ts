@@ -39,13 +39,18 @@ export type PullSweep = (dryRun: boolean) => Promise<{ dropped: number; scanned:
 export class Scrubber {
   private readonly meta: ScrubMeta;
   private readonly reclaim: ReclaimMeta;
-  private readonly holder = crypto.randomUUID();
-
+  /**
+   * `holder` names this scrubber in the one-scrub-at-a-time lease. A fresh id (the default, as
+   * for `main.ts scrub`) waits out a holder that died, up to LEASE_MS; the server passes a name
+   * of its own so that, restarted after a crash, it takes over its predecessor's lease at once
+   * (one serve process per KV file; see docs/operations.md).
+   */
   constructor(
     private readonly cfg: Config,
     kv: Deno.Kv,
     private readonly store: BlobStore,
     private readonly pullSweep: PullSweep | null = null,
+    private readonly holder: string = crypto.randomUUID(),
   ) {
     this.meta = new ScrubMeta(kv);
     this.reclaim = new ReclaimMeta(kv);

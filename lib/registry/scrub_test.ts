@@ -244,3 +244,16 @@ Deno.test("scrub: one scrub at a time", async () => {
     assert.ok(store);
   });
 });
+
+Deno.test("scrub: a named holder takes over its own live-looking lease (a restarted server)", async () => {
+  await withEnv(async ({ kv, store }) => {
+    const cfg = defaultConfig();
+    // The server that crashed a moment ago still "holds" the lease.
+    await kv.set(K.scrubLock(), { at: Date.now(), holder: "wharf serve" });
+    const cli = new Scrubber(cfg, kv, store);
+    assert.equal(await cli.run({ graceSecs: 0 }), null, "another holder waits");
+    const restarted = new Scrubber(cfg, kv, store, null, "wharf serve");
+    assert.ok(await restarted.run({ graceSecs: 0 }), "the same name resumes at once");
+    assert.equal((await kv.get(K.scrubLock())).value, null, "and releases it when done");
+  });
+});

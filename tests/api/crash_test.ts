@@ -39,6 +39,10 @@ class Ledger {
   fiveXX: string[] = [];
   /** unexpected answers (a worker stops at its first) */
   errors: string[] = [];
+  /** writes refused with 503 RECLAMATION_IN_PROGRESS */
+  reclaiming = 0;
+  /** blobs of revisions deleted by digest that no other pushed image uses */
+  orphaned = new Set<string>();
 
   state(ns: string, tag: string): TagState {
     const k = `${ns}:${tag}`;
@@ -57,7 +61,13 @@ async function call(
   try {
     const r = await fetch(url, { ...init, method, redirect: "manual" });
     if (r.status >= 500) {
-      ledger.fiveXX.push(`${method} ${url} -> ${r.status} ${await r.text()}`);
+      const text = await r.text();
+      // SPEC: a write racing a reclamation is refused with 503 + Retry-After; nothing happened.
+      if (r.status === 503 && text.includes("RECLAMATION_IN_PROGRESS")) {
+        ledger.reclaiming++;
+        return new Response(null, { status: 503 });
+      }
+      ledger.fiveXX.push(`${method} ${url} -> ${r.status} ${text}`);
       return null;
     }
     return r;
@@ -71,6 +81,7 @@ async function pushBlobChunked(ledger: Ledger, base: string, ns: string, data: U
   const post = await call(ledger, "POST", `${base}/v2/${ns}/blobs/uploads/`);
   if (!post) return null;
   await post.body?.cancel();
+  if (post.status === 503) return "refused";
   if (post.status !== 202) throw new Error(`POST upload: ${post.status}`);
   let loc = new URL(post.headers.get("location")!, base).href;
   const step = 64 * 1024 + 17;
@@ -86,6 +97,7 @@ async function pushBlobChunked(ledger: Ledger, base: string, ns: string, data: U
     });
     if (!r) return null;
     await r.body?.cancel();
+    if (r.status === 503) return "refused";
     if (r.status !== 202) throw new Error(`PATCH: ${r.status}`);
     loc = new URL(r.headers.get("location")!, base).href;
   }
@@ -94,6 +106,7 @@ async function pushBlobChunked(ledger: Ledger, base: string, ns: string, data: U
   const put = await call(ledger, "PUT", u.href);
   if (!put) return null;
   await put.body?.cancel();
+  if (put.status === 503) return "refused";
   if (put.status !== 201) throw new Error(`PUT upload: ${put.status}`);
   return { digest, size: data.length };
 }
@@ -106,20 +119,42 @@ async function pushBlobMonolithic(ledger: Ledger, base: string, ns: string, data
   });
   if (!r) return null;
   await r.body?.cancel();
+  if (r.status === 503) return "refused";
   if (r.status !== 201) throw new Error(`monolithic POST: ${r.status}`);
   return { digest, size: data.length };
 }
 
+interface Mode {
+  /** some layers come from a small shared pool, so pushes meet reclamations of their digest */
+  sharedLayers: boolean;
+  /** a moved tag's old revision is deleted by digest, leaving its blobs to the scrub */
+  deleteOld: boolean;
+  /** each run lasts runMs[0] + up to runMs[1] ms before the kill */
+  runMs: [number, number];
+}
+
 /** One client: pushes images to its own tags, moves and deletes them, until `stop` is set. */
-async function worker(ledger: Ledger, base: string, w: number, stop: { now: boolean }) {
+async function worker(
+  ledger: Ledger,
+  base: string,
+  w: number,
+  stop: { now: boolean },
+  mode: Mode,
+) {
   try {
-    await work(ledger, base, w, stop);
+    await work(ledger, base, w, stop, mode);
   } catch (e) {
     ledger.errors.push(e instanceof Error ? e.message : String(e));
   }
 }
 
-async function work(ledger: Ledger, base: string, w: number, stop: { now: boolean }) {
+async function work(
+  ledger: Ledger,
+  base: string,
+  w: number,
+  stop: { now: boolean },
+  mode: Mode,
+) {
   const ns = `crash/w${w}`;
   let n = 0;
   while (!stop.now) {
@@ -139,13 +174,17 @@ async function work(ledger: Ledger, base: string, w: number, stop: { now: boolea
       JSON.stringify({ os: "linux", w, n, r: Math.random() }),
     );
     const big = n % 3 === 0;
-    const layerData = randomBytes(big ? 300_000 + n : 2_000 + n);
+    const layerData = mode.sharedLayers && n % 4 === 0
+      ? new TextEncoder().encode(`shared layer ${n % 3}`)
+      : randomBytes(big ? 300_000 + n : 2_000 + n);
     const cfg = await pushBlobMonolithic(ledger, base, ns, config);
     if (!cfg) return;
+    if (cfg === "refused") continue;
     const layer = big
       ? await pushBlobChunked(ledger, base, ns, layerData)
       : await pushBlobMonolithic(ledger, base, ns, layerData);
     if (!layer) return;
+    if (layer === "refused") continue;
     const body = new TextEncoder().encode(JSON.stringify({
       schemaVersion: 2,
       mediaType: OCI_MANIFEST,
@@ -164,10 +203,33 @@ async function work(ledger: Ledger, base: string, w: number, stop: { now: boolea
       return;
     }
     await r.body?.cancel();
+    if (r.status === 503) {
+      st.possible.delete(digest);
+      continue;
+    }
     if (r.status !== 201) throw new Error(`PUT manifest: ${r.status}`);
     assert.equal(r.headers.get("docker-content-digest"), digest);
     ledger.images.set(digest, rec);
+    const old = [...st.possible].find((d) => d !== null && d !== digest);
     st.possible = new Set([digest]);
+    if (mode.deleteOld && old && ![...ledger.tags.values()].some((x) => x.possible.has(old))) {
+      const d = await call(ledger, "DELETE", `${base}/v2/${ns}/manifests/${old}`);
+      if (!d) return;
+      await d.body?.cancel();
+      if (d.status !== 202 && d.status !== 404) throw new Error(`DELETE revision: ${d.status}`);
+      // Its blobs stay owned by the namespace until deleted too; then scrub may reclaim them.
+      for (const b of ledger.images.get(old)?.blobs ?? []) {
+        const shared = [...ledger.images.values()].some((i) =>
+          i.digest !== old && i.blobs.some((x) => x.digest === b.digest)
+        );
+        if (shared) continue;
+        const bd = await call(ledger, "DELETE", `${base}/v2/${ns}/blobs/${b.digest}`);
+        if (!bd) return;
+        await bd.body?.cancel();
+        if (bd.status !== 202 && bd.status !== 404) throw new Error(`DELETE blob: ${bd.status}`);
+        ledger.orphaned.add(b.digest);
+      }
+    }
   }
 }
 
@@ -206,49 +268,101 @@ async function verify(ledger: Ledger, s: TestServer, when: string) {
   }
 }
 
-Deno.test({
-  name: "crash: SIGKILL during concurrent pushes, tag moves and deletes loses nothing acknowledged",
-  ...serverTestOpts,
-  async fn(t) {
-    const dataDir = await Deno.makeTempDir({ prefix: "wharf-crash-" });
-    const ledger = new Ledger();
-    const config = "[global.scrub]\ngrace_secs = 0\n";
-    try {
-      for (let cycle = 0; cycle < CYCLES; cycle++) {
-        const s = await startServer({ dataDir, config });
-        if (cycle > 0) await verify(ledger, s, `after crash ${cycle}`);
-        const stop = { now: false };
-        const workers = Array.from({ length: WORKERS }, (_, w) => worker(ledger, s.url, w, stop));
-        await new Promise((r) => setTimeout(r, 400 + Math.random() * 900));
-        await s.kill();
-        stop.now = true;
-        await Promise.all(workers);
-      }
+/**
+ * CYCLES times: start on the same data, run WORKERS clients for a random while, SIGKILL;
+ * then check every acknowledged write on a final server (`finalConfig`).
+ */
+async function crashCycles(
+  t: Deno.TestContext,
+  mode: Mode,
+  config: string,
+  finalConfig: string,
+  finalScrub: boolean,
+) {
+  const dataDir = await Deno.makeTempDir({ prefix: "wharf-crash-" });
+  const ledger = new Ledger();
+  try {
+    for (let cycle = 0; cycle < CYCLES; cycle++) {
       const s = await startServer({ dataDir, config });
-      try {
-        await t.step(
-          "acknowledged writes survive every crash, in-flight ones are all-or-nothing",
-          () => verify(ledger, s, "after the last crash"),
-        );
+      if (cycle > 0) await verify(ledger, s, `after crash ${cycle}`);
+      const stop = { now: false };
+      const workers = Array.from(
+        { length: WORKERS },
+        (_, w) => worker(ledger, s.url, w, stop, mode),
+      );
+      await new Promise((r) => setTimeout(r, mode.runMs[0] + Math.random() * mode.runMs[1]));
+      await s.kill();
+      stop.now = true;
+      await Promise.all(workers);
+    }
+    const s = await startServer({ dataDir, config: finalConfig });
+    try {
+      await t.step(
+        "acknowledged writes survive every crash, in-flight ones are all-or-nothing",
+        () => verify(ledger, s, "after the last crash"),
+      );
+      if (finalScrub) {
         await t.step("a scrub after the crashes keeps everything reachable", async () => {
           const out = await runCli(s, "scrub");
           assert.equal(out.code, 0, out.stderr);
           await verify(ledger, s, "after scrub");
         });
-        await t.step("no request got a 5xx or another unexpected answer", () => {
-          assert.deepEqual(ledger.fiveXX, []);
-          assert.deepEqual(ledger.errors, []);
-        });
-        await t.step("the workload did real work", () => {
-          const held = [...ledger.tags.values()].filter((x) => !x.possible.has(null)).length;
-          assert.ok(ledger.images.size >= 10, `only ${ledger.images.size} images pushed`);
-          assert.ok(held >= 4, `only ${held} tags hold an image`);
-        });
-      } finally {
-        await s.stop();
       }
+      await t.step("no request got a 5xx or another unexpected answer", () => {
+        assert.deepEqual(ledger.fiveXX, []);
+        assert.deepEqual(ledger.errors, []);
+      });
+      if (mode.deleteOld) {
+        await t.step("the killed servers' scrubs reclaimed deleted revisions' blobs", async () => {
+          let gone = 0;
+          for (const d of ledger.orphaned) {
+            const [alg, hex] = d.split(":");
+            const path = `${s.dataDir}/blobs/blobs/${alg}/${hex.slice(0, 2)}/${hex}`;
+            if (!(await Deno.stat(path).then(() => true, () => false))) gone++;
+          }
+          assert.ok(gone > 0, `none of ${ledger.orphaned.size} orphaned blobs was reclaimed`);
+        });
+      }
+      await t.step("the workload did real work", () => {
+        const held = [...ledger.tags.values()].filter((x) => !x.possible.has(null)).length;
+        assert.ok(ledger.images.size >= 10, `only ${ledger.images.size} images pushed`);
+        assert.ok(held >= 4, `only ${held} tags hold an image`);
+      });
     } finally {
-      await Deno.remove(dataDir, { recursive: true }).catch(() => {});
+      await s.stop();
     }
-  },
+  } finally {
+    await Deno.remove(dataDir, { recursive: true }).catch(() => {});
+  }
+}
+
+const NO_GRACE = "[global.scrub]\ngrace_secs = 0\n";
+
+Deno.test({
+  name: "crash: SIGKILL during concurrent pushes, tag moves and deletes loses nothing acknowledged",
+  ...serverTestOpts,
+  fn: (t) =>
+    crashCycles(
+      t,
+      { sharedLayers: false, deleteOld: false, runMs: [400, 900] },
+      NO_GRACE,
+      NO_GRACE,
+      true,
+    ),
+});
+
+Deno.test({
+  name: "crash: SIGKILL while the server's own scrub reclaims deleted revisions' blobs",
+  ...serverTestOpts,
+  // A scrub every second with no grace, revisions deleted as tags move, and layers shared across
+  // clients: kills land inside reclamations, and pushes meet digests being reclaimed (503). The
+  // final server runs no scrub: the killed one's lease would hold a CLI scrub off for minutes.
+  fn: (t) =>
+    crashCycles(
+      t,
+      { sharedLayers: true, deleteOld: true, runMs: [1200, 1200] },
+      "[global.scrub]\ninterval_secs = 1\ngrace_secs = 0\n",
+      NO_GRACE,
+      false,
+    ),
 });

@@ -1,7 +1,7 @@
 // Blob ownership: which namespaces may read which digests.
 import { RegistryError } from "../oci/errors.ts";
 import { type BlobRecord, K, type LinkRecord } from "./keys.ts";
-import { hasAny } from "./kv_util.ts";
+import { getAll, hasAny } from "./kv_util.ts";
 import { checkNotReclaiming, explainConflict, reclaimingError } from "./reclaim.ts";
 
 /** Whether the bytes of a digest are in the blob store right now. */
@@ -110,16 +110,44 @@ export class BlobMeta {
 
   /** SPEC: DELETE blob → 405 DENIED while a manifest of the namespace references it. */
   async unlink(ns: string, digest: string): Promise<void> {
-    const link = await this.kv.get<LinkRecord>(K.link(ns, digest));
-    if (!link.value) throw new RegistryError("BLOB_UNKNOWN", digest);
-    if (await hasAny(this.kv, K.brefs(ns, digest))) {
-      throw new RegistryError("DENIED", "blob is referenced by a manifest in this namespace", {
-        status: 405,
-      });
+    for (let attempt = 0; attempt < RESERVED_WRITE_ATTEMPTS; attempt++) {
+      const link = await this.kv.get<LinkRecord>(K.link(ns, digest));
+      if (!link.value) throw new RegistryError("BLOB_UNKNOWN", digest);
+      if (await hasAny(this.kv, K.brefs(ns, digest))) {
+        throw new RegistryError("DENIED", "blob is referenced by a manifest in this namespace", {
+          status: 405,
+        });
+      }
+      // A manifest commit that references the blob rewrites its link (see ownedLinks), so the
+      // check fails if one landed after the scan above; unlinkver tells manifest commits that
+      // read the link before this one that it is gone.
+      const r = await this.kv.atomic().check(link).delete(K.link(ns, digest)).delete(
+        K.owner(digest, ns),
+      ).set(K.unlinkver(ns), true).commit();
+      if (r.ok) return;
     }
-    const r = await this.kv.atomic().check(link).delete(K.link(ns, digest)).delete(
-      K.owner(digest, ns),
-    ).commit();
-    if (!r.ok) throw new RegistryError("BLOB_UNKNOWN", digest);
+    throw new RegistryError("INTERNAL_ERROR", "blob delete kept conflicting", { status: 503 });
   }
+
+  /**
+   * For a manifest commit that requires its blobs to be owned (allow_missing_manifest_references
+   * = false): reads the namespace's unlinkver and every referenced link, MANIFEST_BLOB_UNKNOWN if
+   * one is missing. The commit checks unlinkver and rewrites the links, so it and a concurrent
+   * blob delete cannot both succeed (the delete would leave the manifest pointing at a blob the
+   * namespace no longer owns).
+   */
+  async ownedLinks(ns: string, digests: string[]): Promise<OwnedLinks> {
+    const version = await this.kv.get(K.unlinkver(ns));
+    const links = await getAll<LinkRecord>(this.kv, digests.map((d) => K.link(ns, d)));
+    links.forEach((l, i) => {
+      if (!l.value) throw new RegistryError("MANIFEST_BLOB_UNKNOWN", digests[i]);
+    });
+    return { version, links: links as Deno.KvEntry<LinkRecord>[] };
+  }
+}
+
+/** What `BlobMeta.ownedLinks` read, for the manifest commit to guard on. */
+export interface OwnedLinks {
+  version: Deno.KvEntryMaybe<unknown>;
+  links: Deno.KvEntry<LinkRecord>[];
 }

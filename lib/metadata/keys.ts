@@ -8,6 +8,8 @@
 //   tagrev/<ns>/<digest>/<tag>            → true            tags pointing at a revision
 //   tagver/<ns>                           → true            rewritten by every tag change: its
 //                                                           versionstamp validates cached tag lists
+//   unlinkver/<ns>                        → true            rewritten by every blob delete in ns:
+//                                                           checked by strict-mode manifest commits
 //   bref/<ns>/<blob digest>/<manifest>    → true            a manifest of ns references the blob
 //   mref/<ns>/<child digest>/<index>      → Platform|null   an index of ns names the child manifest
 //   referrer/<ns>/<subject>/<digest>      → ReferrerRecord  a manifest of ns whose subject is <subject>
@@ -37,6 +39,7 @@ export const K = {
   tag: (ns: string, tag: string) => ["tag", ns, tag],
   tags: (ns: string) => ["tag", ns],
   tagver: (ns: string) => ["tagver", ns],
+  unlinkver: (ns: string) => ["unlinkver", ns],
   tagrev: (ns: string, digest: string, tag: string) => ["tagrev", ns, digest, tag],
   tagrevs: (ns: string, digest: string) => ["tagrev", ns, digest],
   bref: (ns: string, blob: string, manifest: string) => ["bref", ns, blob, manifest],

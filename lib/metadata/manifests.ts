@@ -5,7 +5,12 @@ import type { ParsedManifest } from "../oci/manifest.ts";
 import { K, type ReferrerRecord, type RevisionRecord, type TagRecord } from "./keys.ts";
 import { getAll, listAll, MAX_MUTATIONS, setInBatches } from "./kv_util.ts";
 import { checkNotReclaiming } from "./reclaim.ts";
-import { type BytesPlaced, reservationAfterConflict, RESERVED_WRITE_ATTEMPTS } from "./blobs.ts";
+import {
+  type BytesPlaced,
+  type OwnedLinks,
+  reservationAfterConflict,
+  RESERVED_WRITE_ATTEMPTS,
+} from "./blobs.ts";
 
 export interface TagGuard {
   /** throws to refuse moving/creating `tag` given what is stored now */
@@ -24,6 +29,11 @@ export interface ManifestWrite {
   reserved: string | null;
   /** whether the out-of-line body is still in the blob store (see reservationAfterConflict) */
   placed: BytesPlaced;
+  /**
+   * With allow_missing_manifest_references = false: reads (and requires) the namespace's links
+   * of every referenced blob, afresh on each attempt (BlobMeta.ownedLinks).
+   */
+  owned?: () => Promise<OwnedLinks>;
 }
 
 const REFERRER_ANNOTATIONS_MAX = 16 * 1024;
@@ -62,7 +72,8 @@ export class ManifestMeta {
     // A huge index would exceed KV's per-commit mutation limit. Its references are written
     // first: a reference without its revision only makes blob deletes refuse and scrub keep
     // bytes, never the reverse, and a retry of the push completes it.
-    const split = refs.length + 2 * w.tags.length + 4 > MAX_MUTATIONS;
+    const linkWrites = w.owned ? w.parsed.blobs.length : 0;
+    const split = refs.length + 2 * w.tags.length + 4 + linkWrites > MAX_MUTATIONS;
     if (split) await setInBatches(this.kv, refs);
     let reserved = w.reserved;
     for (let attempt = 0; attempt < RESERVED_WRITE_ATTEMPTS; attempt++) {
@@ -70,6 +81,7 @@ export class ManifestMeta {
         K.rev(ns, digest),
         ...w.tags.map((t) => K.tag(ns, t)),
       ]);
+      const owned = w.owned ? await w.owned() : null;
       const op = this.kv.atomic().check(rev);
       for (let i = 0; i < w.tags.length; i++) {
         const e = tagEntries[i] as Deno.KvEntryMaybe<TagRecord>;
@@ -92,6 +104,13 @@ export class ManifestMeta {
           checkNotReclaiming(op, digest);
         }
         if (!split) { for (const [k, v] of refs) op.set(k, v); }
+        if (owned && !split) {
+          // A blob delete in ns since `owned` was read fails this commit (unlinkver); rewriting
+          // each link fails a blob delete that read it before this commit. (A manifest too big
+          // for one commit goes without this guard.)
+          op.check(owned.version);
+          for (const l of owned.links) op.set(l.key, l.value);
+        }
         if (w.parsed.subject) op.set(K.referrer(ns, w.parsed.subject, digest), referrerRecord(w));
       }
       op.set(K.ns(ns), { at: Date.now() });

@@ -95,7 +95,8 @@ export class Manifests {
       digest = digestBytes("sha256", bytes);
       tags = [reference];
     }
-    if (!this.cfg.global.allowMissingManifestReferences) await this.requireReferences(ns, parsed);
+    const strict = !this.cfg.global.allowMissingManifestReferences;
+    if (strict) await this.requireChildren(ns, parsed);
     const record: RevisionRecord = {
       mediaType: parsed.mediaType,
       size: bytes.byteLength,
@@ -121,6 +122,7 @@ export class Manifests {
       tagCreatedAt: lww ?? Date.now(),
       reserved,
       placed: () => this.store.exists(digest),
+      owned: strict ? () => this.blobs.ownedLinks(ns, parsed.blobs) : undefined,
       guard: (tag, existing) => {
         if (!existing) return;
         if (lww !== null && existing.createdAt !== undefined && existing.createdAt > lww) {
@@ -137,11 +139,11 @@ export class Manifests {
     return { digest, subject: parsed.subject, tags };
   }
 
-  /** Rule 3: with allow_missing_manifest_references = false every reference must be readable. */
-  private async requireReferences(ns: string, parsed: ParsedManifest): Promise<void> {
-    for (const b of parsed.blobs) {
-      if (!(await this.blobs.link(ns, b))) throw new RegistryError("MANIFEST_BLOB_UNKNOWN", b);
-    }
+  /**
+   * Rule 3: with allow_missing_manifest_references = false every reference must be readable.
+   * Child manifests are checked here; blobs inside the commit (ManifestWrite.owned).
+   */
+  private async requireChildren(ns: string, parsed: ParsedManifest): Promise<void> {
     for (const c of parsed.children) {
       if (!(await this.meta.revision(ns, c.digest))) {
         throw new RegistryError("MANIFEST_BLOB_UNKNOWN", c.digest);

@@ -1,0 +1,88 @@
+// With allow_missing_manifest_references = false a manifest may only reference blobs its
+// namespace owns, and a blob delete is refused while a manifest references it. A manifest push
+// and a blob delete racing each other must not both succeed; both interleavings are forced here.
+import assert from "node:assert/strict";
+import { RegistryError } from "../oci/errors.ts";
+import { BlobMeta, K, ManifestMeta, type ManifestWrite } from "./mod.ts";
+import type { OwnedLinks } from "./blobs.ts";
+
+const NS = "race/ns";
+const BLOB = `sha256:${"b".repeat(64)}`;
+const CONFIG = `sha256:${"c".repeat(64)}`;
+const MANIFEST = `sha256:${"d".repeat(64)}`;
+
+async function withKv(
+  fn: (kv: Deno.Kv, blobs: BlobMeta, manifests: ManifestMeta) => Promise<void>,
+) {
+  const dir = await Deno.makeTempDir();
+  const kv = await Deno.openKv(`${dir}/kv`);
+  try {
+    const blobs = new BlobMeta(kv);
+    for (const d of [BLOB, CONFIG]) {
+      const reserved = await blobs.reserve(d, 10);
+      await blobs.addLink(NS, d, 10, reserved, () => Promise.resolve(true));
+    }
+    await fn(kv, blobs, new ManifestMeta(kv));
+  } finally {
+    kv.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
+function write(owned: () => Promise<OwnedLinks>): ManifestWrite {
+  return {
+    ns: NS,
+    digest: MANIFEST,
+    record: { mediaType: "application/vnd.oci.image.manifest.v1+json", size: 100, pushedAt: 1 },
+    parsed: {
+      mediaType: "application/vnd.oci.image.manifest.v1+json",
+      blobs: [CONFIG, BLOB],
+      children: [],
+    },
+    tags: ["t"],
+    tagCreatedAt: 1,
+    guard: () => {},
+    reserved: null,
+    placed: () => Promise.resolve(true),
+    owned,
+  };
+}
+
+Deno.test("a blob delete landing after the manifest read its links fails the manifest push", async () => {
+  await withKv(async (kv, blobs, manifests) => {
+    let calls = 0;
+    const owned = async () => {
+      const read = await blobs.ownedLinks(NS, [CONFIG, BLOB]);
+      // The delete lands between the manifest's reads and its commit.
+      if (calls++ === 0) await blobs.unlink(NS, BLOB);
+      return read;
+    };
+    await assert.rejects(
+      manifests.commit(write(owned)),
+      (e) => e instanceof RegistryError && e.code === "MANIFEST_BLOB_UNKNOWN",
+    );
+    assert.equal((await kv.get(K.rev(NS, MANIFEST))).value, null, "no revision was written");
+    assert.equal((await kv.get(K.tag(NS, "t"))).value, null, "no tag was written");
+  });
+});
+
+Deno.test("a manifest push landing after a blob delete scanned for references fails the delete", async () => {
+  await withKv(async (kv, blobs, manifests) => {
+    // What unlink read before its commit: the link, and no references yet.
+    const seen = await kv.get(K.link(NS, BLOB));
+    assert.equal(
+      await Array.fromAsync(kv.list({ prefix: K.brefs(NS, BLOB) })).then((l) => l.length),
+      0,
+    );
+    await manifests.commit(write(() => blobs.ownedLinks(NS, [CONFIG, BLOB])));
+    // The manifest commit rewrote the link, so unlink's guarded delete cannot go through…
+    const stale = await kv.atomic().check(seen).delete(K.link(NS, BLOB)).commit();
+    assert.equal(stale.ok, false);
+    // …and unlink, retrying, finds the reference and refuses.
+    await assert.rejects(
+      blobs.unlink(NS, BLOB),
+      (e) => e instanceof RegistryError && e.code === "DENIED" && e.status === 405,
+    );
+    assert.ok((await kv.get(K.link(NS, BLOB))).value, "the namespace still owns the blob");
+  });
+});

@@ -144,7 +144,11 @@ export class ScrubMeta {
 
   /** Reaps an index key unless a write touched the namespace since it was read. */
   async dropNamespace(e: Deno.KvEntry<unknown>): Promise<boolean> {
-    return (await this.kv.atomic().check(e).delete(e.key).commit()).ok;
+    const ns = e.key[1] as string;
+    // The namespace's version keys go with it: a later write creates them afresh.
+    return (await this.kv.atomic().check(e).delete(e.key).delete(K.tagver(ns)).delete(
+      K.unlinkver(ns),
+    ).commit()).ok;
   }
 
   private list<T>(prefix: Deno.KvKey): AsyncIterableIterator<Deno.KvEntry<T>> {

@@ -219,6 +219,8 @@ Deno.test("scrub: reaps index keys of emptied namespaces and repairs reverse key
     await pushManifest(reg, "e/kept", "v1", []);
     await reg.manifests.delete("e/gone", digest, null);
     assert.ok((await kv.get(K.ns("e/gone"))).value, "index key outlives the content");
+    assert.ok((await kv.get(K.tagver("e/gone"))).value, "so does its tag-list version");
+    await kv.set(K.unlinkver("e/gone"), true); // as a blob delete there would have left it
 
     // Damage derivable keys: a missing owner and a bogus one.
     await kv.delete(K.owner(layer, "e/gone"));
@@ -228,7 +230,10 @@ Deno.test("scrub: reaps index keys of emptied namespaces and repairs reverse key
     assert.equal(s!.namespaces, 1);
     assert.equal(s!.repaired, 2);
     assert.equal((await kv.get(K.ns("e/gone"))).value, null);
+    assert.equal((await kv.get(K.tagver("e/gone"))).value, null, "version keys go with it");
+    assert.equal((await kv.get(K.unlinkver("e/gone"))).value, null);
     assert.ok((await kv.get(K.ns("e/kept"))).value);
+    assert.ok((await kv.get(K.tagver("e/kept"))).value);
     assert.ok((await kv.get(K.owner(layer, "e/gone"))).value);
     assert.equal((await kv.get(K.owner(layer, "nowhere/ns"))).value, null);
     assert.equal((await scrub())!.repaired, 0, "a second pass finds nothing to repair");

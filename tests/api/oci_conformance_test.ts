@@ -1518,6 +1518,39 @@ async function earlyUpToTagsList(t: Deno.TestContext, s: TestServer, ns: string,
 }
 
 /** 07/08 "GET request to tags list should reflect manifest deletion", with SPEC's answer. */
+/** The restructured set's blob delete checks (08/09), shared by both of its orderings. */
+async function earlyBlobDelete(t: Deno.TestContext, s: TestServer, ns: string, digest: string) {
+  await t.step("Blob Delete", async (t) => {
+    await t.step("DELETE request to blob URL should yield 202 response", async () => {
+      status(await del(s, ns, "blobs", digest), [202], "DELETE");
+    });
+    await t.step("GET request to deleted blob URL should yield 404 response", async () => {
+      status(await send(s, "GET", `/v2/${ns}/blobs/${digest}`), [404], "GET");
+    });
+  });
+}
+
+/** Delete by digest, then the 404 and tag-list checks (07/08), under the release's own title. */
+async function earlyManifestDelete(
+  t: Deno.TestContext,
+  s: TestServer,
+  ns: string,
+  digest: string,
+  numTags: number,
+  title: string,
+) {
+  await t.step(title, async () => {
+    status(await del(s, ns, "manifests", digest), [202], "DELETE");
+  });
+  await t.step("GET request to deleted manifest URL should yield 404 response", async () => {
+    status(await send(s, "GET", `/v2/${ns}/manifests/${digest}`), [404], "GET");
+  });
+  await t.step(
+    "SPEC: GET request to tags list should reflect manifest deletion (404 NAME_UNKNOWN)",
+    () => earlyTagsAfterDelete(s, ns, numTags),
+  );
+}
+
 async function earlyTagsAfterDelete(s: TestServer, ns: string, numTags: number) {
   // The suite expects 200 with fewer tags; the only manifest is gone, so SPEC §Tags answers
   // 404 NAME_UNKNOWN for the now contentless namespace.
@@ -1571,28 +1604,16 @@ Deno.test({
           });
           status(r, [200], "GET");
         });
-        await t.step(
+        await earlyManifestDelete(
+          t,
+          s,
+          ns,
+          d.manifest.digest,
+          numTags,
           "DELETE request to manifest URL (digest) should yield 202 response",
-          async () => {
-            status(await del(s, ns, "manifests", d.manifest.digest), [202], "DELETE");
-          },
-        );
-        await t.step("GET request to deleted manifest URL should yield 404 response", async () => {
-          status(await send(s, "GET", `/v2/${ns}/manifests/${d.manifest.digest}`), [404], "GET");
-        });
-        await t.step(
-          "SPEC: GET request to tags list should reflect manifest deletion (404 NAME_UNKNOWN)",
-          () => earlyTagsAfterDelete(s, ns, numTags),
         );
       });
-      await t.step("Blob Delete", async (t) => {
-        await t.step("DELETE request to blob URL should yield 202 response", async () => {
-          status(await del(s, ns, "blobs", d.config.digest), [202], "DELETE");
-        });
-        await t.step("GET request to deleted blob URL should yield 404 response", async () => {
-          status(await send(s, "GET", `/v2/${ns}/blobs/${d.config.digest}`), [404], "GET");
-        });
-      });
+      await earlyBlobDelete(t, s, ns, d.config.digest);
     });
   },
 });
@@ -1606,25 +1627,16 @@ Deno.test({
       const d = await earlyData();
       const numTags = await earlyUpToTagsList(t, s, ns, d);
       await t.step("Manifest Delete", async (t) => {
-        await t.step("DELETE request to manifest URL should yield 202 response", async () => {
-          status(await del(s, ns, "manifests", d.manifest.digest), [202], "DELETE");
-        });
-        await t.step("GET request to deleted manifest URL should yield 404 response", async () => {
-          status(await send(s, "GET", `/v2/${ns}/manifests/${d.manifest.digest}`), [404], "GET");
-        });
-        await t.step(
-          "SPEC: GET request to tags list should reflect manifest deletion (404 NAME_UNKNOWN)",
-          () => earlyTagsAfterDelete(s, ns, numTags),
+        await earlyManifestDelete(
+          t,
+          s,
+          ns,
+          d.manifest.digest,
+          numTags,
+          "DELETE request to manifest URL should yield 202 response",
         );
       });
-      await t.step("Blob Delete", async (t) => {
-        await t.step("DELETE request to blob URL should yield 202 response", async () => {
-          status(await del(s, ns, "blobs", d.config.digest), [202], "DELETE");
-        });
-        await t.step("GET request to deleted blob URL should yield 404 response", async () => {
-          status(await send(s, "GET", `/v2/${ns}/blobs/${d.config.digest}`), [404], "GET");
-        });
-      });
+      await earlyBlobDelete(t, s, ns, d.config.digest);
     });
   },
 });

@@ -12,7 +12,9 @@ const ALLOWED: Record<string, string[]> = {
   streams: ["oci"],
   storage: ["oci", "config", "streams"],
   metadata: ["oci", "config"],
-  registry: ["oci", "config", "streams", "storage", "metadata"],
+  jobs: ["oci", "config"],
+  upstream: ["oci", "config", "streams"],
+  registry: ["oci", "config", "streams", "storage", "metadata", "jobs", "upstream"],
   policy: ["oci", "config"],
   auth: ["oci", "config"],
 };

@@ -4,9 +4,13 @@ import { parse as parseToml } from "smol-toml";
 import {
   type Config,
   defaultConfig,
+  JOB_QUEUES,
+  type JobQueueConfig,
   type PolicyConfig,
   type RepositoryConfig,
   type TlsConfig,
+  UPSTREAM_DEFAULTS,
+  type UpstreamConfig,
 } from "./schema.ts";
 import { isValidName } from "../oci/grammar.ts";
 
@@ -168,6 +172,7 @@ export function buildConfig(doc: Table, paths: string[]): Config {
     "listing_read_concurrency",
     "upload_timeout_secs",
     "scrub",
+    "job_queue",
   ]);
   cfg.global.maxBlobSize = r.int(g, "max_blob_size", "global", 1) ?? null;
   cfg.global.maxManifestSize = r.int(g, "max_manifest_size", "global", 1, 64 * 1024 * 1024) ??
@@ -191,6 +196,7 @@ export function buildConfig(doc: Table, paths: string[]): Config {
   cfg.global.scrub.intervalSecs = r.int(scrub, "interval_secs", "global.scrub", 1) ?? null;
   cfg.global.scrub.graceSecs = r.int(scrub, "grace_secs", "global.scrub", 0) ??
     cfg.global.scrub.graceSecs;
+  readJobQueue(r, r.table(g.job_queue, "global.job_queue"), cfg.global.jobQueue);
   readUi(r, r.table(doc.ui, "ui"), cfg);
 
   const repos = r.table(doc.repository, "repository");
@@ -199,7 +205,14 @@ export function buildConfig(doc: Table, paths: string[]): Config {
     const path = `repository."${name}"`;
     if (!isValidName(name)) r.fail(path, "not a valid repository name");
     const t = r.table(v, path);
-    r.only(t, path, ["immutable_tags", "immutable_tags_exclusions", "namespace", "access_policy"]);
+    r.only(t, path, [
+      "immutable_tags",
+      "immutable_tags_exclusions",
+      "namespace",
+      "access_policy",
+      "upstream",
+      "revalidate_secs",
+    ]);
     const rc: RepositoryConfig = {
       name,
       accessPolicy: readPolicy(r, t.access_policy, `${path}.access_policy`),
@@ -207,6 +220,13 @@ export function buildConfig(doc: Table, paths: string[]): Config {
       immutableTagsExclusions: r.regexes(t, "immutable_tags_exclusions", path),
       namespace: r.str(t, "namespace", path),
     };
+    const upstreams = readUpstreams(r, t.upstream, `${path}.upstream`);
+    if (upstreams.list.length > 0) {
+      rc.upstreams = upstreams.list;
+      rc.revalidateSecs = r.int(t, "revalidate_secs", path, 0) ?? upstreams.revalidateSecs ?? 0;
+    } else if (t.revalidate_secs !== undefined) {
+      r.fail(`${path}.revalidate_secs`, "only applies to a repository with upstreams");
+    }
     if (rc.namespace !== undefined) {
       if (rc.namespace === "") r.fail(`${path}.namespace`, "must not be empty");
       const other = namespaces.get(rc.namespace);
@@ -218,6 +238,83 @@ export function buildConfig(doc: Table, paths: string[]): Config {
     cfg.repositories.set(name, rc);
   }
   return cfg;
+}
+
+function readJobQueue(r: Reader, t: Table, out: JobQueueConfig): void {
+  const path = "global.job_queue";
+  r.only(t, path, [
+    "max_attempts",
+    "backoff_min_ms",
+    "backoff_max_ms",
+    "lease_secs",
+    "poll_interval_ms",
+    "concurrency",
+  ]);
+  out.maxAttempts = r.int(t, "max_attempts", path, 1, 1000) ?? out.maxAttempts;
+  out.backoffMinMs = r.int(t, "backoff_min_ms", path, 1, 86_400_000) ?? out.backoffMinMs;
+  out.backoffMaxMs = r.int(t, "backoff_max_ms", path, 1, 86_400_000) ?? out.backoffMaxMs;
+  if (out.backoffMaxMs < out.backoffMinMs) {
+    r.fail(`${path}.backoff_max_ms`, "must not be below backoff_min_ms");
+  }
+  out.leaseSecs = r.int(t, "lease_secs", path, 1, 3600) ?? out.leaseSecs;
+  out.pollIntervalMs = r.int(t, "poll_interval_ms", path, 10, 600_000) ?? out.pollIntervalMs;
+  const c = r.table(t.concurrency, `${path}.concurrency`);
+  r.only(c, `${path}.concurrency`, [...JOB_QUEUES]);
+  for (const q of JOB_QUEUES) {
+    out.concurrency[q] = r.int(c, q, `${path}.concurrency`, 0, 256) ?? out.concurrency[q];
+  }
+}
+
+/** `[[repository."<name>".upstream]]`: a list of tables (a single table is taken as one). */
+function readUpstreams(
+  r: Reader,
+  v: unknown,
+  path: string,
+): { list: UpstreamConfig[]; revalidateSecs?: number } {
+  if (v === undefined) return { list: [] };
+  const items = Array.isArray(v) ? v : [v];
+  let revalidateSecs: number | undefined;
+  const list = items.map((item, i) => {
+    const p = `${path}[${i}]`;
+    const t = r.table(item, p);
+    r.only(t, p, [
+      "url",
+      "username",
+      "password",
+      "ca_bundle",
+      "connect_timeout_secs",
+      "read_timeout_secs",
+      "max_redirects",
+      "revalidate_secs",
+    ]);
+    const url = r.str(t, "url", p);
+    if (!url || !isUrl(url)) r.fail(`${p}.url`, "must be an http(s) URL");
+    const u = new URL(url);
+    if (u.search || u.hash || u.username || u.password) {
+      r.fail(`${p}.url`, "must not carry a query, fragment or credentials");
+    }
+    const username = r.str(t, "username", p) ?? null;
+    const password = r.str(t, "password", p) ?? null;
+    if ((username === null) !== (password === null)) {
+      r.fail(
+        `${p}.${username === null ? "username" : "password"}`,
+        "username and password go together",
+      );
+    }
+    revalidateSecs ??= r.int(t, "revalidate_secs", p, 0);
+    return {
+      url: url.replace(/\/+$/, ""),
+      username,
+      password,
+      caBundle: r.str(t, "ca_bundle", p) ?? null,
+      connectTimeoutSecs: r.int(t, "connect_timeout_secs", p, 1, 3600) ??
+        UPSTREAM_DEFAULTS.connectTimeoutSecs,
+      readTimeoutSecs: r.int(t, "read_timeout_secs", p, 1, 86400) ??
+        UPSTREAM_DEFAULTS.readTimeoutSecs,
+      maxRedirects: r.int(t, "max_redirects", p, 0, 20) ?? UPSTREAM_DEFAULTS.maxRedirects,
+    };
+  });
+  return { list, revalidateSecs };
 }
 
 function readUi(r: Reader, ui: Table, cfg: Config): void {

@@ -32,6 +32,43 @@ Deno.test("later files win key by key", async () => {
   await Deno.remove(dir, { recursive: true });
 });
 
+Deno.test("upstreams and the job queue are read with their defaults", () => {
+  const c = buildConfig({
+    global: { job_queue: { max_attempts: 3, concurrency: { cache: 8, index: 0 } } },
+    repository: {
+      hub: {
+        revalidate_secs: 60,
+        upstream: [
+          { url: "https://registry-1.docker.io/", username: "u", password: "p" },
+          { url: "https://mirror.example/v", connect_timeout_secs: 2, revalidate_secs: 9 },
+        ],
+      },
+      gh: { upstream: { url: "https://ghcr.io", revalidate_secs: 7 } },
+      local: {},
+    },
+  }, []);
+  assert.equal(c.global.jobQueue.maxAttempts, 3);
+  assert.deepEqual(c.global.jobQueue.concurrency, { cache: 8, replication: 2, scan: 1, index: 0 });
+  assert.equal(c.global.jobQueue.leaseSecs, 30);
+  const hub = c.repositories.get("hub")!;
+  assert.equal(hub.revalidateSecs, 60);
+  assert.deepEqual(hub.upstreams![0], {
+    url: "https://registry-1.docker.io",
+    username: "u",
+    password: "p",
+    caBundle: null,
+    connectTimeoutSecs: 30,
+    readTimeoutSecs: 300,
+    maxRedirects: 5,
+  });
+  assert.equal(hub.upstreams![1].connectTimeoutSecs, 2);
+  assert.equal(c.repositories.get("gh")!.revalidateSecs, 7, "an upstream's revalidate_secs");
+  assert.equal(c.repositories.get("local")!.upstreams, undefined);
+  assert.equal(defaultsOf().global.jobQueue.concurrency.index, 1, "defaults are not shared");
+});
+
+const defaultsOf = () => buildConfig({}, []);
+
 Deno.test("invalid config names the key and the file", async () => {
   const dir = await Deno.makeTempDir();
   const bad: [string, RegExp][] = [
@@ -66,6 +103,25 @@ Deno.test("invalid config names the key and the file", async () => {
     [
       `[repository."a".access_policy]\ndefault = "nope"\n`,
       /repository\."a"\.access_policy\.default/,
+    ],
+    [`[[repository."hub".upstream]]\nurl = "ftp://x"\n`, /repository\."hub"\.upstream\[0\]\.url/],
+    [
+      `[[repository."hub".upstream]]\nurl = "https://x"\nusername = "u"\n`,
+      /upstream\[0\]\.password: username and password go together/,
+    ],
+    [
+      `[[repository."hub".upstream]]\nurl = "https://x"\nproxy = 1\n`,
+      /upstream\[0\]\.proxy: unknown key/,
+    ],
+    [`[repository."hub"]\nrevalidate_secs = 5\n`, /revalidate_secs: only applies to a repository/],
+    [`[global.job_queue]\nmax_attempts = 0\n`, /global\.job_queue\.max_attempts/],
+    [
+      `[global.job_queue.concurrency]\nmail = 1\n`,
+      /global\.job_queue\.concurrency\.mail: unknown key/,
+    ],
+    [
+      `[global.job_queue]\nbackoff_min_ms = 500\nbackoff_max_ms = 100\n`,
+      /backoff_max_ms: must not be below backoff_min_ms/,
     ],
   ];
   for (const [text, re] of bad) {

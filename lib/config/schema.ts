@@ -40,6 +40,38 @@ export interface TokenServiceConfig {
   ttlSecs: number;
 }
 
+/** One `[[repository."<name>".upstream]]` entry of a pull-through cache. */
+export interface UpstreamConfig {
+  /** base URL; a path replaces the repository prefix (`<path>/x`), a bare host drops it (`x`) */
+  url: string;
+  username: string | null;
+  password: string | null;
+  /** PEM file of extra CAs to trust for this upstream */
+  caBundle: string | null;
+  /** until response headers arrive */
+  connectTimeoutSecs: number;
+  /** longest stall between two reads of a body */
+  readTimeoutSecs: number;
+  /** redirects followed per request (blob downloads are often redirected to a CDN) */
+  maxRedirects: number;
+}
+
+export const JOB_QUEUES = ["cache", "replication", "scan", "index"] as const;
+export type QueueName = typeof JOB_QUEUES[number];
+
+export interface JobQueueConfig {
+  /** attempts before a job is dead-lettered */
+  maxAttempts: number;
+  backoffMinMs: number;
+  backoffMaxMs: number;
+  /** a claimed job's lease; renewed while it runs, taken over once expired */
+  leaseSecs: number;
+  /** how often an idle worker lists a queue's due jobs */
+  pollIntervalMs: number;
+  /** jobs of a queue run at once per process (0: this process does not drain it) */
+  concurrency: Record<QueueName, number>;
+}
+
 export interface RepositoryConfig {
   name: string;
   accessPolicy?: PolicyConfig;
@@ -47,6 +79,10 @@ export interface RepositoryConfig {
   immutableTagsExclusions?: RegExp[];
   /** the `?ns=` value this repository serves */
   namespace?: string;
+  /** pull-through cache: upstreams tried in order; empty = a hosted repository */
+  upstreams?: UpstreamConfig[];
+  /** a mutable cached tag checked against the upstream this recently is served without a HEAD */
+  revalidateSecs?: number;
 }
 
 export interface Config {
@@ -88,6 +124,7 @@ export interface Config {
       /** unreferenced bytes younger than this are kept (an upload may be about to use them) */
       graceSecs: number;
     };
+    jobQueue: JobQueueConfig;
   };
   ui: {
     name: string;
@@ -120,9 +157,27 @@ export function defaultConfig(): Config {
       listingReadConcurrency: 16,
       uploadTimeoutSecs: 86400,
       scrub: { intervalSecs: null, graceSecs: 300 },
+      jobQueue: defaultJobQueue(),
     },
     ui: { name: "Wharf", oidc: null },
     repositories: new Map(),
     sources: [],
   };
 }
+
+export function defaultJobQueue(): JobQueueConfig {
+  return {
+    maxAttempts: 5,
+    backoffMinMs: 500,
+    backoffMaxMs: 60_000,
+    leaseSecs: 30,
+    pollIntervalMs: 1000,
+    concurrency: { cache: 4, replication: 2, scan: 1, index: 1 },
+  };
+}
+
+export const UPSTREAM_DEFAULTS = {
+  connectTimeoutSecs: 30,
+  readTimeoutSecs: 300,
+  maxRedirects: 5,
+} as const;

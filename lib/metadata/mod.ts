@@ -1,4 +1,5 @@
 import { withBusyRetry } from "./kv_busy.ts";
+import { strictIfRequested } from "./kv_limits.ts";
 export * from "./keys.ts";
 export { BlobMeta } from "./blobs.ts";
 export { ManifestMeta, type ManifestWrite } from "./manifests.ts";
@@ -10,7 +11,7 @@ export async function openMetadata(path: string): Promise<Deno.Kv> {
     const dir = path.includes("/") ? path.slice(0, path.lastIndexOf("/")) : ".";
     if (dir) await Deno.mkdir(dir, { recursive: true });
   }
-  const kv = await Deno.openKv(path);
+  const kv = strictIfRequested(await Deno.openKv(path));
   // A remote KV (KV Connect) serialises writers itself; a local file needs the busy retry.
   return /^https?:\/\//.test(path) ? kv : withBusyRetry(kv);
 }
@@ -27,3 +28,16 @@ export {
   sweepPullHistory,
 } from "./pulls.ts";
 export { SvcMeta } from "./svc_reads.ts";
+export {
+  addPlanned,
+  CommitBudget,
+  commitInBatches,
+  enforceKvLimits,
+  keySize,
+  KV_LIMIT_MARKER,
+  KV_LIMITS,
+  KvLimitError,
+  type PlannedMutation,
+  valueSize,
+} from "./kv_limits.ts";
+export { withBusyRetry } from "./kv_busy.ts";

@@ -2,6 +2,7 @@
 // and reads the bound port from its startup line. Used by every API and e2e test.
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { KV_LIMIT_MARKER } from "../../lib/metadata/mod.ts";
 
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 
@@ -51,7 +52,7 @@ ${opts.config ?? ""}
     cwd: ROOT,
     stdout: "piped",
     stderr: "piped",
-    env: { RUST_BACKTRACE: "0", NO_COLOR: "1" },
+    env: { RUST_BACKTRACE: "0", NO_COLOR: "1", WHARF_STRICT_KV_LIMITS: "1" },
   }).spawn();
   let out = "";
   let scheme = "http";
@@ -93,6 +94,7 @@ ${opts.config ?? ""}
     } catch { /* already gone */ }
     await status;
     await pumps;
+    assertNoKvLimitViolation(out);
   };
   return {
     url: `${scheme}://127.0.0.1:${port}`,
@@ -103,6 +105,16 @@ ${opts.config ?? ""}
     kill: () => finish("SIGKILL"),
     output: () => out,
   };
+}
+
+/**
+ * Every test server runs with WHARF_STRICT_KV_LIMITS=1 (the test task sets it): a commit past
+ * the strictest KV backend's limits is refused and printed with this marker, and the test that
+ * ran the server fails here even if the request's 500 went unnoticed.
+ */
+export function assertNoKvLimitViolation(output: string): void {
+  const i = output.indexOf(KV_LIMIT_MARKER);
+  if (i >= 0) throw new Error(`the server broke a KV limit:\n${output.slice(i, i + 2000)}`);
 }
 
 /** Starts a server, runs `fn`, always stops it and removes the data dir. */
@@ -193,8 +205,9 @@ export async function runCli(
       s.configPath,
     ],
     cwd: ROOT,
-    env: { RUST_BACKTRACE: "0", NO_COLOR: "1" },
+    env: { RUST_BACKTRACE: "0", NO_COLOR: "1", WHARF_STRICT_KV_LIMITS: "1" },
   }).output();
   const dec = new TextDecoder();
+  assertNoKvLimitViolation(dec.decode(out.stderr));
   return { code: out.code, stdout: dec.decode(out.stdout), stderr: dec.decode(out.stderr) };
 }

@@ -1,0 +1,270 @@
+// The limits of the strictest Deno KV backend Wharf runs on (Deno Deploy, a self-hosted
+// `denokv`, a local file), and the arithmetic to stay within them. The local SQLite backend
+// allows 100 checks per commit, the others 10, so a commit that passes here can still fail
+// there: every commit is planned against KV_LIMITS, and tests run the whole suite under
+// `enforceKvLimits`, which fails any commit past them.
+//
+// Sizes follow Deno's own accounting (ext/kv): a commit's "total key size" counts the keys of
+// value-carrying mutations (set, sum, min, max); its "total mutation size" counts every check
+// and mutation key, plus each value-carrying mutation's key and value once more.
+import { serialize } from "node:v8";
+
+export const KV_LIMITS = {
+  checks: 10,
+  mutations: 1000,
+  /** keys of value-carrying mutations, per commit */
+  keyBytes: 80 * 1024,
+  /** keys and values, per commit */
+  totalBytes: 800 * 1024,
+  valueBytes: 64 * 1024,
+  keyMax: 2048,
+} as const;
+
+const utf8 = new TextEncoder();
+
+function zeros(b: Uint8Array): number {
+  let n = 0;
+  for (const x of b) if (x === 0) n++;
+  return n;
+}
+
+/** Bytes of a key in KV's tuple encoding (strings and bytes escape NUL, numbers take 9). */
+export function keySize(key: Deno.KvKey): number {
+  let n = 0;
+  for (const part of key) {
+    if (typeof part === "string") {
+      const b = utf8.encode(part);
+      n += 2 + b.byteLength + zeros(b);
+    } else if (part instanceof Uint8Array) n += 2 + part.byteLength + zeros(part);
+    else if (typeof part === "number") n += 9;
+    else if (typeof part === "bigint") n += 2 + Math.ceil(part.toString(16).length / 2);
+    else n += 1;
+  }
+  return n;
+}
+
+/** Bytes of a stored value: raw for bytes, 8 for a KvU64, V8 serialization otherwise. */
+export function valueSize(v: unknown): number {
+  if (v instanceof Uint8Array) return v.byteLength;
+  if (v instanceof Deno.KvU64) return 8;
+  return serialize(v).byteLength;
+}
+
+/**
+ * Tracks what one atomic commit would carry, so callers can fill a commit up to the limits
+ * and start another. `reserve` keeps room for mutations the caller adds later.
+ */
+export class CommitBudget {
+  checks = 0;
+  mutations = 0;
+  keyBytes = 0;
+  totalBytes = 0;
+
+  constructor(private readonly reserve = { checks: 0, mutations: 0, keyBytes: 0, totalBytes: 0 }) {}
+
+  private fits(checks: number, mutations: number, keyBytes: number, totalBytes: number): boolean {
+    const r = this.reserve;
+    return this.checks + checks + r.checks <= KV_LIMITS.checks &&
+      this.mutations + mutations + r.mutations <= KV_LIMITS.mutations &&
+      this.keyBytes + keyBytes + r.keyBytes <= KV_LIMITS.keyBytes &&
+      this.totalBytes + totalBytes + r.totalBytes <= KV_LIMITS.totalBytes;
+  }
+
+  /** Counts a check if it fits; false (nothing counted) otherwise. */
+  check(key: Deno.KvKey): boolean {
+    const k = keySize(key);
+    if (!this.fits(1, 0, 0, k)) return false;
+    this.checks++;
+    this.totalBytes += k;
+    return true;
+  }
+
+  /** Counts a set (or sum/min/max) of `value` under `key` if it fits. */
+  set(key: Deno.KvKey, value: unknown): boolean {
+    const k = keySize(key);
+    const t = 2 * k + valueSize(value);
+    if (!this.fits(0, 1, k, t)) return false;
+    this.mutations++;
+    this.keyBytes += k;
+    this.totalBytes += t;
+    return true;
+  }
+
+  delete(key: Deno.KvKey): boolean {
+    const k = keySize(key);
+    if (!this.fits(0, 1, 0, k)) return false;
+    this.mutations++;
+    this.totalBytes += k;
+    return true;
+  }
+
+  /** Whether this budget's commit is within every limit (for a caller that over-filled). */
+  get within(): boolean {
+    return this.fits(0, 0, 0, 0);
+  }
+}
+
+/** A planned mutation, for code that splits a large change into budgeted commits. */
+export type PlannedMutation =
+  | { kind: "set"; key: Deno.KvKey; value: unknown }
+  | { kind: "delete"; key: Deno.KvKey };
+
+/** Adds `m` to `op` if `budget` has room; false (nothing added) otherwise. */
+export function addPlanned(
+  op: Deno.AtomicOperation,
+  budget: CommitBudget,
+  m: PlannedMutation,
+): boolean {
+  if (m.kind === "set") {
+    if (!budget.set(m.key, m.value)) return false;
+    op.set(m.key, m.value);
+  } else {
+    if (!budget.delete(m.key)) return false;
+    op.delete(m.key);
+  }
+  return true;
+}
+
+/**
+ * Applies independent mutations in as few commits as the limits allow (no checks: each one
+ * stands alone, so the order of commits is the caller's safe order).
+ */
+export async function commitInBatches(kv: Deno.Kv, mutations: PlannedMutation[]): Promise<void> {
+  let i = 0;
+  while (i < mutations.length) {
+    const op = kv.atomic();
+    const budget = new CommitBudget();
+    const start = i;
+    while (i < mutations.length && addPlanned(op, budget, mutations[i])) i++;
+    if (i === start) throw new KvLimitError("a single mutation exceeds KV's per-commit limits");
+    if (!(await op.commit()).ok) throw new Error("batched KV write failed");
+  }
+}
+
+export class KvLimitError extends Error {}
+
+interface Recorded {
+  checks: Deno.KvKey[];
+  sets: [Deno.KvKey, unknown][];
+  deletes: Deno.KvKey[];
+}
+
+/** What is wrong with a commit under KV_LIMITS, or null. */
+export function describeViolation(r: Recorded): string | null {
+  const problems: string[] = [];
+  let keyBytes = 0;
+  let total = 0;
+  for (const k of r.checks) total += keySize(k);
+  for (const k of r.deletes) total += keySize(k);
+  for (const [k, v] of r.sets) {
+    const ks = keySize(k);
+    const vs = valueSize(v);
+    if (ks > KV_LIMITS.keyMax) problems.push(`key of ${ks} bytes (${String(k[0])}/…)`);
+    if (vs > KV_LIMITS.valueBytes) problems.push(`value of ${vs} bytes under ${String(k[0])}/…`);
+    keyBytes += ks;
+    total += 2 * ks + vs;
+  }
+  const mutations = r.sets.length + r.deletes.length;
+  if (r.checks.length > KV_LIMITS.checks) {
+    const kinds = [...new Set(r.checks.map((k) => String(k[0])))].join(",");
+    problems.push(`${r.checks.length} checks (${kinds})`);
+  }
+  if (mutations > KV_LIMITS.mutations) problems.push(`${mutations} mutations`);
+  if (keyBytes > KV_LIMITS.keyBytes) problems.push(`${keyBytes} bytes of keys`);
+  if (total > KV_LIMITS.totalBytes) problems.push(`${total} bytes in all`);
+  return problems.length ? problems.join("; ") : null;
+}
+
+/**
+ * The same Kv, except that a commit (or set) past KV_LIMITS throws KvLimitError before it is
+ * sent, after `report` saw it. Tests run every server and KV module under it.
+ */
+export function enforceKvLimits(kv: Deno.Kv, report: (msg: string) => void): Deno.Kv {
+  const fail = (msg: string): never => {
+    report(msg);
+    throw new KvLimitError(`KV limit exceeded: ${msg}`);
+  };
+  // Patches the operation object itself (as withBusyRetry and instrumentKv do), so wrappers
+  // compose in any order.
+  const atomic = () => {
+    const op = kv.atomic();
+    const rec: Recorded = { checks: [], sets: [], deletes: [] };
+    const check = op.check.bind(op);
+    op.check = (...checks: Deno.AtomicCheck[]) => {
+      for (const c of checks) rec.checks.push(c.key);
+      check(...checks);
+      return op;
+    };
+    const set = op.set.bind(op);
+    op.set = (key: Deno.KvKey, value: unknown, o?: { expireIn?: number }) => {
+      rec.sets.push([key, value]);
+      set(key, value, o);
+      return op;
+    };
+    const del = op.delete.bind(op);
+    op.delete = (key: Deno.KvKey) => {
+      rec.deletes.push(key);
+      del(key);
+      return op;
+    };
+    for (const name of ["sum", "min", "max"] as const) {
+      const f = op[name].bind(op);
+      op[name] = (key: Deno.KvKey, n: bigint) => {
+        rec.sets.push([key, new Deno.KvU64(n)]);
+        f(key, n);
+        return op;
+      };
+    }
+    const mutate = op.mutate.bind(op);
+    op.mutate = (...ms: Deno.KvMutation[]) => {
+      for (const m of ms) {
+        if (m.type === "delete") rec.deletes.push(m.key);
+        else rec.sets.push([m.key, "value" in m ? m.value : null]);
+      }
+      mutate(...ms);
+      return op;
+    };
+    const enqueue = op.enqueue.bind(op);
+    op.enqueue = (value: unknown, o?: Parameters<Deno.AtomicOperation["enqueue"]>[1]) => {
+      rec.sets.push([["(enqueue)"], value]);
+      enqueue(value, o);
+      return op;
+    };
+    const commit = op.commit.bind(op);
+    op.commit = () => {
+      const v = describeViolation(rec);
+      if (v) fail(v);
+      return commit();
+    };
+    return op;
+  };
+  return new Proxy(kv, {
+    get(target, prop) {
+      if (prop === "atomic") return atomic;
+      if (prop === "set") {
+        return (key: Deno.KvKey, value: unknown, o?: { expireIn?: number }) => {
+          const v = describeViolation({ checks: [], sets: [[key, value]], deletes: [] });
+          if (v) fail(v);
+          return target.set(key, value, o);
+        };
+      }
+      const f = Reflect.get(target, prop, target);
+      return typeof f === "function" ? f.bind(target) : f;
+    },
+  });
+}
+
+/** The marker a server prints for a commit past the limits; the test harness fails on it. */
+export const KV_LIMIT_MARKER = "KV LIMIT VIOLATION";
+
+/** Under WHARF_STRICT_KV_LIMITS=1 (the test task sets it): `kv` with the limits enforced. */
+export function strictIfRequested(kv: Deno.Kv): Deno.Kv {
+  let on = false;
+  try {
+    on = Deno.env.get("WHARF_STRICT_KV_LIMITS") === "1";
+  } catch { /* no env permission: off */ }
+  if (!on) return kv;
+  return enforceKvLimits(kv, (msg) => {
+    console.error(`${KV_LIMIT_MARKER}: ${msg}\n${new Error().stack}`);
+  });
+}

@@ -4,7 +4,7 @@
 import assert from "node:assert/strict";
 import { RegistryError } from "../oci/errors.ts";
 import { BlobMeta, K, ManifestMeta, type ManifestWrite } from "./mod.ts";
-import type { OwnedLinks } from "./blobs.ts";
+import { openTestKv } from "../../tests/helpers/kv.ts";
 
 const NS = "race/ns";
 const BLOB = `sha256:${"b".repeat(64)}`;
@@ -14,8 +14,8 @@ const MANIFEST = `sha256:${"d".repeat(64)}`;
 async function withKv(
   fn: (kv: Deno.Kv, blobs: BlobMeta, manifests: ManifestMeta) => Promise<void>,
 ) {
-  const dir = await Deno.makeTempDir();
-  const kv = await Deno.openKv(`${dir}/kv`);
+  const t = await openTestKv();
+  const kv = t.kv;
   try {
     const blobs = new BlobMeta(kv);
     for (const d of [BLOB, CONFIG]) {
@@ -23,13 +23,13 @@ async function withKv(
       await blobs.addLink(NS, d, 10, reserved, () => Promise.resolve(true));
     }
     await fn(kv, blobs, new ManifestMeta(kv));
+    assert.deepEqual(t.violations, []);
   } finally {
-    kv.close();
-    await Deno.remove(dir, { recursive: true });
+    await t.close();
   }
 }
 
-function write(owned: () => Promise<OwnedLinks>): ManifestWrite {
+function write(owned: () => Promise<Deno.KvEntryMaybe<unknown>>): ManifestWrite {
   return {
     ns: NS,
     digest: MANIFEST,
@@ -52,7 +52,7 @@ Deno.test("a blob delete landing after the manifest read its links fails the man
   await withKv(async (kv, blobs, manifests) => {
     let calls = 0;
     const owned = async () => {
-      const read = await blobs.ownedLinks(NS, [CONFIG, BLOB]);
+      const read = await blobs.requireOwned(NS, [CONFIG, BLOB]);
       // The delete lands between the manifest's reads and its commit.
       if (calls++ === 0) await blobs.unlink(NS, BLOB);
       return read;
@@ -68,15 +68,18 @@ Deno.test("a blob delete landing after the manifest read its links fails the man
 
 Deno.test("a manifest push landing after a blob delete scanned for references fails the delete", async () => {
   await withKv(async (kv, blobs, manifests) => {
-    // What unlink read before its commit: the link, and no references yet.
+    // What unlink read before its commit: the link, refver, and no references yet.
     const seen = await kv.get(K.link(NS, BLOB));
+    const refver = await kv.get(K.refver(NS));
     assert.equal(
       await Array.fromAsync(kv.list({ prefix: K.brefs(NS, BLOB) })).then((l) => l.length),
       0,
     );
-    await manifests.commit(write(() => blobs.ownedLinks(NS, [CONFIG, BLOB])));
-    // The manifest commit rewrote the link, so unlink's guarded delete cannot go through…
-    const stale = await kv.atomic().check(seen).delete(K.link(NS, BLOB)).commit();
+    await manifests.commit(write(() => blobs.requireOwned(NS, [CONFIG, BLOB])));
+    // The link itself is untouched (a check on it alone would pass) …
+    assert.equal((await kv.get(K.link(NS, BLOB))).versionstamp, seen.versionstamp);
+    // … but the manifest commit rewrote refver, so unlink's guarded delete cannot go through…
+    const stale = await kv.atomic().check(seen).check(refver).delete(K.link(NS, BLOB)).commit();
     assert.equal(stale.ok, false);
     // …and unlink, retrying, finds the reference and refuses.
     await assert.rejects(

@@ -113,17 +113,18 @@ export class BlobMeta {
     for (let attempt = 0; attempt < RESERVED_WRITE_ATTEMPTS; attempt++) {
       const link = await this.kv.get<LinkRecord>(K.link(ns, digest));
       if (!link.value) throw new RegistryError("BLOB_UNKNOWN", digest);
+      // Read before the scan: a commit adding references in ns after this read rewrites
+      // refver, so this delete fails and rescans instead of racing it.
+      const refver = await this.kv.get(K.refver(ns));
       if (await hasAny(this.kv, K.brefs(ns, digest))) {
         throw new RegistryError("DENIED", "blob is referenced by a manifest in this namespace", {
           status: 405,
         });
       }
-      // A manifest commit that references the blob rewrites its link (see ownedLinks), so the
-      // check fails if one landed after the scan above; unlinkver tells manifest commits that
-      // read the link before this one that it is gone.
-      const r = await this.kv.atomic().check(link).delete(K.link(ns, digest)).delete(
-        K.owner(digest, ns),
-      ).set(K.unlinkver(ns), true).commit();
+      // unlinkver tells strict-mode manifest commits that read the link before this one that
+      // it is gone.
+      const r = await this.kv.atomic().check(link).check(refver).delete(K.link(ns, digest))
+        .delete(K.owner(digest, ns)).set(K.unlinkver(ns), true).commit();
       if (r.ok) return;
     }
     throw new RegistryError("INTERNAL_ERROR", "blob delete kept conflicting", { status: 503 });
@@ -131,23 +132,17 @@ export class BlobMeta {
 
   /**
    * For a manifest commit that requires its blobs to be owned (allow_missing_manifest_references
-   * = false): reads the namespace's unlinkver and every referenced link, MANIFEST_BLOB_UNKNOWN if
-   * one is missing. The commit checks unlinkver and rewrites the links, so it and a concurrent
-   * blob delete cannot both succeed (the delete would leave the manifest pointing at a blob the
-   * namespace no longer owns).
+   * = false): reads the namespace's unlinkver, then every referenced link, MANIFEST_BLOB_UNKNOWN
+   * if one is missing. The commit checks unlinkver, and a blob delete checks refver (which the
+   * commit rewrites), so the two cannot both succeed: the delete would leave the manifest
+   * pointing at a blob the namespace no longer owns. One key each way, whatever the count.
    */
-  async ownedLinks(ns: string, digests: string[]): Promise<OwnedLinks> {
+  async requireOwned(ns: string, digests: string[]): Promise<Deno.KvEntryMaybe<unknown>> {
     const version = await this.kv.get(K.unlinkver(ns));
     const links = await getAll<LinkRecord>(this.kv, digests.map((d) => K.link(ns, d)));
     links.forEach((l, i) => {
       if (!l.value) throw new RegistryError("MANIFEST_BLOB_UNKNOWN", digests[i]);
     });
-    return { version, links: links as Deno.KvEntry<LinkRecord>[] };
+    return version;
   }
-}
-
-/** What `BlobMeta.ownedLinks` read, for the manifest commit to guard on. */
-export interface OwnedLinks {
-  version: Deno.KvEntryMaybe<unknown>;
-  links: Deno.KvEntry<LinkRecord>[];
 }

@@ -10,6 +10,9 @@
 //                                                           versionstamp validates cached tag lists
 //   unlinkver/<ns>                        → true            rewritten by every blob delete in ns:
 //                                                           checked by strict-mode manifest commits
+//   refver/<ns>                           → true            rewritten by every commit adding manifest
+//                                                           references (bref) in ns: checked by blob
+//                                                           deletes, one key for the whole set
 //   bref/<ns>/<blob digest>/<manifest>    → true            a manifest of ns references the blob
 //   mref/<ns>/<child digest>/<index>      → Platform|null   an index of ns names the child manifest
 //   referrer/<ns>/<subject>/<digest>      → ReferrerRecord  a manifest of ns whose subject is <subject>
@@ -26,6 +29,12 @@
 //                                                           first; trimmed to max_pulls/max_age
 //   lastpull/<ns>/<digest>                → KvU64 (ms)      newest pull of a revision (atomic max)
 //
+//   job/<queue>/…                         → lib/jobs owns this subtree (queues/keys.ts there)
+//
+// No commit may carry more than KV_LIMITS (kv_limits.ts): 10 checks, 1,000 mutations, 80 KiB of
+// keys, 800 KiB in all. Sets a client can grow (tags of a revision, references of a manifest)
+// are guarded by one version key (tagver, refver, unlinkver), never by a check per member.
+//
 // Namespaces and tags are validated (≤ 255 / ≤ 128 chars) before they reach a key, so no key
 // nears KV's 2 KiB limit.
 
@@ -40,6 +49,7 @@ export const K = {
   tags: (ns: string) => ["tag", ns],
   tagver: (ns: string) => ["tagver", ns],
   unlinkver: (ns: string) => ["unlinkver", ns],
+  refver: (ns: string) => ["refver", ns],
   tagrev: (ns: string, digest: string, tag: string) => ["tagrev", ns, digest, tag],
   tagrevs: (ns: string, digest: string) => ["tagrev", ns, digest],
   bref: (ns: string, blob: string, manifest: string) => ["bref", ns, blob, manifest],

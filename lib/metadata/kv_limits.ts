@@ -79,6 +79,12 @@ export class CommitBudget {
     return true;
   }
 
+  /** Adds a check to `op`; past the limit it throws (a commit's checks are fixed by design). */
+  checkOn(op: Deno.AtomicOperation, c: Deno.AtomicCheck): void {
+    if (!this.check(c.key)) throw new KvLimitError("a commit needs more checks than KV allows");
+    op.check(c);
+  }
+
   /** Counts a set (or sum/min/max) of `value` under `key` if it fits. */
   set(key: Deno.KvKey, value: unknown): boolean {
     const k = keySize(key);
@@ -95,6 +101,36 @@ export class CommitBudget {
     if (!this.fits(0, 1, 0, k)) return false;
     this.mutations++;
     this.totalBytes += k;
+    return true;
+  }
+
+  /** Counts `ms` only if all of them fit (the caller adds them itself); false otherwise. */
+  take(ms: PlannedMutation[]): boolean {
+    let mutations = 0;
+    let keyBytes = 0;
+    let totalBytes = 0;
+    for (const m of ms) {
+      const k = keySize(m.key);
+      mutations++;
+      if (m.kind === "set") {
+        keyBytes += k;
+        totalBytes += 2 * k + valueSize(m.value);
+      } else totalBytes += k;
+    }
+    if (!this.fits(0, mutations, keyBytes, totalBytes)) return false;
+    this.mutations += mutations;
+    this.keyBytes += keyBytes;
+    this.totalBytes += totalBytes;
+    return true;
+  }
+
+  /** Counts `ms` and adds them to `op` only if all of them fit; false (nothing added) otherwise. */
+  addAll(op: Deno.AtomicOperation, ms: PlannedMutation[]): boolean {
+    if (!this.take(ms)) return false;
+    for (const m of ms) {
+      if (m.kind === "set") op.set(m.key, m.value);
+      else op.delete(m.key);
+    }
     return true;
   }
 
@@ -127,13 +163,21 @@ export function addPlanned(
 
 /**
  * Applies independent mutations in as few commits as the limits allow (no checks: each one
- * stands alone, so the order of commits is the caller's safe order).
+ * stands alone, so the order of commits is the caller's safe order). `every` is added to each
+ * commit (e.g. a version key that readers of the set check).
  */
-export async function commitInBatches(kv: Deno.Kv, mutations: PlannedMutation[]): Promise<void> {
+export async function commitInBatches(
+  kv: Deno.Kv,
+  mutations: PlannedMutation[],
+  every: PlannedMutation[] = [],
+): Promise<void> {
   let i = 0;
   while (i < mutations.length) {
     const op = kv.atomic();
     const budget = new CommitBudget();
+    if (!budget.addAll(op, every)) {
+      throw new KvLimitError("per-commit mutations exceed KV's limits");
+    }
     const start = i;
     while (i < mutations.length && addPlanned(op, budget, mutations[i])) i++;
     if (i === start) throw new KvLimitError("a single mutation exceeds KV's per-commit limits");

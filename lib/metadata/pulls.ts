@@ -6,13 +6,12 @@
 import type { Config } from "../config/schema.ts";
 import { K, type PullChunk, type PullEntry } from "./keys.ts";
 import { listAll } from "./kv_util.ts";
+import { CommitBudget, commitInBatches, type PlannedMutation } from "./kv_limits.ts";
 
 /** Longer client names are cut: a chunk of CHUNK_ENTRIES (UTF-16 in the worst case) stays under KV's 64 KiB value. */
 export const CLIENT_MAX = 256;
 const CHUNK_ENTRIES = 100;
 const DELETE_BATCH = 500;
-/** pulls per commit: two mutations each at most, under KV's 1,000 */
-const RECORD_BATCH = 400;
 
 export interface PullRecord extends PullEntry {
   ns: string;
@@ -54,16 +53,29 @@ export class PullMeta {
    * commit was in flight). Last-pull times are coalesced per revision before the atomic max.
    */
   async recordMany(pulls: PullRecord[]): Promise<void> {
-    for (let i = 0; i < pulls.length; i += RECORD_BATCH) {
-      const batch = pulls.slice(i, i + RECORD_BATCH);
+    let i = 0;
+    while (i < pulls.length) {
+      // Long names make long keys: a commit takes as many pulls as KV's key budget allows
+      // (with room for each one's last-pull max), not a fixed count.
       const op = this.kv.atomic();
+      const budget = new CommitBudget();
       const newest = new Map<string, { ns: string; digest: string; at: number }>();
-      for (const p of batch) {
-        op.set(K.pull(p.ns, p.target, p.at, crypto.randomUUID()), p.client.slice(0, CLIENT_MAX));
+      const start = i;
+      for (; i < pulls.length; i++) {
+        const p = pulls[i];
+        const key = K.pull(p.ns, p.target, p.at, crypto.randomUUID());
+        const client = p.client.slice(0, CLIENT_MAX);
         const id = JSON.stringify([p.ns, p.digest]);
         const seen = newest.get(id);
+        const maxKey = K.lastPull(p.ns, p.digest);
+        const muts: PlannedMutation[] = [{ kind: "set", key, value: client }];
+        // The revision's last-pull max is added below, once per revision: counted here.
+        if (!seen) muts.push({ kind: "set", key: maxKey, value: new Deno.KvU64(0n) });
+        if (!budget.take(muts)) break;
+        op.set(key, client);
         if (!seen || seen.at < p.at) newest.set(id, p);
       }
+      if (i === start) throw new Error("a pull record exceeds KV's commit limits");
       for (const p of newest.values()) op.max(K.lastPull(p.ns, p.digest), BigInt(p.at));
       if (!(await op.commit()).ok) throw new Error("pull record commit refused");
     }
@@ -187,9 +199,7 @@ export class PullMeta {
 
   private async deleteAll(keys: Deno.KvKey[], dryRun: boolean): Promise<Deno.KvKey[]> {
     if (dryRun || keys.length === 0) return [];
-    const op = this.kv.atomic();
-    for (const k of keys) op.delete(k);
-    await op.commit();
+    await commitInBatches(this.kv, keys.map((key) => ({ kind: "delete", key })));
     return [];
   }
 

@@ -1,3 +1,4 @@
+import { openTestKv } from "../../tests/helpers/kv.ts";
 import assert from "node:assert/strict";
 import { defaultConfig } from "../config/schema.ts";
 import { K, type PullChunk } from "./keys.ts";
@@ -7,13 +8,12 @@ const D = `sha256:${"a".repeat(64)}`;
 const D2 = `sha256:${"b".repeat(64)}`;
 
 async function withKv(fn: (kv: Deno.Kv, meta: PullMeta) => Promise<void>) {
-  const path = await Deno.makeTempFile({ suffix: ".kv" });
-  const kv = await Deno.openKv(path);
+  const t = await openTestKv();
   try {
-    await fn(kv, new PullMeta(kv));
+    await fn(t.kv, new PullMeta(t.kv));
+    assert.deepEqual(t.violations, []);
   } finally {
-    kv.close();
-    await Deno.remove(path).catch(() => {});
+    await t.close();
   }
 }
 

@@ -148,7 +148,7 @@ export class ScrubMeta {
     // The namespace's version keys go with it: a later write creates them afresh.
     return (await this.kv.atomic().check(e).delete(e.key).delete(K.tagver(ns)).delete(
       K.unlinkver(ns),
-    ).commit()).ok;
+    ).delete(K.refver(ns)).commit()).ok;
   }
 
   private list<T>(prefix: Deno.KvKey): AsyncIterableIterator<Deno.KvEntry<T>> {

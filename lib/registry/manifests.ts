@@ -31,6 +31,12 @@ export interface PutInput {
   sourceTimestamp: string | null;
 }
 
+/**
+ * `tag` parameters one push may carry. Beyond what one KV commit holds (~60 tags) a push takes
+ * several commits; this bounds the work a single request can ask for.
+ */
+export const MAX_TAGS_PER_PUSH = 1000;
+
 const RFC3339 = /^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:[Zz]|[+-]\d{2}:\d{2})$/;
 
 /** Rule 1: LWW applies only to a header that parses as RFC 3339; rule 6: future → now. */
@@ -76,6 +82,10 @@ export class Manifests {
     reference: string,
     input: PutInput,
   ): Promise<{ digest: string; subject?: string; tags: string[] }> {
+    if (new Set(input.tags).size > MAX_TAGS_PER_PUSH) {
+      await input.body?.cancel();
+      throw new RegistryError("UNSUPPORTED", `at most ${MAX_TAGS_PER_PUSH} tag parameters`);
+    }
     const bytes = await readLimited(
       input.body,
       input.contentLength,
@@ -122,7 +132,7 @@ export class Manifests {
       tagCreatedAt: lww ?? Date.now(),
       reserved,
       placed: () => this.store.exists(digest),
-      owned: strict ? () => this.blobs.ownedLinks(ns, parsed.blobs) : undefined,
+      owned: strict ? () => this.blobs.requireOwned(ns, parsed.blobs) : undefined,
       guard: (tag, existing) => {
         if (!existing) return;
         if (lww !== null && existing.createdAt !== undefined && existing.createdAt > lww) {

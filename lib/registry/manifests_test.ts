@@ -1,5 +1,6 @@
 // Rule 5 of X-Svc-Source-Timestamp (a local tag with no recorded creation time is oldest) needs
 // a tag record no API call writes, so it is tested here on a real KV file.
+import { openTestKv } from "../../tests/helpers/kv.ts";
 import assert from "node:assert/strict";
 import { buildConfig } from "../config/mod.ts";
 import { FsBlobStore } from "../storage/mod.ts";
@@ -27,7 +28,8 @@ async function put(reg: Registry, ns: string, ref: string, body: Uint8Array, ts:
 
 Deno.test("a tag without a recorded creation time never blocks a replicated write", async () => {
   const dir = await Deno.makeTempDir();
-  const kv = await Deno.openKv(`${dir}/kv`);
+  const t = await openTestKv(`${dir}/kv`);
+  const kv = t.kv;
   const store = new FsBlobStore(`${dir}/blobs`);
   await store.init();
   const reg = new Registry(buildConfig({}, []), kv, store);
@@ -43,8 +45,9 @@ Deno.test("a tag without a recorded creation time never blocks a replicated writ
     assert.equal(rec.createdAt, Date.parse(old), "a backdated timestamp is persisted verbatim");
     // …and now that a time is recorded, an even older event loses.
     await assert.rejects(put(reg, "a", "t", index(3), "2000-01-01T00:00:00Z"), /superseded/i);
+    assert.deepEqual(t.violations, []);
   } finally {
-    kv.close();
+    await t.close();
     await Deno.remove(dir, { recursive: true });
   }
 });

@@ -1,3 +1,4 @@
+import { openTestKv } from "../../tests/helpers/kv.ts";
 import assert from "node:assert/strict";
 import { defaultConfig } from "../config/schema.ts";
 import { PullMeta } from "../metadata/mod.ts";
@@ -6,17 +7,17 @@ import { Pulls } from "./pulls.ts";
 const D = `sha256:${"c".repeat(64)}`;
 
 async function withPulls(on: boolean, fn: (p: Pulls, meta: PullMeta) => Promise<void>) {
-  const path = await Deno.makeTempFile({ suffix: ".kv" });
-  const kv = await Deno.openKv(path);
+  const t = await openTestKv();
+  const kv = t.kv;
   const cfg = defaultConfig();
   cfg.global.updatePullTime = on;
   cfg.global.maxAgeSecs = on ? 3600 : null;
   const meta = new PullMeta(kv);
   try {
     await fn(new Pulls(cfg, meta), meta);
+    assert.deepEqual(t.violations, []);
   } finally {
-    kv.close();
-    await Deno.remove(path).catch(() => {});
+    await t.close();
   }
 }
 

@@ -1,3 +1,4 @@
+import { openTestKv } from "../../tests/helpers/kv.ts";
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import { join } from "node:path";
@@ -29,13 +30,15 @@ async function withEnv(
   tweak?.(cfg);
   const store = new FsBlobStore(cfg.blobStore.fs.rootDir);
   await store.init();
-  const kv = await Deno.openKv(join(dir, "kv.sqlite"));
+  const t = await openTestKv(join(dir, "kv.sqlite"));
+  const kv = t.kv;
   const reg = new Registry(cfg, kv, store);
   const scrubber = new Scrubber(cfg, kv, store);
   try {
     await fn({ reg, kv, store, dir, scrub: (o) => scrubber.run({ graceSecs: 0, ...o }) });
+    assert.deepEqual(t.violations, []);
   } finally {
-    kv.close();
+    await t.close();
     await Deno.remove(dir, { recursive: true });
   }
 }

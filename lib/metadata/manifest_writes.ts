@@ -1,0 +1,303 @@
+// Manifest push and delete as KV commits that fit the strictest KV backend whatever the manifest
+// or request holds (KV_LIMITS: 10 checks, 1,000 mutations, 80 KiB of keys per commit).
+//
+// Guards use one version key per set instead of a check per member: every tag change in a
+// namespace rewrites tagver/<ns>, every commit adding references rewrites refver/<ns>, every
+// blob delete rewrites unlinkver/<ns>. Checking the version key conflicts with every write to
+// the set, which is a superset of the per-member conflicts the guard needs. A push of at most
+// TAG_CHECKS_MAX tags still checks its tag keys one by one, so unrelated tag pushes to one
+// namespace (the common case) do not conflict with each other.
+//
+// What does not fit one commit is split in a safe order:
+// - references (bref/mref) go first: a reference without its revision only makes blob deletes
+//   refuse and scrub keep bytes, never the reverse, and a retried push completes it;
+// - tags beyond the head commit follow it, each batch checking that the revision is still the
+//   one the head wrote (a concurrent delete stops the push instead of leaving dangling tags);
+// - a delete drops tags first (a revision with fewer tags is a state clients can see anyway),
+//   then the revision, then the references derived from its body.
+import { RegistryError } from "../oci/errors.ts";
+import type { ParsedManifest, Platform } from "../oci/manifest.ts";
+import { K, type ReferrerRecord, type RevisionRecord, type TagRecord } from "./keys.ts";
+import { getAll } from "./kv_util.ts";
+import { CommitBudget, commitInBatches, type PlannedMutation } from "./kv_limits.ts";
+import { type BytesPlaced, reservationAfterConflict, RESERVED_WRITE_ATTEMPTS } from "./blobs.ts";
+
+/** A push naming at most this many tags checks each tag key; more are guarded by tagver. */
+const TAG_CHECKS_MAX = 3;
+const DELETE_ATTEMPTS = 20;
+
+export interface TagGuard {
+  /** throws to refuse moving/creating `tag` given what is stored now */
+  (tag: string, existing: TagRecord | null): void;
+}
+
+export interface ManifestWrite {
+  ns: string;
+  digest: string;
+  record: RevisionRecord;
+  parsed: ParsedManifest;
+  tags: string[];
+  tagCreatedAt: number;
+  guard: TagGuard;
+  /** the blob reservation of an out-of-line body (BlobMeta.reserve), null when inline */
+  reserved: string | null;
+  /** whether the out-of-line body is still in the blob store (see reservationAfterConflict) */
+  placed: BytesPlaced;
+  /**
+   * With allow_missing_manifest_references = false: requires the namespace's links of every
+   * referenced blob and returns its unlinkver entry, afresh on each attempt
+   * (BlobMeta.requireOwned); the head commit checks it.
+   */
+  owned?: () => Promise<Deno.KvEntryMaybe<unknown>>;
+}
+
+const REFERRER_ANNOTATIONS_MAX = 16 * 1024;
+
+function referrerRecord(w: ManifestWrite): ReferrerRecord {
+  const rec: ReferrerRecord = { mediaType: w.record.mediaType, size: w.record.size };
+  if (w.parsed.artifactType) rec.artifactType = w.parsed.artifactType;
+  const ann = w.parsed.annotations;
+  if (ann && JSON.stringify(ann).length <= REFERRER_ANNOTATIONS_MAX) rec.annotations = ann;
+  return rec;
+}
+
+const set = (key: Deno.KvKey, value: unknown): PlannedMutation => ({ kind: "set", key, value });
+const del = (key: Deno.KvKey): PlannedMutation => ({ kind: "delete", key });
+
+/** Platform strings are free-form in a manifest; the stored copy is cut so a value stays small. */
+const PLATFORM_FIELD_MAX = 128;
+
+function storedPlatform(p: Platform | undefined): Platform | null {
+  if (!p) return null;
+  const out: Platform = {
+    os: p.os.slice(0, PLATFORM_FIELD_MAX),
+    architecture: p.architecture.slice(0, PLATFORM_FIELD_MAX),
+  };
+  if (p.variant !== undefined) out.variant = p.variant.slice(0, PLATFORM_FIELD_MAX);
+  return out;
+}
+
+/** The references a manifest body adds to its namespace. */
+function referenceMutations(ns: string, digest: string, parsed: ParsedManifest) {
+  return [
+    ...parsed.blobs.map((b) => set(K.bref(ns, b, digest), true)),
+    ...parsed.children.map((c) => set(K.mref(ns, c.digest, digest), storedPlatform(c.platform))),
+  ];
+}
+
+function tagMutations(
+  ns: string,
+  digest: string,
+  tag: string,
+  existing: TagRecord | null,
+  createdAt: number,
+): PlannedMutation[] {
+  const out: PlannedMutation[] = [];
+  if (existing && existing.digest !== digest) out.push(del(K.tagrev(ns, existing.digest, tag)));
+  out.push(set(K.tag(ns, tag), { digest, createdAt } satisfies TagRecord));
+  out.push(set(K.tagrev(ns, digest, tag), true));
+  return out;
+}
+
+export async function commitManifest(kv: Deno.Kv, w: ManifestWrite): Promise<void> {
+  const { ns, digest } = w;
+  const refs = referenceMutations(ns, digest, w.parsed);
+  // Every guard sees the stored tags before anything is written, so a refused tag (immutable,
+  // superseded) leaves no trace even when the push takes several commits.
+  const before = await getAll<TagRecord>(kv, w.tags.map((t) => K.tag(ns, t)));
+  before.forEach((e, i) => w.guard(w.tags[i], e.value));
+  const oneByOne = w.tags.length <= TAG_CHECKS_MAX;
+  let refsWritten = false;
+  let reserved = w.reserved;
+  for (let attempt = 0; attempt < RESERVED_WRITE_ATTEMPTS; attempt++) {
+    const rev = await kv.get<RevisionRecord>(K.rev(ns, digest));
+    const tagver = await kv.get(K.tagver(ns));
+    const tagEntries = await getAll<TagRecord>(kv, w.tags.map((t) => K.tag(ns, t)));
+    const owned = w.owned && !rev.value ? await w.owned() : null;
+    const op = kv.atomic();
+    const budget = new CommitBudget();
+    budget.checkOn(op, rev);
+    if (w.tags.length > 0) {
+      if (oneByOne) { for (const e of tagEntries) budget.checkOn(op, e); }
+      else budget.checkOn(op, tagver);
+    }
+    const outOfLine = !rev.value && reserved !== null;
+    const fixed: PlannedMutation[] = [set(K.ns(ns), { at: Date.now() })];
+    if (w.tags.length > 0) fixed.push(set(K.tagver(ns), true));
+    if (!rev.value) {
+      fixed.push(set(K.rev(ns, digest), w.record), set(K.refver(ns), true));
+      if (outOfLine) {
+        // The body was just written to the blob store: keep scrub from reclaiming it.
+        budget.checkOn(op, { key: K.blob(digest), versionstamp: reserved });
+        budget.checkOn(op, { key: K.reclaim(digest), versionstamp: null });
+        fixed.push(set(K.body(digest, ns), true));
+      }
+      // A blob delete in ns since `owned` was read fails this commit; one committed after it
+      // sees refver moved (or the references) and refuses (BlobMeta.unlink).
+      if (owned) budget.checkOn(op, owned);
+      if (w.parsed.subject) {
+        fixed.push(set(K.referrer(ns, w.parsed.subject, digest), referrerRecord(w)));
+      }
+    }
+    if (!budget.addAll(op, fixed)) throw new Error("manifest head commit exceeds KV limits");
+    let t = 0;
+    for (; t < w.tags.length; t++) {
+      const e = tagEntries[t];
+      w.guard(w.tags[t], e.value);
+      if (!budget.addAll(op, tagMutations(ns, digest, w.tags[t], e.value, w.tagCreatedAt))) break;
+    }
+    if (!rev.value && !refsWritten && !(t === w.tags.length && budget.addAll(op, refs))) {
+      await commitInBatches(kv, refs, [set(K.refver(ns), true)]);
+      refsWritten = true;
+      continue; // rebuild the head without the references
+    }
+    const r = await op.commit();
+    if (!r.ok) {
+      if (outOfLine) reserved = await reservationAfterConflict(kv, digest, w.placed);
+      continue;
+    }
+    if (t < w.tags.length) {
+      const revStamp = rev.value ? rev.versionstamp : r.versionstamp;
+      await commitTailTags(kv, w, t, revStamp);
+    }
+    return;
+  }
+  throw new RegistryError("INTERNAL_ERROR", "manifest commit kept conflicting", { status: 503 });
+}
+
+/** Tags `w.tags[from..]` in budgeted commits, each checking the revision and tagver. */
+async function commitTailTags(
+  kv: Deno.Kv,
+  w: ManifestWrite,
+  from: number,
+  revStamp: string,
+): Promise<void> {
+  const { ns, digest } = w;
+  for (let attempt = 0; attempt < RESERVED_WRITE_ATTEMPTS && from < w.tags.length;) {
+    const tagver = await kv.get(K.tagver(ns));
+    // A commit holds ~60 tags at most (80 KiB of keys); reading a few more costs nothing.
+    const slice = w.tags.slice(from, from + 80);
+    const entries = await getAll<TagRecord>(kv, slice.map((t) => K.tag(ns, t)));
+    const op = kv.atomic();
+    const budget = new CommitBudget();
+    budget.checkOn(op, { key: K.rev(ns, digest), versionstamp: revStamp });
+    budget.checkOn(op, tagver);
+    budget.addAll(op, [set(K.tagver(ns), true)]);
+    let n = 0;
+    for (; n < slice.length; n++) {
+      w.guard(slice[n], entries[n].value);
+      if (
+        !budget.addAll(op, tagMutations(ns, digest, slice[n], entries[n].value, w.tagCreatedAt))
+      ) {
+        break;
+      }
+    }
+    if ((await op.commit()).ok) {
+      from += n;
+      continue;
+    }
+    attempt++;
+    const rev = await kv.get(K.rev(ns, digest));
+    if (rev.versionstamp !== revStamp) {
+      throw new RegistryError("MANIFEST_UNKNOWN", `${digest} was deleted while being tagged`);
+    }
+  }
+  if (from < w.tags.length) {
+    throw new RegistryError("INTERNAL_ERROR", "tagging kept conflicting", { status: 503 });
+  }
+}
+
+/** DELETE by tag: only that tag goes. `guard` sees the stored tag (LWW). */
+export async function deleteTag(
+  kv: Deno.Kv,
+  ns: string,
+  tag: string,
+  guard: (t: TagRecord) => void,
+): Promise<void> {
+  for (let attempt = 0; attempt < DELETE_ATTEMPTS; attempt++) {
+    const e = await kv.get<TagRecord>(K.tag(ns, tag));
+    if (!e.value) throw new RegistryError("MANIFEST_UNKNOWN", `tag ${tag}`);
+    guard(e.value);
+    // tagver is rewritten in the same commit, so listTags' cached list is dropped with it.
+    const r = await kv.atomic().check(e).delete(K.tag(ns, tag)).delete(
+      K.tagrev(ns, e.value.digest, tag),
+    ).set(K.tagver(ns), true).commit();
+    if (r.ok) return;
+  }
+  throw new RegistryError("INTERNAL_ERROR", "tag delete kept conflicting", { status: 503 });
+}
+
+/**
+ * DELETE by digest: the revision, every tag pointing at it and the references derived from its
+ * body (`parsed`). `guard` sees each tag (LWW rule 3: any newer tag refuses the whole delete,
+ * judged before anything is removed).
+ */
+export async function deleteRevision(
+  kv: Deno.Kv,
+  ns: string,
+  digest: string,
+  parsed: ParsedManifest,
+  guard: (t: TagRecord) => void,
+): Promise<void> {
+  for (let attempt = 0; attempt < DELETE_ATTEMPTS; attempt++) {
+    const rev = await kv.get<RevisionRecord>(K.rev(ns, digest));
+    if (!rev.value) throw new RegistryError("MANIFEST_UNKNOWN", digest);
+    const tagver = await kv.get(K.tagver(ns));
+    const tags: string[] = [];
+    for await (const e of kv.list({ prefix: K.tagrevs(ns, digest) }, { batchSize: 500 })) {
+      tags.push(e.key[3] as string);
+    }
+    const entries = await getAll<TagRecord>(kv, tags.map((t) => K.tag(ns, t)));
+    const tagMuts: PlannedMutation[][] = tags.map((t, i) => {
+      const here = entries[i].value?.digest === digest;
+      if (here) guard(entries[i].value!);
+      return here
+        ? [del(K.tagrev(ns, digest, t)), del(K.tag(ns, t))]
+        : [del(K.tagrev(ns, digest, t))];
+    });
+    const head: PlannedMutation[] = [del(K.rev(ns, digest))];
+    if (rev.value.body === undefined) head.push(del(K.body(digest, ns)));
+    if (parsed.subject) head.push(del(K.referrer(ns, parsed.subject, digest)));
+    const derived = referenceMutations(ns, digest, parsed).map((m) => del(m.key));
+    if (await dropInCommits(kv, rev, tagver, tagMuts, head, derived)) return;
+  }
+  throw new RegistryError("INTERNAL_ERROR", "manifest delete kept conflicting", { status: 503 });
+}
+
+/**
+ * Commits the tag deletions, then `head` (with the last of them), each commit checking the
+ * revision and the tagver the previous one wrote; `derived` goes with the head when it fits,
+ * else after it in batches. False when a commit conflicted (the caller re-reads and retries;
+ * tags dropped so far stay dropped).
+ */
+async function dropInCommits(
+  kv: Deno.Kv,
+  rev: Deno.KvEntryMaybe<unknown>,
+  tagver: Deno.KvEntryMaybe<unknown>,
+  tagMuts: PlannedMutation[][],
+  head: PlannedMutation[],
+  derived: PlannedMutation[],
+): Promise<boolean> {
+  const tagverKey = tagver.key;
+  let i = 0;
+  for (;;) {
+    const op = kv.atomic();
+    const budget = new CommitBudget();
+    budget.checkOn(op, rev);
+    budget.checkOn(op, tagver);
+    // Always rewritten: cached tag lists are validated by its versionstamp.
+    budget.addAll(op, [set(tagverKey, true)]);
+    const from = i;
+    while (i < tagMuts.length && budget.addAll(op, tagMuts[i])) i++;
+    const last = i === tagMuts.length && budget.addAll(op, head);
+    if (!last && i === from) throw new Error("a tag deletion exceeds KV's commit limits");
+    const derivedIn = last && budget.addAll(op, derived);
+    const r = await op.commit();
+    if (!r.ok) return false;
+    if (last) {
+      if (!derivedIn) await commitInBatches(kv, derived);
+      return true;
+    }
+    tagver = { key: tagverKey, value: true, versionstamp: r.versionstamp };
+  }
+}

@@ -20,6 +20,11 @@ export async function blobHandler(
   extra.set("Accept-Ranges", "bytes");
   extra.set("Content-Type", "application/octet-stream");
   extra.set("ETag", `"${digest}"`);
+  if (r.upstream) {
+    if (r.upstream.contentRange) extra.set("Content-Range", r.upstream.contentRange);
+    if (r.size !== null) extra.set("Content-Length", String(r.size));
+    return new Response(head ? null : r.stream, { status: r.upstream.status, headers: extra });
+  }
   if (r.range.kind === "unsatisfiable") {
     throw new RegistryError("SIZE_INVALID", "range not satisfiable", {
       headers: { "Content-Range": `bytes */${r.size}` },
@@ -30,6 +35,6 @@ export async function blobHandler(
     extra.set("Content-Length", String(r.range.end - r.range.start + 1));
     return new Response(head ? null : r.stream, { status: 206, headers: extra });
   }
-  extra.set("Content-Length", String(r.size));
+  if (r.size !== null) extra.set("Content-Length", String(r.size));
   return new Response(head ? null : r.stream, { status: 200, headers: extra });
 }

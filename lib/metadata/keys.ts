@@ -29,6 +29,8 @@
 //                                                           first; trimmed to max_pulls/max_age
 //   lastpull/<ns>/<digest>                → KvU64 (ms)      newest pull of a revision (atomic max)
 //
+//   upcheck/<ns>/<tag>                    → UpstreamCheck   when a pull-through tag was last checked
+//                                                           against its upstream (revalidate_secs)
 //   job/<queue>/…                         → lib/jobs owns this subtree (queues/keys.ts there)
 //
 // No commit may carry more than KV_LIMITS (kv_limits.ts): 10 checks, 1,000 mutations, 80 KiB of
@@ -87,6 +89,7 @@ export const K = {
   pullChunksAll: () => ["pullc"],
   lastPull: (ns: string, digest: string) => ["lastpull", ns, digest],
   lastPullsAll: () => ["lastpull"],
+  upcheck: (ns: string, tag: string) => ["upcheck", ns, tag],
 } as const;
 
 export interface ReclaimMarker {
@@ -131,6 +134,13 @@ export interface UploadRecord {
   startedAt: number;
   /** last time a chunk was committed (idle sessions are reclaimed by scrub) */
   updatedAt?: number;
+}
+
+export interface UpstreamCheck {
+  /** ms since epoch */
+  at: number;
+  /** the digest the upstream named for the tag then */
+  digest: string;
 }
 
 export interface PullEntry {

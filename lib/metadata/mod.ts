@@ -41,3 +41,4 @@ export {
   valueSize,
 } from "./kv_limits.ts";
 export { withBusyRetry } from "./kv_busy.ts";
+export { UpstreamChecks } from "./upstream_checks.ts";

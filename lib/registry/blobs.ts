@@ -6,10 +6,16 @@ import type { BlobStore } from "../storage/blob_store.ts";
 import type { BlobMeta, ManifestMeta } from "../metadata/mod.ts";
 
 export interface BlobRead {
-  size: number;
+  /** null when not known yet (a pull-through fill of an upstream that sent no length) */
+  size: number | null;
   range: RangeResult;
   /** absent for HEAD */
   stream?: ReadableStream<Uint8Array>;
+  /**
+   * An upstream's answer passed through (SPEC §Blobs rule 8: a range over a blob not yet
+   * cached): its status and Content-Range, whatever `range` says.
+   */
+  upstream?: { status: number; contentRange: string | null };
 }
 
 export class Blobs {

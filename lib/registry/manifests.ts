@@ -107,20 +107,7 @@ export class Manifests {
     }
     const strict = !this.cfg.global.allowMissingManifestReferences;
     if (strict) await this.requireChildren(ns, parsed);
-    const record: RevisionRecord = {
-      mediaType: parsed.mediaType,
-      size: bytes.byteLength,
-      pushedAt: Date.now(),
-    };
-    if (parsed.subject) record.subject = parsed.subject;
-    if (parsed.artifactType) record.artifactType = parsed.artifactType;
-    let reserved: string | null = null;
-    if (bytes.byteLength <= INLINE_MANIFEST_MAX) record.body = bytes;
-    else {
-      reserved = await this.blobs.reserve(digest, bytes.byteLength);
-      await this.store.put(digest, bytes);
-    }
-
+    const { record, reserved } = await this.prepare(digest, bytes, parsed);
     const lww = byDigest ? null : parseSourceTimestamp(input.sourceTimestamp);
     const immutable = this.immutability(ns);
     await this.meta.commit({
@@ -147,6 +134,63 @@ export class Manifests {
       },
     });
     return { digest, subject: parsed.subject, tags };
+  }
+
+  /** The revision record, with the body inline or (reserved and) written to the blob store. */
+  private async prepare(
+    digest: string,
+    bytes: Uint8Array,
+    parsed: ParsedManifest,
+  ): Promise<{ record: RevisionRecord; reserved: string | null }> {
+    const record: RevisionRecord = {
+      mediaType: parsed.mediaType,
+      size: bytes.byteLength,
+      pushedAt: Date.now(),
+    };
+    if (parsed.subject) record.subject = parsed.subject;
+    if (parsed.artifactType) record.artifactType = parsed.artifactType;
+    if (bytes.byteLength <= INLINE_MANIFEST_MAX) {
+      record.body = bytes;
+      return { record, reserved: null };
+    }
+    const reserved = await this.blobs.reserve(digest, bytes.byteLength);
+    await this.store.put(digest, bytes);
+    return { record, reserved };
+  }
+
+  /**
+   * Stores a manifest fetched from a pull-through upstream, byte-exact, under its verified
+   * `digest`, and points `tag` at it when given. None of a client push's rules apply: the
+   * repository is read-only for clients, its references arrive lazily, and a cached tag
+   * follows the upstream. A body that is not a manifest is MANIFEST_INVALID.
+   */
+  async storeFetched(
+    ns: string,
+    digest: string,
+    bytes: Uint8Array,
+    contentType: string | null,
+    tag: string | null,
+  ): Promise<RevisionRecord> {
+    let parsed: ParsedManifest;
+    try {
+      parsed = parseManifest(bytes, null);
+    } catch {
+      // A body without its own mediaType is typed by the upstream's Content-Type.
+      parsed = parseManifest(bytes, contentType);
+    }
+    const { record, reserved } = await this.prepare(digest, bytes, parsed);
+    await this.meta.commit({
+      ns,
+      digest,
+      record,
+      parsed,
+      tags: tag === null ? [] : [tag],
+      tagCreatedAt: Date.now(),
+      reserved,
+      placed: () => this.store.exists(digest),
+      guard: () => {},
+    });
+    return record;
   }
 
   /**

@@ -9,7 +9,7 @@ import type { ManifestMeta, PullMeta, SvcMeta } from "../metadata/mod.ts";
 
 export type Admit = (ns: string) => boolean | Promise<boolean>;
 
-/** Repository settings every summary carries; no upstream exists yet (pull-through comes later). */
+/** Repository settings every summary carries. */
 interface RepositorySettings {
   pull_through_cache: boolean;
   upstream_urls: string[];
@@ -187,8 +187,8 @@ export class SvcListings {
   private settings(repository: string): RepositorySettings {
     const rc = this.cfg.repositories.get(repository);
     return {
-      pull_through_cache: false,
-      upstream_urls: [],
+      pull_through_cache: (rc?.upstreams?.length ?? 0) > 0,
+      upstream_urls: rc?.upstreams?.map((u) => u.url) ?? [],
       immutable_tags: rc?.immutableTags ?? this.cfg.global.immutableTags,
     };
   }

@@ -18,6 +18,13 @@ export interface StoredObject {
 
 export class TooLargeError extends Error {}
 
+/** Reads an upload's bytes while another writer may still append to it. */
+export interface UploadReader {
+  /** Reads into `buf` from `position`; 0 at the bytes written so far. */
+  readAt(position: number, buf: Uint8Array): Promise<number>;
+  close(): void;
+}
+
 export interface BlobStore {
   /**
    * Streams [start, end] (inclusive) or the whole blob. A chunk's memory may be reused once a
@@ -38,6 +45,12 @@ export interface BlobStore {
     opts: { maxBytes: number; onChunk: (c: Uint8Array) => void },
   ): Promise<AppendResult>;
   readUpload(uuid: string, length: number): Promise<ReadableStream<Uint8Array>>;
+  /**
+   * Opens an upload for reading as it grows (pull-through followers tail a fill this way). The
+   * reader keeps working after commitUpload moves the bytes to their blob: it holds the bytes,
+   * not the name. NotFound once the upload is gone.
+   */
+  openUpload(uuid: string): Promise<UploadReader>;
   /** moves the first `size` bytes of the upload into the blob `digest` */
   commitUpload(uuid: string, digest: string, size: number): Promise<void>;
   deleteUpload(uuid: string): Promise<void>;

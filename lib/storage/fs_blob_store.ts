@@ -7,6 +7,7 @@ import {
   type BlobStore,
   type StoredObject,
   TooLargeError,
+  type UploadReader,
 } from "./blob_store.ts";
 
 export class FsBlobStore implements BlobStore {
@@ -131,6 +132,22 @@ export class FsBlobStore implements BlobStore {
   async readUpload(uuid: string, length: number): Promise<ReadableStream<Uint8Array>> {
     const f = await Deno.open(this.uploadPath(uuid), { read: true, create: false });
     return limitStream(f.readable, length);
+  }
+
+  async openUpload(uuid: string): Promise<UploadReader> {
+    // An open descriptor survives the rename of commitUpload (same inode).
+    const f = await Deno.open(this.uploadPath(uuid), { read: true });
+    let closed = false;
+    return {
+      async readAt(position: number, buf: Uint8Array): Promise<number> {
+        await f.seek(position, Deno.SeekMode.Start);
+        return (await f.read(buf)) ?? 0;
+      },
+      close() {
+        if (!closed) f.close();
+        closed = true;
+      },
+    };
   }
 
   async commitUpload(uuid: string, digest: string, size: number): Promise<void> {

@@ -48,6 +48,9 @@ export class InstrumentedBlobStore implements BlobStore {
   readUpload(uuid: string, length: number) {
     return this.timed("readUpload", () => this.inner.readUpload(uuid, length));
   }
+  openUpload(uuid: string) {
+    return this.timed("openUpload", () => this.inner.openUpload(uuid));
+  }
   commitUpload(uuid: string, digest: string, size: number) {
     return this.timed("commitUpload", () => this.inner.commitUpload(uuid, digest, size));
   }

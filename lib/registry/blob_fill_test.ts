@@ -1,0 +1,208 @@
+import assert from "node:assert/strict";
+import { join } from "node:path";
+import { openTestKv } from "../../tests/helpers/kv.ts";
+import { BlobMeta } from "../metadata/mod.ts";
+import { FsBlobStore } from "../storage/mod.ts";
+import { digestBytes } from "../streams/hasher.ts";
+import { BlobFill, FillError, Fills, type FillSource } from "./blob_fill.ts";
+
+async function withFills(
+  fn: (fills: Fills, store: FsBlobStore, blobs: BlobMeta, dir: string) => Promise<void>,
+) {
+  const dir = await Deno.makeTempDir({ prefix: "wharf-fill-" });
+  const t = await openTestKv();
+  const store = new FsBlobStore(join(dir, "blobs"));
+  await store.init();
+  const blobs = new BlobMeta(t.kv);
+  try {
+    await fn(new Fills({ store, blobs, maxBlobSize: null }), store, blobs, dir);
+    assert.deepEqual(t.violations, []);
+  } finally {
+    await t.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
+/** A source that hands out `data` in `chunk`-sized pieces, each after `gate()` resolves. */
+function source(
+  data: Uint8Array,
+  opts: { chunk?: number; gate?: () => Promise<void>; size?: number | null } = {},
+): FillSource {
+  const chunk = opts.chunk ?? 100_000;
+  let off = 0;
+  const body = new ReadableStream<Uint8Array>({
+    async pull(ctl) {
+      await opts.gate?.();
+      if (off >= data.byteLength) return ctl.close();
+      ctl.enqueue(data.slice(off, off + chunk));
+      off += chunk;
+    },
+  });
+  return { body, size: opts.size === undefined ? data.byteLength : opts.size };
+}
+
+function random(n: number): Uint8Array {
+  const b = new Uint8Array(n);
+  for (let i = 0; i < n; i += 65536) crypto.getRandomValues(b.subarray(i, Math.min(n, i + 65536)));
+  return b;
+}
+
+const bytes = (s: ReadableStream<Uint8Array>) =>
+  new Response(s).arrayBuffer().then((b) => new Uint8Array(b));
+
+async function uploadFiles(dir: string): Promise<string[]> {
+  const out: string[] = [];
+  for await (const e of Deno.readDir(join(dir, "blobs", "uploads"))) out.push(e.name);
+  return out;
+}
+
+Deno.test("one fill, many followers: each gets every byte while the upstream is still sending", async () => {
+  await withFills(async (fills, store, blobs, dir) => {
+    const data = random(3_000_000);
+    const digest = digestBytes("sha256", data);
+    let release!: () => void;
+    let gateOpen = new Promise<void>((r) => (release = r));
+    let sent = 0;
+    let opened = 0;
+    const open = () => {
+      opened++;
+      return Promise.resolve(source(data, {
+        gate: async () => {
+          if (sent++ >= 5) await gateOpen; // hold the upstream after 5 chunks
+        },
+      }));
+    };
+    const first = await fills.begin("ns/a", digest, open);
+    const followers = await Promise.all(
+      Array.from({ length: 5 }, () => fills.begin("ns/a", digest, open).then((f) => f.follow())),
+    );
+    // The first bytes reach a follower before the upstream has finished.
+    const reader = followers[0].getReader();
+    const head = await reader.read();
+    assert.ok(!head.done && head.value.byteLength > 0);
+    assert.equal(first.state, "running");
+    release();
+    gateOpen = Promise.resolve();
+    const rest = await bytes(
+      new ReadableStream({
+        async pull(ctl) {
+          const r = await reader.read();
+          if (r.done) ctl.close();
+          else ctl.enqueue(r.value);
+        },
+      }),
+    );
+    const all = new Uint8Array(head.value.byteLength + rest.byteLength);
+    all.set(head.value);
+    all.set(rest, head.value.byteLength);
+    assert.deepEqual(all, data);
+    for (const f of followers.slice(1)) assert.deepEqual(await bytes(f), data);
+    await first.settled;
+    assert.equal(opened, 1, "the upstream was asked once");
+    assert.equal(first.state, "done");
+    assert.ok(await blobs.link("ns/a", digest), "linked to the namespace");
+    assert.deepEqual(await store.readAll(digest), data);
+    assert.deepEqual(await uploadFiles(dir), [], "no upload file left");
+    // A follower arriving after the fill reads the stored blob, ranges included.
+    assert.deepEqual(await bytes(await first.follow(10, 19)), data.subarray(10, 20));
+  });
+});
+
+Deno.test("a follower's range is served from the growing file", async () => {
+  await withFills(async (fills) => {
+    const data = random(1_000_000);
+    const fill = await fills.begin(
+      "ns/r",
+      digestBytes("sha256", data),
+      () => Promise.resolve(source(data, { chunk: 4096 })),
+    );
+    assert.deepEqual(
+      await bytes(await fill.follow(500_000, 500_099)),
+      data.subarray(500_000, 500_100),
+    );
+    assert.deepEqual(await bytes(await fill.follow(999_990)), data.subarray(999_990));
+    await fill.settled;
+  });
+});
+
+Deno.test("bytes that do not hash to the digest are never stored, and followers fail", async () => {
+  await withFills(async (fills, store, blobs, dir) => {
+    const data = random(500_000);
+    const wrong = digestBytes("sha256", new TextEncoder().encode("something else"));
+    const fill = await fills.begin("ns/p", wrong, () => Promise.resolve(source(data)));
+    const f = await fill.follow();
+    await assert.rejects(bytes(f));
+    await assert.rejects(fill.settled, (e) => e instanceof FillError && e.permanent);
+    assert.equal(await store.exists(wrong), false);
+    assert.equal(await blobs.link("ns/p", wrong), null);
+    assert.equal(await blobs.blob(wrong), null, "no blob record either");
+    assert.deepEqual(await uploadFiles(dir), []);
+    assert.equal(fills.get(wrong), undefined, "a failed fill leaves the table");
+  });
+});
+
+Deno.test("a short, an overlong and an oversized upstream body fail the fill", async () => {
+  await withFills(async (fills, store) => {
+    const data = random(200_000);
+    const digest = digestBytes("sha256", data);
+    const short = await fills.begin(
+      "ns/s",
+      digest,
+      () => Promise.resolve(source(data.subarray(0, 100_000), { size: 200_000 })),
+    );
+    await assert.rejects(short.settled, (e) => e instanceof FillError && !e.permanent);
+    const long = await fills.begin(
+      "ns/s",
+      digest,
+      () => Promise.resolve(source(data, { size: 150_000 })),
+    );
+    await assert.rejects(long.settled, (e) => e instanceof FillError && e.permanent);
+    assert.equal(await store.exists(digest), false);
+    // Without a declared length the bytes decide.
+    const chunked = await fills.begin(
+      "ns/s",
+      digest,
+      () => Promise.resolve(source(data, { size: null })),
+    );
+    await chunked.settled;
+    assert.equal(chunked.size, 200_000);
+  });
+  const dir = await Deno.makeTempDir();
+  const t = await openTestKv();
+  try {
+    const store = new FsBlobStore(dir);
+    await store.init();
+    const fills = new Fills({ store, blobs: new BlobMeta(t.kv), maxBlobSize: 1000 });
+    const data = random(5000);
+    const fill = await fills.begin(
+      "ns/m",
+      digestBytes("sha256", data),
+      () => Promise.resolve(source(data)),
+    );
+    await assert.rejects(fill.settled, /exceeds max_blob_size/);
+  } finally {
+    await t.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("an upstream that fails to answer is shared by the callers waiting on it, then retried", async () => {
+  await withFills(async (fills) => {
+    const data = random(10);
+    const digest = digestBytes("sha256", data);
+    let calls = 0;
+    const failing = () => {
+      calls++;
+      return new Promise<FillSource>((_, rej) => setTimeout(() => rej(new Error("down")), 20));
+    };
+    const results = await Promise.allSettled(
+      [1, 2, 3].map(() => fills.begin("ns/f", digest, failing)),
+    );
+    assert.ok(results.every((r) => r.status === "rejected"));
+    assert.equal(calls, 1);
+    const fill = await fills.begin("ns/f", digest, () => Promise.resolve(source(data)));
+    await fill.settled;
+    assert.equal(fill.state, "done");
+    assert.ok(fill instanceof BlobFill);
+  });
+});

@@ -4,21 +4,20 @@ import type { UpstreamConfig } from "../config/mod.ts";
 import {
   bareMediaType,
   type Descriptor,
-  isRegistryError,
   isValidName,
   isValidTag,
   OCI_INDEX,
-  parseDescriptor,
   parseDigest,
 } from "../oci/mod.ts";
-import { digestBytes } from "../streams/mod.ts";
 import { forwardAccept } from "./accept.ts";
 import { Authenticator } from "./auth.ts";
 import { isUpstreamError, UpstreamError, type UpstreamErrorKind } from "./errors.ts";
-import { apiUrl, pullScope } from "./paths.ts";
-import { TokenCache } from "./token_cache.ts";
 import { declaredLength } from "./body.ts";
+import { apiUrl, pullScope } from "./paths.ts";
+import { nextPage, referrersPage } from "./referrers.ts";
+import { TokenCache } from "./token_cache.ts";
 import { type Exchange, readBounded, Transport } from "./transport.ts";
+import { manifestDigest, namesOtherContent } from "./verify.ts";
 
 export type UpstreamOp =
   | "head-manifest"
@@ -148,7 +147,7 @@ export class UpstreamClient {
       );
       await ex.discard();
       const announced = this.announcedDigest(ex.response, what);
-      if (digestRef) checkAnnounced(this.t, what, reference, announced);
+      if (digestRef) this.checkAnnounced(what, reference, announced);
       // A tag's digest is its sha256 everywhere in Wharf (getManifest computes that one).
       const digest = digestRef ? reference : announced?.startsWith("sha256:") ? announced : null;
       const mediaType = contentType(ex.response);
@@ -187,7 +186,7 @@ export class UpstreamClient {
         what,
       );
       await ex.discard();
-      checkAnnounced(this.t, what, digest, this.announcedDigest(ex.response, what));
+      this.checkAnnounced(what, digest, this.announcedDigest(ex.response, what));
       const size = declaredLength(ex.response);
       if (size === null) throw this.t.error("invalid", `${what}: no Content-Length`);
       return { size };
@@ -256,8 +255,8 @@ export class UpstreamClient {
           throw e;
         }
         const bytes = await readBounded(this.t, ex, this.maxReferrersBytes, what);
-        out.push(...this.referrersPage(bytes, what));
-        url = this.nextPage(ex, what);
+        out.push(...referrersPage(this.t, bytes, what));
+        url = nextPage(this.t, ex, this.origin, what);
       }
       return artifactType === undefined ? out : out.filter((d) => d.artifactType === artifactType);
     });
@@ -270,7 +269,7 @@ export class UpstreamClient {
     maxBytes: number,
   ): Promise<FetchedManifest> {
     const what = `GET manifest ${name}:${reference}`;
-    const digestRef = this.checkReference(name, reference);
+    this.checkReference(name, reference);
     const ex = await this.request(
       "GET",
       apiUrl(this.url, name, "manifests", reference),
@@ -288,23 +287,14 @@ export class UpstreamClient {
       throw this.t.error("invalid", `${what}: neither Content-Type nor a mediaType in the body`);
     }
     // The digest is the manifest's identity: bytes that do not hash to it never leave here.
-    const mismatch = (claimed: string, actual: string) =>
-      this.t.error(
+    const v = manifestDigest(bytes, reference, announced);
+    if ("expected" in v) {
+      throw this.t.error(
         "digest-mismatch",
-        `${what}: digest mismatch: ${claimed} expected, bytes hash to ${actual}`,
+        `${what}: digest mismatch: ${v.expected} expected, bytes hash to ${v.actual}`,
       );
-    if (digestRef) {
-      const actual = digestBytes(digestRef.algorithm, bytes);
-      if (actual !== reference) throw mismatch(reference, actual);
-      return { bytes, mediaType, digest: reference };
     }
-    const digest = digestBytes("sha256", bytes);
-    if (announced !== null) {
-      const alg = parseDigest(announced)!.algorithm;
-      const actual = alg === "sha256" ? digest : digestBytes(alg, bytes);
-      if (actual !== announced) throw mismatch(announced, actual);
-    }
-    return { bytes, mediaType, digest };
+    return { bytes, mediaType, digest: v.digest };
   }
 
   /** A request with the auth dance: one retry after a 401, a second 401 is final. */
@@ -345,43 +335,14 @@ export class UpstreamClient {
     return v.trim();
   }
 
-  private referrersPage(bytes: Uint8Array, what: string): Descriptor[] {
-    let doc: unknown;
-    try {
-      doc = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(bytes));
-    } catch {
-      throw this.t.error("invalid", `${what}: answer is not JSON`);
+  /** A HEAD by digest whose Docker-Content-Digest (same algorithm) names other content. */
+  private checkAnnounced(what: string, digest: string, announced: string | null): void {
+    if (announced !== null && namesOtherContent(digest, announced)) {
+      throw this.t.error(
+        "digest-mismatch",
+        `${what}: digest mismatch: upstream names it ${announced}`,
+      );
     }
-    const d = doc as Record<string, unknown>;
-    if (
-      typeof doc !== "object" || doc === null || !Array.isArray(d.manifests) ||
-      (d.mediaType !== undefined && d.mediaType !== OCI_INDEX)
-    ) {
-      throw this.t.error("invalid", `${what}: answer is not an image index`);
-    }
-    try {
-      return d.manifests.map((m, i) => parseDescriptor(m, `manifests[${i}]`));
-    } catch (e) {
-      if (!isRegistryError(e)) throw e;
-      throw this.t.error("invalid", `${what}: ${e.detail}`);
-    }
-  }
-
-  /** The `rel="next"` page, on the upstream's own origin only. */
-  private nextPage(ex: Exchange, what: string): URL | null {
-    const link = ex.response.headers.get("link");
-    const m = link === null ? null : /<([^>]*)>\s*;\s*rel="?next"?/i.exec(link);
-    if (!m) return null;
-    let next: URL;
-    try {
-      next = new URL(m[1], ex.url);
-    } catch {
-      throw this.t.error("invalid", `${what}: malformed Link header`);
-    }
-    if (next.origin !== this.origin) {
-      throw this.t.error("invalid", `${what}: next page on another origin (${next.origin})`);
-    }
-    return next;
   }
 
   /** The reference as a digest, null for a tag; invalid input is refused before any request. */
@@ -433,13 +394,6 @@ export class UpstreamClient {
       // An observer's failure is not the upstream's.
     }
   }
-}
-
-/** A HEAD by digest whose Docker-Content-Digest (same algorithm) names other content. */
-function checkAnnounced(t: Transport, what: string, digest: string, announced: string | null) {
-  if (announced === null || announced === digest) return;
-  if (announced.split(":")[0] !== digest.split(":")[0]) return;
-  throw t.error("digest-mismatch", `${what}: digest mismatch: upstream names it ${announced}`);
 }
 
 function contentType(res: Response): string | null {

@@ -136,15 +136,7 @@ export class UpstreamClient {
     return this.observed("head-manifest", async () => {
       const what = `HEAD manifest ${name}:${reference}`;
       const digestRef = this.checkReference(name, reference);
-      const ex = await this.request(
-        "HEAD",
-        apiUrl(this.url, name, "manifests", reference),
-        {
-          accept: forwardAccept(accept),
-        },
-        name,
-        what,
-      );
+      const ex = await this.manifestRequest("HEAD", name, reference, accept, what);
       await ex.discard();
       const announced = this.announcedDigest(ex.response, what);
       if (digestRef) this.checkAnnounced(what, reference, announced);
@@ -270,15 +262,7 @@ export class UpstreamClient {
   ): Promise<FetchedManifest> {
     const what = `GET manifest ${name}:${reference}`;
     this.checkReference(name, reference);
-    const ex = await this.request(
-      "GET",
-      apiUrl(this.url, name, "manifests", reference),
-      {
-        accept: forwardAccept(accept),
-      },
-      name,
-      what,
-    );
+    const ex = await this.manifestRequest("GET", name, reference, accept, what);
     // The body first: every later check may throw, and the connection must be released.
     const bytes = await readBounded(this.t, ex, maxBytes, what);
     const announced = this.announcedDigest(ex.response, what);
@@ -295,6 +279,17 @@ export class UpstreamClient {
       );
     }
     return { bytes, mediaType, digest: v.digest };
+  }
+
+  private manifestRequest(
+    method: "GET" | "HEAD",
+    name: string,
+    reference: string,
+    accept: string | null | undefined,
+    what: string,
+  ): Promise<Exchange> {
+    const url = apiUrl(this.url, name, "manifests", reference);
+    return this.request(method, url, { accept: forwardAccept(accept) }, name, what);
   }
 
   /** A request with the auth dance: one retry after a 401, a second 401 is final. */

@@ -1,20 +1,11 @@
 import assert from "node:assert/strict";
 import { randomBytes as bytes } from "../../tests/helpers/fake_registry.ts";
-import { startUpstream } from "../../tests/helpers/upstream_client.ts";
+import { startUpstream, upstreamError as isKind } from "../../tests/helpers/upstream_client.ts";
 import { UpstreamError } from "./errors.ts";
 import { verifyDigest } from "./verify.ts";
 
 const read = async (s: ReadableStream<Uint8Array>) =>
   new Uint8Array(await new Response(s).arrayBuffer());
-
-function isKind(kind: string, message?: RegExp) {
-  return (e: unknown) => {
-    assert.ok(e instanceof UpstreamError, String(e));
-    assert.equal(e.kind, kind, e.message);
-    if (message) assert.match(e.message, message);
-    return true;
-  };
-}
 
 Deno.test("headBlob: the size; 404 is not-found", async () => {
   await using t = await startUpstream();

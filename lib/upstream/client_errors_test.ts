@@ -6,19 +6,9 @@ import {
   refusingUrl,
   upstreamConfig,
 } from "../../tests/helpers/fake_registry.ts";
-import { startUpstream } from "../../tests/helpers/upstream_client.ts";
+import { startUpstream, upstreamError as isKind } from "../../tests/helpers/upstream_client.ts";
 import { UpstreamClient } from "./client.ts";
-import { parseRetryAfter, UpstreamError } from "./errors.ts";
-
-function isKind(kind: string, message?: RegExp, flags?: { down: boolean; retryable: boolean }) {
-  return (e: unknown) => {
-    assert.ok(e instanceof UpstreamError, String(e));
-    assert.equal(e.kind, kind, e.message);
-    if (message) assert.match(e.message, message);
-    if (flags) assert.deepEqual({ down: e.down, retryable: e.retryable }, flags, e.message);
-    return true;
-  };
-}
+import { parseRetryAfter, UpstreamError, type UpstreamErrorKind } from "./errors.ts";
 
 const DOWN = { down: true, retryable: true };
 const FINAL = { down: false, retryable: false };
@@ -85,7 +75,7 @@ Deno.test("5xx and 429 are unavailable with Retry-After; 403 denied; 404 not-fou
   const cases: [
     number,
     Record<string, string>,
-    string,
+    UpstreamErrorKind,
     { down: boolean; retryable: boolean },
     RegExp,
   ][] = [

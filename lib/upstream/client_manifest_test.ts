@@ -9,22 +9,13 @@ import {
   OCI_MANIFEST,
   unique,
 } from "../../tests/helpers/oci_content.ts";
-import { startUpstream } from "../../tests/helpers/upstream_client.ts";
+import { startUpstream, upstreamError as isKind } from "../../tests/helpers/upstream_client.ts";
 import { DEFAULT_MANIFEST_ACCEPT } from "./accept.ts";
 import { UpstreamError } from "./errors.ts";
 
 function manifest(label = "m"): Uint8Array {
   const cfg = unique(label);
   return imageManifest({ mediaType: OCI_CONFIG, digest: sha256Of(cfg), size: cfg.length }, []);
-}
-
-function isKind(kind: string, message?: RegExp) {
-  return (e: unknown) => {
-    assert.ok(e instanceof UpstreamError, String(e));
-    assert.equal(e.kind, kind, e.message);
-    if (message) assert.match(e.message, message);
-    return true;
-  };
 }
 
 Deno.test("getManifest by tag: the bytes as served, bare Content-Type, sha256 digest", async () => {

@@ -78,6 +78,9 @@ function annotations(v: unknown, where: string): Record<string, string> {
   return v as Record<string, string>;
 }
 
+/** One descriptor (of a referrers index, say); MANIFEST_INVALID naming `where` if malformed. */
+export const parseDescriptor: (v: unknown, where: string) => Descriptor = descriptor;
+
 function descriptorList(v: unknown, where: string): Descriptor[] {
   if (v === undefined) return [];
   if (!Array.isArray(v)) throw invalid(`${where}: not an array`);

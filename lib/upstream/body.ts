@@ -1,0 +1,118 @@
+// An upstream response body that can neither hang nor lie about its length: a stall past the
+// read timeout, an early end or bytes beyond Content-Length error the stream.
+import { parseContentLength } from "../oci/mod.ts";
+import type { UpstreamError, UpstreamErrorKind, UpstreamErrorOptions } from "./errors.ts";
+
+export interface BodyGuard {
+  /** the longest wait for the next chunk */
+  readTimeoutMs: number;
+  /** names the exchange in errors: `GET blob x@sha256:…` */
+  what: string;
+  /** builds an error naming the upstream */
+  error: (kind: UpstreamErrorKind, what: string, opts?: UpstreamErrorOptions) => UpstreamError;
+  /** tears the connection down */
+  abort: () => void;
+  /** once, when the body ends: null for a clean end or a cancel by the consumer */
+  onEnd?: (error: UpstreamError | null) => void;
+}
+
+/** Deno's fetch errors name the URL (query and all: presigned signatures); keep the reason. */
+export function networkReason(e: unknown): string {
+  const err = e as { message?: string; cause?: { message?: string } };
+  const raw = String(err?.cause?.message ?? err?.message ?? e);
+  return raw.replace(/error sending request for url \(.*?\): /, "");
+}
+
+export function secs(ms: number): string {
+  return `${Math.round(ms) / 1000} s`;
+}
+
+/** Content-Length when it describes the bytes we read (no content coding); null otherwise. */
+export function declaredLength(res: Response): number | null {
+  const coding = res.headers.get("content-encoding");
+  if (coding !== null && coding.trim().toLowerCase() !== "identity") return null;
+  const v = res.headers.get("content-length");
+  return v === null ? null : parseContentLength(v);
+}
+
+export function guardBody(res: Response, g: BodyGuard): ReadableStream<Uint8Array> {
+  const declared = declaredLength(res);
+  const reader = res.body?.getReader();
+  const of = declared === null ? "" : ` of ${declared}`;
+  let received = 0;
+  let ended = false;
+  const end = (c: ReadableStreamDefaultController<Uint8Array>, err: UpstreamError | null) => {
+    ended = true;
+    if (err) {
+      g.abort();
+      reader?.cancel().catch(() => {});
+      c.error(err);
+    } else {
+      c.close();
+    }
+    g.onEnd?.(err);
+  };
+  return new ReadableStream<Uint8Array>({
+    async pull(c) {
+      if (!reader) {
+        const short = declared !== null && declared > 0;
+        return end(c, short ? g.error("invalid", `${g.what}: no body`) : null);
+      }
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const stall = new Promise<"stall">((resolve) => {
+        timer = setTimeout(() => resolve("stall"), g.readTimeoutMs);
+      });
+      let r: ReadableStreamReadResult<Uint8Array> | "stall";
+      try {
+        r = await Promise.race([reader.read(), stall]);
+      } catch (e) {
+        // The connection broke mid-body: a network fault, worth retrying.
+        return end(
+          c,
+          g.error(
+            "invalid",
+            `${g.what}: body cut off after ${received}${of} bytes: ${networkReason(e)}`,
+            { retryable: true, cause: e },
+          ),
+        );
+      } finally {
+        clearTimeout(timer);
+      }
+      if (r === "stall") {
+        return end(
+          c,
+          g.error(
+            "timeout",
+            `${g.what}: body stalled for ${secs(g.readTimeoutMs)} after ${received}${of} bytes`,
+          ),
+        );
+      }
+      if (r.done) {
+        if (declared !== null && received < declared) {
+          return end(
+            c,
+            g.error("invalid", `${g.what}: body ended after ${received}${of} bytes`, {
+              retryable: true,
+            }),
+          );
+        }
+        return end(c, null);
+      }
+      received += r.value.byteLength;
+      if (declared !== null && received > declared) {
+        return end(
+          c,
+          g.error("invalid", `${g.what}: body longer than its Content-Length ${declared}`),
+        );
+      }
+      c.enqueue(r.value);
+    },
+    async cancel(reason) {
+      if (ended) return;
+      ended = true;
+      g.abort();
+      await reader?.cancel(reason).catch(() => {});
+      g.onEnd?.(null);
+    },
+  });
+}

@@ -12,7 +12,7 @@ const ALLOWED: Record<string, string[]> = {
   streams: ["oci"],
   storage: ["oci", "config", "streams"],
   metadata: ["oci", "config"],
-  jobs: ["oci", "config"],
+  jobs: ["oci", "config", "metadata"],
   upstream: ["oci", "config", "streams"],
   registry: ["oci", "config", "streams", "storage", "metadata", "jobs", "upstream"],
   policy: ["oci", "config"],

@@ -1,6 +1,15 @@
 // Wharf's composition root: reads config, opens KV and the blob store, serves.
-// Usage: main.ts [serve|scrub|hash-password] [-c FILE]... [--dry-run]   (later files win)
-import { type Config, ConfigError, defaultConfig, loadConfigFiles } from "./lib/config/mod.ts";
+// Usage: main.ts [serve|worker|scrub|hash-password] [-c FILE]... [--dry-run] [--queue Q]...
+// (later config files win)
+import {
+  type Config,
+  ConfigError,
+  defaultConfig,
+  JOB_QUEUES,
+  loadConfigFiles,
+  type QueueName,
+} from "./lib/config/mod.ts";
+import { isQueueName, JobQueues } from "./lib/jobs/mod.ts";
 import {
   countUploadSessions,
   instrumentKv,
@@ -9,7 +18,7 @@ import {
 } from "./lib/metadata/mod.ts";
 import { type BlobStore, FsBlobStore, InstrumentedBlobStore } from "./lib/storage/mod.ts";
 import { Metrics } from "./lib/metrics/mod.ts";
-import { formatSummary, Registry, Scrubber } from "./lib/registry/mod.ts";
+import { formatSummary, Registry, type RegistryOptions, Scrubber } from "./lib/registry/mod.ts";
 import { type ConnEnv, createApp } from "./routes/app.ts";
 import { serveTls } from "./routes/tls_listener.ts";
 import { Authenticator, ClientIpResolver, hashPassword } from "./lib/auth/mod.ts";
@@ -20,10 +29,12 @@ interface Cli {
   command: string;
   configFiles: string[];
   dryRun: boolean;
+  /** `worker --queue`: the queues to drain (default all) */
+  queues: QueueName[];
 }
 
 function parseArgs(args: string[]): Cli {
-  const cli: Cli = { command: "serve", configFiles: [], dryRun: false };
+  const cli: Cli = { command: "serve", configFiles: [], dryRun: false, queues: [] };
   let i = 0;
   if (args[0] && !args[0].startsWith("-")) cli.command = args[i++];
   for (; i < args.length; i++) {
@@ -34,6 +45,14 @@ function parseArgs(args: string[]): Cli {
       cli.configFiles.push(f);
     } else if (a === "--dry-run") {
       cli.dryRun = true;
+    } else if (a === "--queue" || a.startsWith("--queue=")) {
+      const q = a === "--queue" ? args[++i] : a.slice("--queue=".length);
+      if (!q || !isQueueName(q)) {
+        throw new ConfigError(
+          `--queue needs one of ${JOB_QUEUES.join(", ")} (got ${q ?? "nothing"})`,
+        );
+      }
+      if (!cli.queues.includes(q)) cli.queues.push(q);
     } else if (a.startsWith("--config=")) {
       cli.configFiles.push(a.slice("--config=".length));
     } else {
@@ -63,7 +82,10 @@ async function serve(cfg: Config): Promise<void> {
   const rawKv = await openMetadata(cfg.metadataStore.path);
   const kv = instrumentKv(rawKv, metrics.observeKv);
   metrics.countUploadSessionsWith(() => countUploadSessions(rawKv));
-  const registry = new Registry(cfg, kv, store);
+  const jobs = jobQueues(cfg, kv, metrics);
+  const registry = new Registry(cfg, kv, store, registryOptions(jobs, metrics));
+  registerJobHandlers(registry);
+  jobs.start(holderName("serve"));
   const app = createApp({
     registry,
     metrics,
@@ -100,6 +122,8 @@ async function serve(cfg: Config): Promise<void> {
     });
     await new Promise<void>((resolve) => ac.signal.addEventListener("abort", () => resolve()));
     await tls.close();
+    await jobs.stop();
+    await registry.close();
     await registry.pulls.settled();
     kv.close();
     return;
@@ -129,7 +153,67 @@ async function serve(cfg: Config): Promise<void> {
       app.fetch(req, { remoteAddr: info.remoteAddr.hostname, certificate: null } satisfies ConnEnv),
   );
   await server.finished;
+  await jobs.stop();
+  await registry.close();
   await registry.pulls.settled();
+  kv.close();
+}
+
+function jobQueues(cfg: Config, kv: Deno.Kv, metrics: Metrics): JobQueues {
+  const jobs = new JobQueues(kv, cfg.global.jobQueue, metrics.jobEvents);
+  metrics.countJobsWith(JOB_QUEUES, (q) => jobs.queue(q as QueueName).counts());
+  return jobs;
+}
+
+function registryOptions(jobs: JobQueues, metrics: Metrics): RegistryOptions {
+  return {
+    jobs,
+    observeUpstream: metrics.observeUpstream,
+    observePullThrough: (kind, result) => metrics.pullThroughResult(kind, result),
+  };
+}
+
+/** How this process names itself in job leases (shown in logs, never trusted). */
+function holderName(role: string): string {
+  return `${role} ${Deno.hostname()}:${Deno.pid} ${crypto.randomUUID().slice(0, 8)}`;
+}
+
+/** The job kinds this build runs; every process that drains queues registers them all. */
+function registerJobHandlers(registry: Registry): void {
+  registry.registerJobHandlers();
+}
+
+/**
+ * `main.ts worker [--queue Q]...`: drains queues without serving HTTP, so several processes
+ * share the work through one KV. Stops on SIGTERM/SIGINT after running jobs finish (or their
+ * grace runs out; their leases then expire and another worker takes them over).
+ */
+async function worker(cfg: Config, queues: QueueName[]): Promise<void> {
+  const fsStore = new FsBlobStore(cfg.blobStore.fs.rootDir);
+  await fsStore.init();
+  const metrics = new Metrics();
+  const kv = await openMetadata(cfg.metadataStore.path);
+  const jobs = jobQueues(cfg, kv, metrics);
+  const registry = new Registry(
+    cfg,
+    kv,
+    new InstrumentedBlobStore(fsStore, metrics.observeBlobStore),
+    registryOptions(jobs, metrics),
+  );
+  registerJobHandlers(registry);
+  const drained = queues.length ? queues : [...JOB_QUEUES];
+  const runner = jobs.start(holderName("worker"), drained);
+  console.log(
+    `wharf worker draining ${runner.queues.join(", ") || "nothing (concurrency 0)"} (${
+      describe(cfg)
+    })`,
+  );
+  await new Promise<void>((resolve) => {
+    Deno.addSignalListener("SIGTERM", resolve);
+    Deno.addSignalListener("SIGINT", resolve);
+  });
+  await jobs.stop();
+  await registry.close();
   kv.close();
 }
 
@@ -233,12 +317,15 @@ async function main(): Promise<number> {
       return 0;
     case "scrub":
       return await scrub(cfg, cli.dryRun);
+    case "worker":
+      await worker(cfg, cli.queues);
+      return 0;
     case "hash-password":
       console.log(await hashPassword(await readPassword()));
       return 0;
     default:
       console.error(
-        `wharf: unknown command ${cli.command} (commands: serve, scrub, hash-password)`,
+        `wharf: unknown command ${cli.command} (commands: serve, worker, scrub, hash-password)`,
       );
       return 2;
   }

@@ -27,7 +27,11 @@ export type ActionName =
   | "list-namespaces"
   | "list-revisions"
   | "list-uploads"
-  | "ui-config";
+  | "ui-config"
+  | "list-jobs"
+  | "list-failed-jobs"
+  | "retry-job"
+  | "delete-job";
 
 export interface Action {
   name: ActionName;
@@ -37,7 +41,7 @@ export interface Action {
   tag?: string;
   uuid?: string;
   /** which extension listing a shared action serves (the pulls listing is `list-revisions`) */
-  resource?: "pulls";
+  resource?: "pulls" | "pending" | "failed";
 }
 
 type Method = "GET" | "HEAD" | "POST" | "PUT" | "PATCH" | "DELETE";
@@ -58,6 +62,13 @@ const ROUTES: Route[] = [
   { re: /^\/v2\/_svc\/repositories\/list$/, methods: READ("list-repositories") },
   { re: /^\/v2\/_svc\/namespaces\/list$/, methods: READ("list-namespaces") },
   { re: /^\/v2\/_svc\/ui\/config$/, methods: READ("ui-config") },
+  { re: /^\/v2\/_svc\/jobs\/list$/, methods: READ("list-jobs"), resource: "pending" },
+  {
+    re: /^\/v2\/_svc\/jobs\/failed$/,
+    methods: { ...READ("list-failed-jobs"), POST: "retry-job", DELETE: "delete-job" },
+    resource: "failed",
+  },
+  { re: /^\/v2\/_svc\/jobs\/pending$/, methods: { DELETE: "delete-job" }, resource: "pending" },
   { re: /^\/v2\/(.+)\/_svc\/revisions\/list$/, methods: READ("list-revisions") },
   { re: /^\/v2\/(.+)\/_svc\/pulls\/list$/, methods: READ("list-revisions"), resource: "pulls" },
   { re: /^\/v2\/(.+)\/_svc\/uploads\/list$/, methods: READ("list-uploads") },

@@ -11,6 +11,7 @@ import { uploadHandler } from "./uploads.ts";
 import { manifestHandler } from "./manifests.ts";
 import { listingHandler } from "./listings.ts";
 import { svcHandler } from "./svc.ts";
+import { jobsHandler, queueOf } from "./jobs.ts";
 import { healthHandler } from "./health.ts";
 import { Gate, type RequestContext } from "./authorize.ts";
 import { tokenHandler } from "./token.ts";
@@ -44,6 +45,18 @@ export interface Handlers {
 }
 
 const PULLS = new Set(["get-manifest", "get-blob", "list-tags", "get-referrers"]);
+/** Client writes: refused in a pull-through repository, which mirrors its upstreams. */
+const WRITES = new Set([
+  "put-manifest",
+  "delete-manifest",
+  "delete-blob",
+  "start-upload",
+  "get-upload",
+  "update-upload",
+  "complete-upload",
+  "cancel-upload",
+]);
+const JOB_ACTIONS = new Set(["list-jobs", "list-failed-jobs", "retry-job", "delete-job"]);
 
 export function createApp(services: Services): Hono<{ Bindings: ConnEnv }> {
   const app = new Hono<{ Bindings: ConnEnv }>();
@@ -83,11 +96,27 @@ export function createApp(services: Services): Hono<{ Bindings: ConnEnv }> {
     }
     // The namespaces listing names its repository in the query: let rules see it.
     const repo = action.name === "list-namespaces" ? url.searchParams.get("repository") : null;
-    gate.check(ctx, action, repo && isValidName(repo) ? { repository: repo } : {});
+    gate.check(
+      ctx,
+      action,
+      repo && isValidName(repo)
+        ? { repository: repo }
+        : JOB_ACTIONS.has(action.name)
+        ? { queue: queueOf(url) }
+        : {},
+    );
     const mount = action.name === "start-upload" ? url.searchParams.get("mount") : null;
     if (mount !== null) {
       // Mount has its own action; the source's get-blob is checked by the mount itself.
       gate.check(ctx, { name: "mount-blob", namespace: action.namespace, digest: mount });
+    }
+    if (WRITES.has(action.name)) {
+      try {
+        reg.assertWritable(action.namespace!);
+      } catch (e) {
+        await req.body?.cancel();
+        throw e;
+      }
     }
     const h: Handlers = {
       canRead: (ns, digest) => gate.allows(ctx, { name: "get-blob", namespace: ns, digest }),
@@ -168,6 +197,11 @@ function dispatch(
     case "list-uploads":
     case "ui-config":
       return svcHandler(req, url, a, reg, extra, h);
+    case "list-jobs":
+    case "list-failed-jobs":
+    case "retry-job":
+    case "delete-job":
+      return jobsHandler(req, url, a, reg, extra);
     case "mount-blob":
     case "get-token":
     case "metrics":

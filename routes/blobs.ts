@@ -15,7 +15,7 @@ export async function blobHandler(
     return new Response(null, { status: 202, headers: extra });
   }
   const head = req.method === "HEAD";
-  const r = await reg.blobs.read(ns, digest, req.headers.get("range"), !head);
+  const r = await reg.readBlob(ns, digest, req.headers.get("range"), !head);
   extra.set("Docker-Content-Digest", digest);
   extra.set("Accept-Ranges", "bytes");
   extra.set("Content-Type", "application/octet-stream");

@@ -44,7 +44,7 @@ export async function listingHandler(
       const ns = a.namespace!;
       const artifactType = url.searchParams.get("artifactType");
       const subject = a.digest ?? a.reference!;
-      const page = await reg.listings.referrers(ns, subject, artifactType, last);
+      const page = await reg.referrers(ns, subject, artifactType, last);
       if (artifactType !== null) extra.set("OCI-Filters-Applied", "artifactType");
       if (page.next) {
         extra.set(

@@ -23,7 +23,8 @@ export async function manifestHandler(
   switch (a.name) {
     case "get-manifest": {
       const head = req.method === "HEAD";
-      const m = await reg.manifests.get(ns, ref, !head);
+      const m = await reg.readManifest(ns, ref, !head, req.headers.get("accept"));
+      if (m.warning) extra.set("Warning", m.warning);
       extra.set("Content-Type", m.mediaType);
       extra.set("Docker-Content-Digest", m.digest);
       extra.set("Content-Length", String(m.size));

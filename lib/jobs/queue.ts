@@ -298,6 +298,31 @@ export class JobQueue {
     if (res.ok) this.events.poisoned?.(this.name);
   }
 
+  /**
+   * Makes a waiting (unclaimed) job due now, e.g. when the work it insures against just
+   * failed in the foreground. False when it is gone or already running.
+   */
+  async expedite(sk: string): Promise<boolean> {
+    const pk = pendingKey(this.name, sk);
+    for (let i = 0; i < CONFLICT_RETRIES; i++) {
+      const p = await this.kv.get<unknown>(pk);
+      const rec = parseRecord(p.value);
+      if (!rec || rec.holder !== undefined) return false;
+      const nk = storageKey(this.now(), rec.id);
+      if (nk >= sk) return true;
+      const lk = lockKey(this.name, rec.lock_key);
+      const lock = await this.kv.get<{ key: string }>(lk);
+      const op = this.kv.atomic().check(p).check(lock).delete(pk)
+        .set(pendingKey(this.name, nk), rec);
+      if (lock.value?.key === sk) op.set(lk, { key: nk });
+      if ((await op.commit()).ok) {
+        this.wake();
+        return true;
+      }
+    }
+    return false;
+  }
+
   // --- admin -------------------------------------------------------------------------------
 
   listPending(after: string | null, n: number): Promise<Page> {

@@ -34,11 +34,17 @@ export class Listings {
     return this.meta.catalog(n, last, admit);
   }
 
+  validReferrersQuery(subject: string, artifactType: string | null): boolean {
+    return parseDigest(subject) !== null && (artifactType === null || isMediaType(artifactType));
+  }
+
+  /** `upstream`: a pull-through cache's upstream referrers, merged under the cached ones. */
   async referrers(
     ns: string,
     subject: string,
     artifactType: string | null,
     last: string | null,
+    upstream: ReferrerDescriptor[] = [],
   ): Promise<{ manifests: ReferrerDescriptor[]; next: string | null }> {
     const d = parseDigest(subject);
     if (!d) {
@@ -55,6 +61,9 @@ export class Listings {
       byDigest.set(digest, { ...rec, digest });
     }
     for (const desc of await this.fallbackTag(ns, `${d.algorithm}-${d.hex}`)) {
+      if (!byDigest.has(desc.digest)) byDigest.set(desc.digest, desc);
+    }
+    for (const desc of upstream) {
       if (!byDigest.has(desc.digest)) byDigest.set(desc.digest, desc);
     }
     const all = [...byDigest.values()]

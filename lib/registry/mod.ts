@@ -2,15 +2,40 @@
 import type { Config } from "../config/schema.ts";
 import type { BlobStore } from "../storage/blob_store.ts";
 import { BlobMeta, ManifestMeta, UploadMeta } from "../metadata/mod.ts";
-import { PullMeta, SvcMeta } from "../metadata/mod.ts";
+import { PullMeta, SvcMeta, UpstreamChecks } from "../metadata/mod.ts";
 import { Pulls } from "./pulls.ts";
 import { SvcListings } from "./svc_listings.ts";
 import { Blobs } from "./blobs.ts";
 import { Listings } from "./listings.ts";
 import { Manifests } from "./manifests.ts";
 import { Uploads } from "./uploads.ts";
+import { JobQueues } from "../jobs/mod.ts";
+import type { ObserveFn } from "../upstream/mod.ts";
+import { RegistryError } from "../oci/errors.ts";
+import { Fills } from "./blob_fill.ts";
+import {
+  CACHE_FILL_KIND,
+  type PulledManifest,
+  PullThrough,
+  type PullThroughResult,
+} from "./pull_through.ts";
+import type { BlobRead } from "./blobs.ts";
+import type { ReferrerDescriptor } from "./listings.ts";
 
 export { type BlobRead } from "./blobs.ts";
+export {
+  CACHE_FILL_KIND,
+  type PulledManifest,
+  type PullThroughResult,
+  STALE_WARNING,
+} from "./pull_through.ts";
+
+export interface RegistryOptions {
+  /** default: queues over `kv` with the configured [global.job_queue] */
+  jobs?: JobQueues;
+  observeUpstream?: ObserveFn;
+  observePullThrough?: (kind: "manifest" | "blob", result: PullThroughResult) => void;
+}
 export { type ReferrerDescriptor, REFERRERS_PAGE } from "./listings.ts";
 export { parseSourceTimestamp } from "./manifests.ts";
 export { rangeHeaders, type StartResult } from "./uploads.ts";
@@ -22,8 +47,16 @@ export class Registry {
   readonly listings: Listings;
   readonly pulls: Pulls;
   readonly svc: SvcListings;
+  readonly jobs: JobQueues;
+  readonly pullThrough: PullThrough;
 
-  constructor(readonly cfg: Config, readonly kv: Deno.Kv, readonly store: BlobStore) {
+  constructor(
+    readonly cfg: Config,
+    readonly kv: Deno.Kv,
+    readonly store: BlobStore,
+    options: RegistryOptions = {},
+  ) {
+    this.jobs = options.jobs ?? new JobQueues(kv, cfg.global.jobQueue);
     const blobMeta = new BlobMeta(kv);
     const manifestMeta = new ManifestMeta(kv);
     this.blobs = new Blobs(store, blobMeta, manifestMeta);
@@ -38,6 +71,78 @@ export class Registry {
     const pullMeta = new PullMeta(kv);
     this.pulls = new Pulls(cfg, pullMeta);
     this.svc = new SvcListings(cfg, manifestMeta, new SvcMeta(kv), pullMeta);
+    this.pullThrough = new PullThrough({
+      cfg,
+      blobs: blobMeta,
+      manifests: this.manifests,
+      checks: new UpstreamChecks(kv),
+      fills: new Fills({ store, blobs: blobMeta, maxBlobSize: cfg.global.maxBlobSize }),
+      jobs: this.jobs,
+      observeUpstream: options.observeUpstream,
+      observe: options.observePullThrough,
+    });
+  }
+
+  /** Registers the job kinds this registry runs; call before starting a runner. */
+  registerJobHandlers(): void {
+    this.jobs.handle("cache", CACHE_FILL_KIND, (job) => this.pullThrough.fillJob(job));
+  }
+
+  /** Refuses client writes to a pull-through repository (403 DENIED). */
+  assertWritable(ns: string): void {
+    this.pullThrough.assertWritable(ns);
+  }
+
+  /** A manifest, from the upstreams when `ns` is a pull-through namespace. */
+  readManifest(
+    ns: string,
+    reference: string,
+    withBody: boolean,
+    accept: string | null,
+  ): Promise<PulledManifest> {
+    const rc = this.pullThrough.repository(ns);
+    if (!rc) return this.manifests.get(ns, reference, withBody);
+    return this.pullThrough.manifest(rc, ns, reference, accept, withBody);
+  }
+
+  /** A blob (or range), filled from the upstreams when `ns` is a pull-through namespace. */
+  async readBlob(
+    ns: string,
+    digest: string,
+    rangeHeader: string | null,
+    withBody: boolean,
+  ): Promise<BlobRead> {
+    const rc = this.pullThrough.repository(ns);
+    if (!rc) return await this.blobs.read(ns, digest, rangeHeader, withBody);
+    try {
+      return await this.blobs.read(ns, digest, rangeHeader, withBody);
+    } catch (e) {
+      if (!(e instanceof RegistryError && e.code === "BLOB_UNKNOWN")) throw e;
+    }
+    const r = await this.pullThrough.blob(rc, ns, digest, rangeHeader, withBody);
+    return r === "linked" ? await this.blobs.read(ns, digest, rangeHeader, withBody) : r;
+  }
+
+  /** Referrers, merged with the upstream's for a pull-through namespace (rule 5). */
+  async referrers(
+    ns: string,
+    subject: string,
+    artifactType: string | null,
+    last: string | null,
+  ): Promise<{ manifests: ReferrerDescriptor[]; next: string | null }> {
+    const rc = this.pullThrough.repository(ns);
+    let upstream: ReferrerDescriptor[] = [];
+    // A malformed subject or filter is answered by the listing itself, without asking upstream.
+    if (rc && this.listings.validReferrersQuery(subject, artifactType)) {
+      upstream = await this.pullThrough.referrers(rc, ns, subject, artifactType);
+    }
+    return await this.listings.referrers(ns, subject, artifactType, last, upstream);
+  }
+
+  /** Releases upstream connections (after the job runners stopped). */
+  close(): Promise<void> {
+    this.pullThrough.close();
+    return Promise.resolve();
   }
 
   /** Readiness: one bounded KV listing, no namespace walk and no blob store probe. */

@@ -1,0 +1,426 @@
+// Pull-through caching (SPEC §What the service does 5, Blobs rule 8, Referrers rule 5, Tags;
+// DESIGN.md Pull-through). A repository with upstreams serves every namespace under it from
+// its cache, asking its upstreams (in order, lib/upstream) for what it lacks:
+// - a manifest by digest, or a tag of an immutable repository, comes from the cache once cached;
+// - a mutable tag is checked with a HEAD (at most once per revalidate_secs) and refetched when
+//   its digest moved; when every upstream is down (unreachable, timeout, 5xx, 429) the cached
+//   copy is served with a Warning (stale beats down);
+// - manifests are stored byte-exact as served, after their digest was verified;
+// - a blob is filled once (blob_fill.ts) while every client follows the fill; a range over an
+//   uncached blob is forwarded upstream and the blob queued for a `cache` job.
+import { RegistryError } from "../oci/errors.ts";
+import { parseDigest, truncate } from "../oci/grammar.ts";
+import { resolveRange } from "../oci/range.ts";
+import type { Config, RepositoryConfig } from "../config/schema.ts";
+import { repositoryOf } from "../config/repositories.ts";
+import type { BlobMeta, RevisionRecord, UpstreamChecks } from "../metadata/mod.ts";
+import { type JobContext, type JobQueues, PermanentJobError } from "../jobs/mod.ts";
+import {
+  isUpstreamError,
+  type ObserveFn,
+  type UpstreamError,
+  UpstreamSet,
+} from "../upstream/mod.ts";
+import { log } from "../log.ts";
+import type { BlobRead } from "./blobs.ts";
+import { type BlobFill, FillError, type Fills } from "./blob_fill.ts";
+import type { ManifestBody, Manifests } from "./manifests.ts";
+import type { ReferrerDescriptor } from "./listings.ts";
+
+/** The Warning a stale manifest is served with (RFC 9111 warn-code 110). */
+export const STALE_WARNING = '110 wharf "Response is Stale: every upstream is unavailable"';
+
+/** The `cache` job that completes (or redoes) the fill of one blob into one namespace. */
+export const CACHE_FILL_KIND = "fill-blob";
+
+/**
+ * A cache job waits this long before it runs: the fill a client started usually finishes
+ * first (the job then only sees the blob linked); it matters when that process died mid-fill.
+ */
+export const CACHE_FILL_DELAY_MS = 30_000;
+
+export type PullThroughResult =
+  | "hit"
+  | "miss"
+  | "revalidated"
+  | "refreshed"
+  | "stale"
+  | "linked"
+  | "follow"
+  | "range"
+  | "error";
+
+export interface PullThroughDeps {
+  cfg: Config;
+  blobs: BlobMeta;
+  manifests: Manifests;
+  checks: UpstreamChecks;
+  fills: Fills;
+  jobs: JobQueues;
+  observeUpstream?: ObserveFn;
+  observe?: (kind: "manifest" | "blob", result: PullThroughResult) => void;
+}
+
+export interface PulledManifest extends ManifestBody {
+  /** set when the cached copy is served because every upstream is down */
+  warning?: string;
+}
+
+interface FillPayload {
+  namespace: string;
+  digest: string;
+}
+
+export class PullThrough {
+  private readonly sets = new Map<string, UpstreamSet>();
+
+  /** Builds the upstream clients now, so a bad ca_bundle fails at startup. */
+  constructor(private readonly d: PullThroughDeps) {
+    for (const rc of d.cfg.repositories.values()) {
+      if (rc.upstreams?.length) {
+        this.sets.set(
+          rc.name,
+          new UpstreamSet(rc.name, rc.upstreams, { observe: d.observeUpstream }),
+        );
+      }
+    }
+  }
+
+  close(): void {
+    for (const s of this.sets.values()) s.close();
+  }
+
+  /** The pull-through repository governing `ns`, or null for a hosted namespace. */
+  repository(ns: string): RepositoryConfig | null {
+    const rc = repositoryOf(this.d.cfg, ns);
+    return this.sets.has(rc.name) ? rc : null;
+  }
+
+  /** Client writes to a pull-through repository are refused: it mirrors its upstreams. */
+  assertWritable(ns: string): void {
+    const rc = this.repository(ns);
+    if (!rc) return;
+    throw new RegistryError(
+      "DENIED",
+      `repository ${rc.name} is a read-only pull-through cache of ${
+        rc.upstreams!.map((u) => u.url).join(", ")
+      }`,
+    );
+  }
+
+  private set(rc: RepositoryConfig): UpstreamSet {
+    return this.sets.get(rc.name)!;
+  }
+
+  async manifest(
+    rc: RepositoryConfig,
+    ns: string,
+    reference: string,
+    accept: string | null,
+    withBody: boolean,
+  ): Promise<PulledManifest> {
+    const byDigest = parseDigest(reference) !== null;
+    const local = await this.cached(ns, reference);
+    if (local && (byDigest || this.immutable(rc, reference))) {
+      this.d.observe?.("manifest", "hit");
+      return await this.serve(local, withBody);
+    }
+    if (local && rc.revalidateSecs) {
+      const seen = await this.d.checks.get(ns, reference);
+      if (seen && seen.digest === local.digest && Date.now() - seen.at < rc.revalidateSecs * 1000) {
+        this.d.observe?.("manifest", "hit");
+        return await this.serve(local, withBody);
+      }
+    }
+    const up = this.set(rc);
+    try {
+      if (local) {
+        const head = await up.headManifest(ns, reference, accept);
+        if (head.digest === local.digest) {
+          await this.d.checks.record(ns, reference, local.digest);
+          this.d.observe?.("manifest", "revalidated");
+          return await this.serve(local, withBody);
+        }
+        // Moved upstream: fetch the new revision by its digest (the tag could move again).
+        const fetched = await this.fetch(up, ns, head.digest, accept, reference);
+        this.d.observe?.("manifest", "refreshed");
+        return fetched;
+      }
+      const fetched = await this.fetch(up, ns, reference, accept, byDigest ? null : reference);
+      this.d.observe?.("manifest", "miss");
+      return fetched;
+    } catch (e) {
+      if (local && isUpstreamError(e) && e.down) {
+        log.warn("serving a cached manifest: every upstream is down", {
+          namespace: ns,
+          reference: truncate(reference),
+          error: e.message,
+        });
+        this.d.observe?.("manifest", "stale");
+        return { ...(await this.serve(local, withBody)), warning: STALE_WARNING };
+      }
+      this.d.observe?.("manifest", "error");
+      throw clientError(e, () =>
+        new RegistryError(
+          "MANIFEST_UNKNOWN",
+          `${truncate(ns)}:${truncate(reference)} not found upstream (${upstreamMessage(e)})`,
+        ));
+    }
+  }
+
+  private async fetch(
+    up: UpstreamSet,
+    ns: string,
+    reference: string,
+    accept: string | null,
+    tag: string | null,
+  ): Promise<PulledManifest> {
+    const m = await up.getManifest(ns, reference, accept, this.d.cfg.global.maxManifestSize);
+    let rec: RevisionRecord;
+    try {
+      rec = await this.d.manifests.storeFetched(ns, m.digest, m.bytes, m.mediaType, tag);
+    } catch (e) {
+      if (e instanceof RegistryError && e.code === "MANIFEST_INVALID") {
+        throw new RegistryError(
+          "PROVIDER_UNAVAILABLE",
+          `upstream served an unusable manifest for ${truncate(reference)}: ${e.detail}`,
+          { status: 502 },
+        );
+      }
+      throw e;
+    }
+    if (tag !== null) await this.d.checks.record(ns, tag, m.digest);
+    return { digest: m.digest, mediaType: rec.mediaType, size: m.bytes.byteLength, body: m.bytes };
+  }
+
+  private async cached(
+    ns: string,
+    reference: string,
+  ): Promise<{ digest: string; rev: RevisionRecord } | null> {
+    try {
+      return await this.d.manifests.resolve(ns, reference);
+    } catch (e) {
+      if (e instanceof RegistryError && e.code === "MANIFEST_UNKNOWN") return null;
+      throw e;
+    }
+  }
+
+  private async serve(
+    local: { digest: string; rev: RevisionRecord },
+    withBody: boolean,
+  ): Promise<PulledManifest> {
+    const body = local.rev.body ??
+      (withBody ? await this.d.manifests.body(local.digest, local.rev) : null);
+    return { digest: local.digest, mediaType: local.rev.mediaType, size: local.rev.size, body };
+  }
+
+  private immutable(rc: RepositoryConfig, tag: string): boolean {
+    const on = rc.immutableTags ?? this.d.cfg.global.immutableTags;
+    const exclusions = rc.immutableTagsExclusions ?? this.d.cfg.global.immutableTagsExclusions;
+    return on && !exclusions.some((re) => re.test(tag));
+  }
+
+  /**
+   * A blob this namespace has no link for. Bytes another namespace already holds are linked
+   * once the upstream confirms it has the digest under this name (never otherwise: that would
+   * show this namespace content of another). "linked": read it locally now.
+   */
+  async blob(
+    rc: RepositoryConfig,
+    ns: string,
+    digest: string,
+    rangeHeader: string | null,
+    withBody: boolean,
+  ): Promise<BlobRead | "linked"> {
+    const up = this.set(rc);
+    try {
+      const fill = await this.runningFill(digest);
+      if (fill && fill.ns === ns) {
+        this.d.observe?.("blob", "follow");
+        return await this.followFill(fill, rangeHeader, withBody);
+      }
+      const stored = await this.d.blobs.blob(digest);
+      if (stored || fill) {
+        // The bytes are here or on their way: the upstream only has to vouch for this name.
+        await up.headBlob(ns, digest);
+        if (stored && await this.d.blobs.mount(ns, digest)) {
+          this.d.observe?.("blob", "linked");
+          return "linked";
+        }
+        if (fill) {
+          fill.settled.then(() => this.d.blobs.mount(ns, digest)).catch(() => {});
+          this.d.observe?.("blob", "follow");
+          return await this.followFill(fill, rangeHeader, withBody);
+        }
+      }
+      if (!withBody) {
+        const head = await up.headBlob(ns, digest);
+        return { size: head.size, range: resolveRange(rangeHeader, head.size) };
+      }
+      if (rangeHeader !== null && isPartial(rangeHeader)) {
+        // Rule 8: a range over an uncached blob goes upstream as is; the blob is still queued.
+        const part = await up.getBlob(ns, digest, rangeHeader);
+        await this.queueFill(ns, digest, 0);
+        this.d.observe?.("blob", "range");
+        return {
+          size: part.size ?? null,
+          range: { kind: "full" },
+          stream: part.body,
+          upstream: { status: part.status, contentRange: part.contentRange ?? null },
+        };
+      }
+      const f = await this.startFill(up, ns, digest);
+      // Should this process die mid-fill, the job fetches the blob again; once the fill is
+      // done the job is dropped, and when it failed the job retries (or dead-letters) now.
+      const job = await this.queueFill(ns, digest, CACHE_FILL_DELAY_MS);
+      if (job !== null) {
+        const cache = this.d.jobs.queue("cache");
+        f.settled.then(() => cache.deletePending(job), () => cache.expedite(job))
+          .catch(() => {});
+      }
+      this.d.observe?.("blob", "miss");
+      return await this.followFill(f, rangeHeader, withBody);
+    } catch (e) {
+      this.d.observe?.("blob", "error");
+      throw clientError(e, () =>
+        new RegistryError(
+          "BLOB_UNKNOWN",
+          `${digest} not found upstream of ${truncate(ns)} (${upstreamMessage(e)})`,
+        ));
+    }
+  }
+
+  private async runningFill(digest: string): Promise<BlobFill | null> {
+    const running = this.d.fills.get(digest);
+    const fill = running ? await running.catch(() => null) : null;
+    return fill && fill.state !== "failed" ? fill : null;
+  }
+
+  private startFill(up: UpstreamSet, ns: string, digest: string): Promise<BlobFill> {
+    return this.d.fills.begin(ns, digest, async () => {
+      const whole = await up.getBlob(ns, digest);
+      if (whole.status !== 200) {
+        await whole.body.cancel();
+        throw new FillError(`upstream answered ${whole.status} to a whole-blob GET`, false);
+      }
+      return { body: whole.body, size: whole.size ?? null };
+    });
+  }
+
+  private async followFill(
+    fill: BlobFill,
+    rangeHeader: string | null,
+    withBody: boolean,
+  ): Promise<BlobRead> {
+    const size = fill.size;
+    const range = size === null ? { kind: "full" as const } : resolveRange(rangeHeader, size);
+    if (!withBody || range.kind === "unsatisfiable") return { size, range };
+    const stream = range.kind === "partial"
+      ? await fill.follow(range.start, range.end)
+      : await fill.follow();
+    return { size, range, stream };
+  }
+
+  /** The job's storage key, or null when it could not be queued. */
+  private async queueFill(ns: string, digest: string, delayMs: number): Promise<string | null> {
+    try {
+      const r = await this.d.jobs.queue("cache").enqueue({
+        kind: CACHE_FILL_KIND,
+        payload: { namespace: ns, digest } satisfies FillPayload,
+        lockKey: `${ns}@${digest}`,
+        notBefore: Date.now() + delayMs,
+      });
+      return r.storageKey;
+    } catch (e) {
+      // The client's pull does not depend on the job; a failed enqueue only loses the retry.
+      log.warn("could not queue a cache fill job", { namespace: ns, digest, error: String(e) });
+      return null;
+    }
+  }
+
+  /**
+   * The `cache` job: makes sure `digest` is stored and linked in `namespace`. A fill already
+   * running here is awaited rather than repeated. Retrying cannot fix wrong bytes, a refusal or
+   * a vanished blob: those dead-letter at once.
+   */
+  async fillJob(job: JobContext): Promise<void> {
+    const p = job.payload as Partial<FillPayload> | null;
+    const ns = p?.namespace;
+    const digest = p?.digest;
+    if (typeof ns !== "string" || typeof digest !== "string" || !parseDigest(digest)) {
+      throw new PermanentJobError("payload needs a namespace and a digest");
+    }
+    const rc = this.repository(ns);
+    if (!rc) throw new PermanentJobError(`${ns} is not in a pull-through repository`);
+    if (await this.d.blobs.link(ns, digest)) return;
+    try {
+      let fill = await this.runningFill(digest);
+      if (!fill) {
+        const up = this.set(rc);
+        if (await this.d.blobs.blob(digest)) {
+          await up.headBlob(ns, digest);
+          if (await this.d.blobs.mount(ns, digest)) return;
+        }
+        fill = await this.startFill(up, ns, digest);
+      }
+      await fill.settled;
+      if (fill.ns !== ns && !(await this.d.blobs.mount(ns, digest))) {
+        throw new Error(`${digest} vanished before it could be linked to ${ns}`);
+      }
+    } catch (e) {
+      if (e instanceof FillError && e.permanent) throw new PermanentJobError(e.message);
+      if (isUpstreamError(e) && !e.retryable) throw new PermanentJobError(e.message);
+      throw e;
+    }
+  }
+
+  /** Referrers rule 5: the upstream's referrers of `subject`; an unreachable upstream is left out. */
+  async referrers(
+    rc: RepositoryConfig,
+    ns: string,
+    subject: string,
+    artifactType: string | null,
+  ): Promise<ReferrerDescriptor[]> {
+    try {
+      const found = await this.set(rc).getReferrers(ns, subject, artifactType ?? undefined);
+      return found.map((d) => {
+        const out: ReferrerDescriptor = { mediaType: d.mediaType, digest: d.digest, size: d.size };
+        if (d.artifactType !== undefined) out.artifactType = d.artifactType;
+        if (d.annotations !== undefined) out.annotations = d.annotations;
+        return out;
+      });
+    } catch (e) {
+      log.warn("upstream referrers left out", { namespace: ns, error: upstreamMessage(e) });
+      return [];
+    }
+  }
+}
+
+function isPartial(rangeHeader: string): boolean {
+  return resolveRange(rangeHeader, Number.MAX_SAFE_INTEGER).kind !== "full";
+}
+
+function upstreamMessage(e: unknown): string {
+  return e instanceof Error ? e.message : String(e);
+}
+
+/**
+ * An upstream failure as the client sees it: missing upstream → the caller's 404; down → 503
+ * PROVIDER_UNAVAILABLE with Retry-After; an upstream's 416 to a forwarded range → 416; a
+ * refusal or a bad answer (wrong digest, malformed) → 502 PROVIDER_UNAVAILABLE naming it.
+ */
+function clientError(e: unknown, notFound: () => RegistryError): unknown {
+  if (e instanceof FillError) {
+    return new RegistryError("PROVIDER_UNAVAILABLE", e.message, { status: 502 });
+  }
+  if (!isUpstreamError(e)) return e;
+  const u = e as UpstreamError;
+  if (u.kind === "not-found") return notFound();
+  if (u.status === 416) {
+    return new RegistryError("SIZE_INVALID", `upstream: range not satisfiable (${u.message})`);
+  }
+  return new RegistryError("PROVIDER_UNAVAILABLE", u.message, {
+    status: u.down ? 503 : 502,
+    headers: u.down ? { "Retry-After": String(u.retryAfterSecs ?? 5) } : {},
+  });
+}

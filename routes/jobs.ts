@@ -1,0 +1,106 @@
+// The job administration endpoints (SPEC §Extension endpoints, Job administration 1–3):
+// parse the query strictly, call the queue, write JSON. A malformed query is 404 on the GET
+// listings and 400 on the retry/delete mutations, never defaulted.
+import type { Action } from "./actions.ts";
+import type { Registry } from "../lib/registry/mod.ts";
+import { RegistryError, truncate } from "../lib/oci/mod.ts";
+import { isQueueName, isStorageKey, type JobQueue, NotAJobError } from "../lib/jobs/mod.ts";
+import { jsonResponse } from "./request.ts";
+
+export const JOBS_DEFAULT_N = 100;
+/** Larger pages are served at this size (with `next`), as the catalog does. */
+export const JOBS_MAX_N = 1000;
+
+const PARAMS = ["n", "after", "queue", "key"];
+
+interface JobQuery {
+  queue: JobQueue;
+  n: number;
+  after: string | null;
+  key: string | null;
+}
+
+/** The `queue` value CEL rules see: the named queue when valid, else the default. */
+export function queueOf(url: URL): string {
+  const q = url.searchParams.get("queue");
+  return q !== null && isQueueName(q) ? q : "cache";
+}
+
+function parse(url: URL, a: Action, reg: Registry): JobQuery {
+  const listing = a.name === "list-jobs" || a.name === "list-failed-jobs";
+  const bad = (detail: string) =>
+    listing
+      ? new RegistryError("NAME_UNKNOWN", detail)
+      : new RegistryError("UNSUPPORTED", detail, { status: 400 });
+  for (const name of PARAMS) {
+    if (url.searchParams.getAll(name).length > 1) throw bad(`${name} given more than once`);
+  }
+  const q = url.searchParams.get("queue") ?? "cache";
+  if (!isQueueName(q)) {
+    throw bad(`unknown queue ${truncate(q)} (queues: cache, replication, scan, index)`);
+  }
+  const nRaw = url.searchParams.get("n");
+  let n = JOBS_DEFAULT_N;
+  if (nRaw !== null) {
+    if (!/^\d{1,15}$/.test(nRaw)) throw bad("n must be a non-negative integer");
+    n = Math.min(Number(nRaw), JOBS_MAX_N);
+  }
+  const after = url.searchParams.get("after");
+  if (after !== null && !isStorageKey(after)) {
+    throw bad(`after is not a job key: ${truncate(after)}`);
+  }
+  const key = url.searchParams.get("key");
+  if (!listing) {
+    if (key === null) throw bad("key is required");
+    if (!isStorageKey(key)) throw bad(`key is not a job key: ${truncate(key)}`);
+  }
+  return { queue: reg.jobs.queue(q), n, after, key };
+}
+
+export async function jobsHandler(
+  req: Request,
+  url: URL,
+  a: Action,
+  reg: Registry,
+  extra: Headers,
+): Promise<Response> {
+  await req.body?.cancel();
+  const q = parse(url, a, reg);
+  const head = req.method === "HEAD";
+  switch (a.name) {
+    case "list-jobs": {
+      const page = await q.queue.listPending(q.after, q.n);
+      return jsonResponse(withNext({ jobs: page.items }, page.next), extra, head);
+    }
+    case "list-failed-jobs": {
+      const page = await q.queue.listFailed(q.after, q.n);
+      return jsonResponse(withNext({ failed: page.items }, page.next), extra, head);
+    }
+    default: {
+      let done: boolean;
+      try {
+        done = a.name === "retry-job"
+          ? await q.queue.retryFailed(q.key!)
+          : a.resource === "failed"
+          ? await q.queue.deleteFailed(q.key!)
+          : await q.queue.deletePending(q.key!);
+      } catch (e) {
+        if (e instanceof NotAJobError) {
+          throw new RegistryError("UNSUPPORTED", e.message, { status: 400 });
+        }
+        throw e;
+      }
+      if (!done) {
+        throw new RegistryError(
+          "NAME_UNKNOWN",
+          `no ${a.resource} job ${q.key} in queue ${q.queue.name}`,
+        );
+      }
+      return new Response(null, { status: 204, headers: extra });
+    }
+  }
+}
+
+function withNext<T extends object>(body: T, next: string | undefined): T & { next?: string } {
+  return next === undefined ? body : { ...body, next };
+}

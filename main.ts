@@ -10,6 +10,7 @@ import {
   type QueueName,
 } from "./lib/config/mod.ts";
 import { isQueueName, JobQueues } from "./lib/jobs/mod.ts";
+import { isUpstreamError } from "./lib/upstream/mod.ts";
 import {
   countUploadSessions,
   instrumentKv,
@@ -310,7 +311,8 @@ async function main(): Promise<number> {
       try {
         await serve(cfg);
       } catch (e) {
-        if (!(e instanceof PolicyCompileError)) throw e;
+        // A bad rule or an unreadable upstream ca_bundle stops startup with a message.
+        if (!(e instanceof PolicyCompileError) && !isUpstreamError(e)) throw e;
         console.error(`wharf: config ${cfg.sources.join(", ")}: ${e.message}`);
         return 2;
       }
@@ -318,7 +320,13 @@ async function main(): Promise<number> {
     case "scrub":
       return await scrub(cfg, cli.dryRun);
     case "worker":
-      await worker(cfg, cli.queues);
+      try {
+        await worker(cfg, cli.queues);
+      } catch (e) {
+        if (!isUpstreamError(e)) throw e;
+        console.error(`wharf: config ${cfg.sources.join(", ")}: ${e.message}`);
+        return 2;
+      }
       return 0;
     case "hash-password":
       console.log(await hashPassword(await readPassword()));

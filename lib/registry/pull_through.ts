@@ -363,7 +363,8 @@ export class PullThrough {
         }
         fill = await this.startFill(up, ns, digest);
       }
-      await fill.settled;
+      // The fill goes on without the job when the worker stops; the job is then taken over.
+      await untilAborted(fill.settled, job.signal);
       if (fill.ns !== ns && !(await this.d.blobs.mount(ns, digest))) {
         throw new Error(`${digest} vanished before it could be linked to ${ns}`);
       }
@@ -394,6 +395,15 @@ export class PullThrough {
       return [];
     }
   }
+}
+
+function untilAborted<T>(p: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(signal.reason);
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason);
+    signal.addEventListener("abort", onAbort, { once: true });
+    p.then(resolve, reject).finally(() => signal.removeEventListener("abort", onAbort));
+  });
 }
 
 function isPartial(rangeHeader: string): boolean {

@@ -4,9 +4,12 @@ import { parse as parseToml } from "smol-toml";
 import {
   type Config,
   defaultConfig,
+  DOWNSTREAM_DEFAULTS,
+  type DownstreamConfig,
   JOB_QUEUES,
   type JobQueueConfig,
   type PolicyConfig,
+  type ReplicationMode,
   type RepositoryConfig,
   type TlsConfig,
   UPSTREAM_DEFAULTS,
@@ -201,6 +204,7 @@ export function buildConfig(doc: Table, paths: string[]): Config {
 
   const repos = r.table(doc.repository, "repository");
   const namespaces = new Map<string, string>();
+  const downstreamNames = new Map<string, string>();
   for (const [name, v] of Object.entries(repos)) {
     const path = `repository."${name}"`;
     if (!isValidName(name)) r.fail(path, "not a valid repository name");
@@ -212,6 +216,7 @@ export function buildConfig(doc: Table, paths: string[]): Config {
       "access_policy",
       "upstream",
       "revalidate_secs",
+      "downstream",
     ]);
     const rc: RepositoryConfig = {
       name,
@@ -226,6 +231,13 @@ export function buildConfig(doc: Table, paths: string[]): Config {
       rc.revalidateSecs = r.int(t, "revalidate_secs", path, 0) ?? upstreams.revalidateSecs ?? 0;
     } else if (t.revalidate_secs !== undefined) {
       r.fail(`${path}.revalidate_secs`, "only applies to a repository with upstreams");
+    }
+    const downstreams = readDownstreams(r, t.downstream, `${path}.downstream`, downstreamNames);
+    if (downstreams.length > 0) {
+      if (rc.upstreams) {
+        r.fail(`${path}.downstream`, "a pull-through cache is read-only and cannot replicate");
+      }
+      rc.downstreams = downstreams;
     }
     if (rc.namespace !== undefined) {
       if (rc.namespace === "") r.fail(`${path}.namespace`, "must not be empty");
@@ -265,6 +277,62 @@ function readJobQueue(r: Reader, t: Table, out: JobQueueConfig): void {
   }
 }
 
+const MODES: readonly ReplicationMode[] = ["event", "event+reconcile", "reconcile"];
+
+/** `[[repository."<name>".downstream]]`; `seen` maps downstream names to their key path. */
+function readDownstreams(
+  r: Reader,
+  v: unknown,
+  path: string,
+  seen: Map<string, string>,
+): DownstreamConfig[] {
+  if (v === undefined) return [];
+  const items = Array.isArray(v) ? v : [v];
+  return items.map((item, i) => {
+    const p = `${path}[${i}]`;
+    const t = r.table(item, p);
+    r.only(t, p, [
+      "name",
+      "url",
+      "username",
+      "password",
+      "ca_bundle",
+      "connect_timeout_secs",
+      "read_timeout_secs",
+      "max_redirects",
+      "namespace_filter",
+      "mode",
+      "prune",
+      "max_concurrent_transfers",
+      "reconcile_interval_secs",
+    ]);
+    const connection = readConnection(r, t, p);
+    const name = r.str(t, "name", p);
+    if (!name) r.fail(`${p}.name`, "is required");
+    if (!/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/.test(name!)) {
+      r.fail(`${p}.name`, "must be 1-64 letters, digits, '.', '_' or '-'");
+    }
+    const other = seen.get(name!);
+    if (other) r.fail(`${p}.name`, `"${name}" is already the name of ${other}`);
+    seen.set(name!, p);
+    const mode = r.str(t, "mode", p) ?? DOWNSTREAM_DEFAULTS.mode;
+    if (!MODES.includes(mode as ReplicationMode)) {
+      r.fail(`${p}.mode`, `must be one of ${MODES.join(", ")}`);
+    }
+    return {
+      ...connection,
+      name: name!,
+      namespaceFilter: r.regexes(t, "namespace_filter", p) ?? [],
+      mode: mode as ReplicationMode,
+      prune: r.bool(t, "prune", p) ?? DOWNSTREAM_DEFAULTS.prune,
+      maxConcurrentTransfers: r.int(t, "max_concurrent_transfers", p, 1, 64) ??
+        DOWNSTREAM_DEFAULTS.maxConcurrentTransfers,
+      reconcileIntervalSecs: r.int(t, "reconcile_interval_secs", p, 1) ??
+        DOWNSTREAM_DEFAULTS.reconcileIntervalSecs,
+    };
+  });
+}
+
 /** `[[repository."<name>".upstream]]`: a list of tables (a single table is taken as one). */
 function readUpstreams(
   r: Reader,
@@ -287,34 +355,39 @@ function readUpstreams(
       "max_redirects",
       "revalidate_secs",
     ]);
-    const url = r.str(t, "url", p);
-    if (!url || !isUrl(url)) r.fail(`${p}.url`, "must be an http(s) URL");
-    const u = new URL(url);
-    if (u.search || u.hash || u.username || u.password) {
-      r.fail(`${p}.url`, "must not carry a query, fragment or credentials");
-    }
-    const username = r.str(t, "username", p) ?? null;
-    const password = r.str(t, "password", p) ?? null;
-    if ((username === null) !== (password === null)) {
-      r.fail(
-        `${p}.${username === null ? "username" : "password"}`,
-        "username and password go together",
-      );
-    }
     revalidateSecs ??= r.int(t, "revalidate_secs", p, 0);
-    return {
-      url: url.replace(/\/+$/, ""),
-      username,
-      password,
-      caBundle: r.str(t, "ca_bundle", p) ?? null,
-      connectTimeoutSecs: r.int(t, "connect_timeout_secs", p, 1, 3600) ??
-        UPSTREAM_DEFAULTS.connectTimeoutSecs,
-      readTimeoutSecs: r.int(t, "read_timeout_secs", p, 1, 86400) ??
-        UPSTREAM_DEFAULTS.readTimeoutSecs,
-      maxRedirects: r.int(t, "max_redirects", p, 0, 20) ?? UPSTREAM_DEFAULTS.maxRedirects,
-    };
+    return readConnection(r, t, p);
   });
   return { list, revalidateSecs };
+}
+
+/** url, credentials, ca_bundle and timeouts of an upstream or downstream table. */
+function readConnection(r: Reader, t: Table, p: string): UpstreamConfig {
+  const url = r.str(t, "url", p);
+  if (!url || !isUrl(url)) r.fail(`${p}.url`, "must be an http(s) URL");
+  const u = new URL(url!);
+  if (u.search || u.hash || u.username || u.password) {
+    r.fail(`${p}.url`, "must not carry a query, fragment or credentials");
+  }
+  const username = r.str(t, "username", p) ?? null;
+  const password = r.str(t, "password", p) ?? null;
+  if ((username === null) !== (password === null)) {
+    r.fail(
+      `${p}.${username === null ? "username" : "password"}`,
+      "username and password go together",
+    );
+  }
+  return {
+    url: url!.replace(/\/+$/, ""),
+    username,
+    password,
+    caBundle: r.str(t, "ca_bundle", p) ?? null,
+    connectTimeoutSecs: r.int(t, "connect_timeout_secs", p, 1, 3600) ??
+      UPSTREAM_DEFAULTS.connectTimeoutSecs,
+    readTimeoutSecs: r.int(t, "read_timeout_secs", p, 1, 86400) ??
+      UPSTREAM_DEFAULTS.readTimeoutSecs,
+    maxRedirects: r.int(t, "max_redirects", p, 0, 20) ?? UPSTREAM_DEFAULTS.maxRedirects,
+  };
 }
 
 function readUi(r: Reader, ui: Table, cfg: Config): void {

@@ -69,6 +69,39 @@ Deno.test("upstreams and the job queue are read with their defaults", () => {
 
 const defaultsOf = () => buildConfig({}, []);
 
+Deno.test("downstreams are read with their defaults", () => {
+  const c = buildConfig({
+    repository: {
+      app: {
+        downstream: [
+          { name: "eu", url: "https://eu.example.com/", username: "u", password: "p" },
+          {
+            name: "dr",
+            url: "http://dr:5000/mirror",
+            namespace_filter: ["app/team-.*"],
+            mode: "reconcile",
+            prune: true,
+            max_concurrent_transfers: 2,
+            reconcile_interval_secs: 60,
+          },
+        ],
+      },
+    },
+  }, []);
+  const [eu, dr] = c.repositories.get("app")!.downstreams!;
+  assert.equal(eu.url, "https://eu.example.com");
+  assert.equal(eu.mode, "event+reconcile");
+  assert.equal(eu.prune, false);
+  assert.equal(eu.maxConcurrentTransfers, 4);
+  assert.deepEqual(eu.namespaceFilter, []);
+  assert.equal(eu.username, "u");
+  assert.equal(dr.mode, "reconcile");
+  assert.ok(dr.namespaceFilter[0].test("app/team-a"));
+  assert.ok(!dr.namespaceFilter[0].test("xapp/team-a"), "full match");
+  assert.equal(dr.prune, true);
+  assert.equal(dr.reconcileIntervalSecs, 60);
+});
+
 Deno.test("invalid config names the key and the file", async () => {
   const dir = await Deno.makeTempDir();
   const bad: [string, RegExp][] = [
@@ -122,6 +155,27 @@ Deno.test("invalid config names the key and the file", async () => {
     [
       `[global.job_queue]\nbackoff_min_ms = 500\nbackoff_max_ms = 100\n`,
       /backoff_max_ms: must not be below backoff_min_ms/,
+    ],
+    [
+      `[[repository."a".downstream]]\nname = "b"\nurl = "https://b"\n[[repository."c".downstream]]\nname = "b"\nurl = "https://c"\n`,
+      /repository\."c"\.downstream\[0\]\.name: "b" is already the name of repository\."a"\.downstream\[0\]/,
+    ],
+    [`[[repository."a".downstream]]\nurl = "https://b"\n`, /downstream\[0\]\.name: is required/],
+    [
+      `[[repository."a".downstream]]\nname = "b"\nurl = "file:///x"\n`,
+      /downstream\[0\]\.url: must be an http/,
+    ],
+    [
+      `[[repository."a".downstream]]\nname = "b"\nurl = "https://b"\nnamespace_filter = ["("]\n`,
+      /downstream\[0\]\.namespace_filter\[0\]: invalid regex/,
+    ],
+    [
+      `[[repository."a".downstream]]\nname = "b"\nurl = "https://b"\nmode = "sometimes"\n`,
+      /downstream\[0\]\.mode: must be one of/,
+    ],
+    [
+      `[[repository."a".upstream]]\nurl = "https://u"\n[[repository."a".downstream]]\nname = "b"\nurl = "https://b"\n`,
+      /repository\."a"\.downstream: a pull-through cache is read-only/,
     ],
   ];
   for (const [text, re] of bad) {

@@ -83,7 +83,33 @@ export interface RepositoryConfig {
   upstreams?: UpstreamConfig[];
   /** a mutable cached tag checked against the upstream this recently is served without a HEAD */
   revalidateSecs?: number;
+  /** replication: registries every write here is mirrored to */
+  downstreams?: DownstreamConfig[];
 }
+
+export type ReplicationMode = "event" | "event+reconcile" | "reconcile";
+
+/** `[[repository."<name>".downstream]]`: connection settings as for an upstream, plus these. */
+export interface DownstreamConfig extends UpstreamConfig {
+  /** unique across the config; jobs name their downstream by it */
+  name: string;
+  /** full-match regexes over the local namespace; empty = every namespace of the repository */
+  namespaceFilter: RegExp[];
+  mode: ReplicationMode;
+  /** reconcile also deletes downstream tags that are absent locally */
+  prune: boolean;
+  /** blob transfers of one job at a time */
+  maxConcurrentTransfers: number;
+  /** how often the server reconciles (modes with reconcile) */
+  reconcileIntervalSecs: number;
+}
+
+export const DOWNSTREAM_DEFAULTS = {
+  mode: "event+reconcile" as ReplicationMode,
+  prune: false,
+  maxConcurrentTransfers: 4,
+  reconcileIntervalSecs: 3600,
+};
 
 export interface Config {
   server: {

@@ -1,5 +1,6 @@
 // Wharf's composition root: reads config, opens KV and the blob store, serves.
-// Usage: main.ts [serve|worker|scrub|hash-password] [-c FILE]... [--dry-run] [--queue Q]...
+// Usage: main.ts [serve|worker|replicate|scrub|hash-password] [-c FILE]... [--dry-run]
+//        [--queue Q]...
 // (later config files win)
 import {
   type Config,
@@ -11,6 +12,7 @@ import {
 } from "./lib/config/mod.ts";
 import { isQueueName, JobQueues } from "./lib/jobs/mod.ts";
 import { isUpstreamError } from "./lib/upstream/mod.ts";
+import { reconcile, type ReconcileSummary, Replicator } from "./lib/replication/mod.ts";
 import {
   countUploadSessions,
   instrumentKv,
@@ -85,7 +87,7 @@ async function serve(cfg: Config): Promise<void> {
   metrics.countUploadSessionsWith(() => countUploadSessions(rawKv));
   const jobs = jobQueues(cfg, kv, metrics);
   const registry = new Registry(cfg, kv, store, registryOptions(jobs, metrics));
-  registerJobHandlers(registry);
+  const replicator = registerJobHandlers(cfg, registry, metrics);
   jobs.start(holderName("serve"));
   const app = createApp({
     registry,
@@ -101,8 +103,10 @@ async function serve(cfg: Config): Promise<void> {
     ac.signal,
     metrics,
   );
+  const stopReconcile = scheduleReconcile(cfg, registry, replicator, ac.signal);
   const stop = () => {
     stopScrub();
+    stopReconcile();
     ac.abort();
   };
   Deno.addSignalListener("SIGTERM", stop);
@@ -124,6 +128,7 @@ async function serve(cfg: Config): Promise<void> {
     await new Promise<void>((resolve) => ac.signal.addEventListener("abort", () => resolve()));
     await tls.close();
     await jobs.stop();
+    replicator.close();
     await registry.close();
     await registry.pulls.settled();
     kv.close();
@@ -155,6 +160,7 @@ async function serve(cfg: Config): Promise<void> {
   );
   await server.finished;
   await jobs.stop();
+  replicator.close();
   await registry.close();
   await registry.pulls.settled();
   kv.close();
@@ -180,8 +186,87 @@ function holderName(role: string): string {
 }
 
 /** The job kinds this build runs; every process that drains queues registers them all. */
-function registerJobHandlers(registry: Registry): void {
+function registerJobHandlers(cfg: Config, registry: Registry, metrics: Metrics): Replicator {
   registry.registerJobHandlers();
+  const replicator = new Replicator(cfg, registry, metrics.replicationEvents);
+  replicator.register();
+  const downstreams = [...cfg.repositories.values()].flatMap((r) =>
+    (r.downstreams ?? []).map((d) => d.name)
+  );
+  if (downstreams.length > 0) {
+    metrics.replicationLagWith(downstreams, async () => {
+      const ages = new Map<string, number>();
+      const now = Date.now();
+      for (const r of await registry.jobs.queue("replication").pendingRecords(10_000)) {
+        const d = (r.payload as { downstream?: unknown } | null)?.downstream;
+        if (typeof d !== "string") continue;
+        ages.set(d, Math.max(ages.get(d) ?? 0, (now - r.created_at) / 1000));
+      }
+      return ages;
+    });
+  }
+  return replicator;
+}
+
+/** Reconcile inside the server for downstreams whose mode includes it, one run at a time. */
+function scheduleReconcile(
+  cfg: Config,
+  registry: Registry,
+  replicator: Replicator,
+  signal: AbortSignal,
+): () => void {
+  const intervals = [...cfg.repositories.values()].flatMap((r) =>
+    (r.downstreams ?? []).filter((d) => d.mode !== "event").map((d) => d.reconcileIntervalSecs)
+  );
+  if (intervals.length === 0) return () => {};
+  let running = false;
+  const timer = setInterval(async () => {
+    if (running || signal.aborted) return;
+    running = true;
+    try {
+      const s = await reconcile(cfg, registry.kv, registry.jobs, replicator, {
+        scheduledOnly: true,
+        signal,
+      });
+      log.info("reconcile finished", { ...s, errors: JSON.stringify(s.errors) });
+    } catch (e) {
+      if (!signal.aborted) {
+        log.error("reconcile failed", { error: e instanceof Error ? e.message : String(e) });
+      }
+    } finally {
+      running = false;
+    }
+  }, Math.min(...intervals) * 1000);
+  return () => clearInterval(timer);
+}
+
+function formatReconcile(s: ReconcileSummary, dryRun: boolean): string {
+  const verb = dryRun ? "would enqueue" : "enqueued";
+  const errors = Object.entries(s.errors).map(([d, e]) => `\n  ${d}: ${e}`).join("");
+  return `reconcile: ${s.namespaces} namespace(s), ${s.tags} tag(s); ${verb} ${s.pushes} push(es) and ${s.deletes} delete(s)${
+    errors ? `; errors:${errors}` : ""
+  }`;
+}
+
+/** `main.ts replicate [--dry-run]`: one reconcile pass over every downstream; jobs do the work. */
+async function replicate(cfg: Config, dryRun: boolean): Promise<number> {
+  const store = new FsBlobStore(cfg.blobStore.fs.rootDir);
+  await store.init();
+  const kv = await openMetadata(cfg.metadataStore.path);
+  const registry = new Registry(cfg, kv, store);
+  const replicator = new Replicator(cfg, registry);
+  try {
+    const s = await reconcile(cfg, kv, registry.jobs, replicator, {
+      dryRun,
+      report: (line) => console.log(`${dryRun ? "would " : ""}${line}`),
+    });
+    console.log(formatReconcile(s, dryRun));
+    return Object.keys(s.errors).length ? 1 : 0;
+  } finally {
+    replicator.close();
+    await registry.close();
+    kv.close();
+  }
 }
 
 /**
@@ -201,7 +286,7 @@ async function worker(cfg: Config, queues: QueueName[]): Promise<void> {
     new InstrumentedBlobStore(fsStore, metrics.observeBlobStore),
     registryOptions(jobs, metrics),
   );
-  registerJobHandlers(registry);
+  const replicator = registerJobHandlers(cfg, registry, metrics);
   const drained = queues.length ? queues : [...JOB_QUEUES];
   const runner = jobs.start(holderName("worker"), drained);
   console.log(
@@ -214,6 +299,7 @@ async function worker(cfg: Config, queues: QueueName[]): Promise<void> {
     Deno.addSignalListener("SIGINT", resolve);
   });
   await jobs.stop();
+  replicator.close();
   await registry.close();
   kv.close();
 }
@@ -319,6 +405,8 @@ async function main(): Promise<number> {
       return 0;
     case "scrub":
       return await scrub(cfg, cli.dryRun);
+    case "replicate":
+      return await replicate(cfg, cli.dryRun);
     case "worker":
       try {
         await worker(cfg, cli.queues);
@@ -333,7 +421,7 @@ async function main(): Promise<number> {
       return 0;
     default:
       console.error(
-        `wharf: unknown command ${cli.command} (commands: serve, worker, scrub, hash-password)`,
+        `wharf: unknown command ${cli.command} (commands: serve, worker, replicate, scrub, hash-password)`,
       );
       return 2;
   }

@@ -9,7 +9,7 @@
 // - failures back off (exponential, jitter in [d/2, d]) or move to ["job", q, "f", key].
 // Every commit here carries at most 2 checks and 4 mutations.
 import type { JobQueueConfig, QueueName } from "../config/mod.ts";
-import { valueSize } from "../metadata/mod.ts";
+import { type PlannedMutation, valueSize } from "../metadata/mod.ts";
 import { JobTooLargeError, NotAJobError } from "./errors.ts";
 import {
   dueEnd,
@@ -139,6 +139,19 @@ export class JobQueue {
     const sk = storageKey(spec.notBefore ?? this.now(), rec.id);
     op.set(pendingKey(this.name, sk), rec).set(lockKey(this.name, spec.lockKey), { key: sk });
     return sk;
+  }
+
+  /**
+   * `enqueueInto` as planned mutations, for commits built with a CommitBudget (the metadata
+   * layer adds them next to the write that causes the job).
+   */
+  plan(spec: JobSpec): PlannedMutation[] {
+    const rec = this.record(spec);
+    const sk = storageKey(spec.notBefore ?? this.now(), rec.id);
+    return [
+      { kind: "set", key: pendingKey(this.name, sk), value: rec },
+      { kind: "set", key: lockKey(this.name, spec.lockKey), value: { key: sk } },
+    ];
   }
 
   /** Call after committing `enqueueInto`: counts it and wakes local workers. */
@@ -406,6 +419,18 @@ export class JobQueue {
       if ((await op.commit()).ok) return true;
     }
     throw new Error(`delete on ${this.name}: ${sk} kept changing`);
+  }
+
+  /** Up to `limit` pending records in due order (metrics derive per-target lag from them). */
+  async pendingRecords(limit: number): Promise<JobRecord[]> {
+    const out: JobRecord[] = [];
+    for await (
+      const e of this.kv.list({ prefix: ["job", this.name, "q"] }, { limit, batchSize: 500 })
+    ) {
+      const r = parseRecord(e.value);
+      if (r) out.push(r);
+    }
+    return out;
   }
 
   /** Pending and failed counts (each capped at `cap`) and the oldest due job's lag in seconds. */

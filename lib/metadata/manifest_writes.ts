@@ -49,6 +49,21 @@ export interface ManifestWrite {
    * (BlobMeta.requireOwned); the head commit checks it.
    */
   owned?: () => Promise<Deno.KvEntryMaybe<unknown>>;
+  /** jobs a tag change causes (replication), committed with that tag's mutations */
+  tagJobs?: (tag: string) => PlannedMutation[];
+  /** jobs a new revision pushed without tags causes, committed with the revision */
+  revisionJobs?: () => PlannedMutation[];
+}
+
+/** Whether writing `tag` changes it: a write that changes nothing causes no job (no ping-pong). */
+function tagChanges(w: ManifestWrite, existing: TagRecord | null): boolean {
+  return !existing || existing.digest !== w.digest || existing.createdAt !== w.tagCreatedAt;
+}
+
+function tagUnit(w: ManifestWrite, tag: string, existing: TagRecord | null): PlannedMutation[] {
+  const muts = tagMutations(w.ns, w.digest, tag, existing, w.tagCreatedAt);
+  if (w.tagJobs && tagChanges(w, existing)) muts.push(...w.tagJobs(tag));
+  return muts;
 }
 
 const REFERRER_ANNOTATIONS_MAX = 16 * 1024;
@@ -138,13 +153,14 @@ export async function commitManifest(kv: Deno.Kv, w: ManifestWrite): Promise<voi
       if (w.parsed.subject) {
         fixed.push(set(K.referrer(ns, w.parsed.subject, digest), referrerRecord(w)));
       }
+      if (w.tags.length === 0 && w.revisionJobs) fixed.push(...w.revisionJobs());
     }
     if (!budget.addAll(op, fixed)) throw new Error("manifest head commit exceeds KV limits");
     let t = 0;
     for (; t < w.tags.length; t++) {
       const e = tagEntries[t];
       w.guard(w.tags[t], e.value);
-      if (!budget.addAll(op, tagMutations(ns, digest, w.tags[t], e.value, w.tagCreatedAt))) break;
+      if (!budget.addAll(op, tagUnit(w, w.tags[t], e.value))) break;
     }
     if (!rev.value && !refsWritten && !(t === w.tags.length && budget.addAll(op, refs))) {
       await commitInBatches(kv, refs, [set(K.refver(ns), true)]);
@@ -186,11 +202,7 @@ async function commitTailTags(
     let n = 0;
     for (; n < slice.length; n++) {
       w.guard(slice[n], entries[n].value);
-      if (
-        !budget.addAll(op, tagMutations(ns, digest, slice[n], entries[n].value, w.tagCreatedAt))
-      ) {
-        break;
-      }
+      if (!budget.addAll(op, tagUnit(w, slice[n], entries[n].value))) break;
     }
     if ((await op.commit()).ok) {
       from += n;
@@ -213,15 +225,24 @@ export async function deleteTag(
   ns: string,
   tag: string,
   guard: (t: TagRecord) => void,
+  jobs: () => PlannedMutation[] = () => [],
 ): Promise<void> {
   for (let attempt = 0; attempt < DELETE_ATTEMPTS; attempt++) {
     const e = await kv.get<TagRecord>(K.tag(ns, tag));
     if (!e.value) throw new RegistryError("MANIFEST_UNKNOWN", `tag ${tag}`);
     guard(e.value);
     // tagver is rewritten in the same commit, so listTags' cached list is dropped with it.
-    const r = await kv.atomic().check(e).delete(K.tag(ns, tag)).delete(
-      K.tagrev(ns, e.value.digest, tag),
-    ).set(K.tagver(ns), true).commit();
+    const op = kv.atomic();
+    const budget = new CommitBudget();
+    budget.checkOn(op, e);
+    const muts = [
+      del(K.tag(ns, tag)),
+      del(K.tagrev(ns, e.value.digest, tag)),
+      set(K.tagver(ns), true),
+      ...jobs(),
+    ];
+    if (!budget.addAll(op, muts)) throw new Error("tag delete exceeds KV limits");
+    const r = await op.commit();
     if (r.ok) return;
   }
   throw new RegistryError("INTERNAL_ERROR", "tag delete kept conflicting", { status: 503 });
@@ -238,6 +259,7 @@ export async function deleteRevision(
   digest: string,
   parsed: ParsedManifest,
   guard: (t: TagRecord) => void,
+  jobs: () => PlannedMutation[] = () => [],
 ): Promise<void> {
   for (let attempt = 0; attempt < DELETE_ATTEMPTS; attempt++) {
     const rev = await kv.get<RevisionRecord>(K.rev(ns, digest));
@@ -258,6 +280,8 @@ export async function deleteRevision(
     const head: PlannedMutation[] = [del(K.rev(ns, digest))];
     if (rev.value.body === undefined) head.push(del(K.body(digest, ns)));
     if (parsed.subject) head.push(del(K.referrer(ns, parsed.subject, digest)));
+    // The delete's jobs go with the revision's removal: the write the client sees acknowledged.
+    head.push(...jobs());
     const derived = referenceMutations(ns, digest, parsed).map((m) => del(m.key));
     if (await dropInCommits(kv, rev, tagver, tagMuts, head, derived)) return;
   }

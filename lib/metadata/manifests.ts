@@ -1,6 +1,7 @@
 // Manifest revisions, tags and the indexes derived from them: reads here, writes (push and
 // delete, planned within KV's limits) in manifest_writes.ts.
 import type { ParsedManifest } from "../oci/manifest.ts";
+import type { PlannedMutation } from "./kv_limits.ts";
 import { K, type ReferrerRecord, type RevisionRecord, type TagRecord } from "./keys.ts";
 import { listAll } from "./kv_util.ts";
 import {
@@ -32,8 +33,14 @@ export class ManifestMeta {
   }
 
   /** DELETE by tag: only that tag goes. `guard` sees the stored tag (LWW). */
-  deleteTag(ns: string, tag: string, guard: (t: TagRecord) => void): Promise<void> {
-    return deleteTag(this.kv, ns, tag, guard);
+  /** `jobs`: what the delete causes (replication), committed with it. */
+  deleteTag(
+    ns: string,
+    tag: string,
+    guard: (t: TagRecord) => void,
+    jobs?: () => PlannedMutation[],
+  ): Promise<void> {
+    return deleteTag(this.kv, ns, tag, guard, jobs);
   }
 
   /** Tags pointing at a revision. */
@@ -49,8 +56,9 @@ export class ManifestMeta {
     digest: string,
     parsed: ParsedManifest,
     guard: (t: TagRecord) => void,
+    jobs?: () => PlannedMutation[],
   ): Promise<void> {
-    return deleteRevision(this.kv, ns, digest, parsed, guard);
+    return deleteRevision(this.kv, ns, digest, parsed, guard, jobs);
   }
 
   /**

@@ -205,6 +205,33 @@ export class Metrics {
     ),
   );
 
+  private readonly replicationOutcomes = this.set.add(
+    new Counter(
+      "wharf_replication_jobs_total",
+      "Replication job runs per downstream by outcome (pushed, deleted, superseded, skipped, failed)",
+      ["downstream", "outcome"],
+    ),
+  );
+  private readonly replicationBytes = this.set.add(
+    new Counter("wharf_replication_bytes_total", "Blob bytes uploaded to a downstream", [
+      "downstream",
+    ]),
+  );
+  private readonly replicationLastSuccess = this.set.add(
+    new Gauge(
+      "wharf_replication_last_success_timestamp_seconds",
+      "When a replication job to the downstream last succeeded in this process",
+      ["downstream"],
+    ),
+  );
+  private readonly replicationLag = this.set.add(
+    new Gauge(
+      "wharf_replication_lag_seconds",
+      "Age of the oldest pending replication job per downstream (0: none pending)",
+      ["downstream"],
+    ),
+  );
+
   constructor() {
     this.startTime.set(Math.round(Date.now() / 1000 - performance.now() / 1000));
     for (const k of SCRUB_KINDS) this.scrubReclaimed.inc([k], 0);
@@ -279,6 +306,27 @@ export class Metrics {
       this.jobsDuration.observe(seconds, [queue]);
     },
   };
+
+  /** Callbacks for the Replicator. */
+  readonly replicationEvents = {
+    outcome: (downstream: string, outcome: string) => {
+      this.replicationOutcomes.inc([downstream, outcome]);
+      if (outcome !== "failed") this.replicationLastSuccess.set(Date.now() / 1000, [downstream]);
+    },
+    bytes: (downstream: string, n: number) => this.replicationBytes.inc([downstream], n),
+  };
+
+  /** Replication lag per downstream at scrape time; `oldest` bounds its own work. */
+  replicationLagWith(
+    downstreams: readonly string[],
+    oldest: () => Promise<Map<string, number>>,
+  ): void {
+    for (const d of downstreams) this.replicationLag.set(0, [d]);
+    this.replicationLag.collect = async () => {
+      const ages = await oldest();
+      for (const d of downstreams) this.replicationLag.set(ages.get(d) ?? 0, [d]);
+    };
+  }
 
   pullThroughResult(kind: "manifest" | "blob", result: string): void {
     this.pullThrough.inc([kind, result]);

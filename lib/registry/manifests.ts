@@ -14,6 +14,7 @@ import {
   type RevisionRecord,
   type TagRecord,
 } from "../metadata/mod.ts";
+import type { ReplicationTriggers } from "./replication_triggers.ts";
 
 export interface ManifestBody {
   digest: string;
@@ -52,6 +53,8 @@ export class Manifests {
     private readonly store: BlobStore,
     private readonly meta: ManifestMeta,
     private readonly blobs: BlobMeta,
+    /** absent: writes cause no replication jobs (tools that only read) */
+    private readonly triggers?: ReplicationTriggers,
   ) {}
 
   async resolve(ns: string, reference: string): Promise<{ digest: string; rev: RevisionRecord }> {
@@ -120,6 +123,7 @@ export class Manifests {
       reserved,
       placed: () => this.store.exists(digest),
       owned: strict ? () => this.blobs.requireOwned(ns, parsed.blobs) : undefined,
+      ...this.jobHooks(ns, digest),
       guard: (tag, existing) => {
         if (!existing) return;
         if (lww !== null && existing.createdAt !== undefined && existing.createdAt > lww) {
@@ -133,7 +137,18 @@ export class Manifests {
         }
       },
     });
+    this.triggers?.committed();
     return { digest, subject: parsed.subject, tags };
+  }
+
+  /** The replication jobs a push to `ns` causes, planned inside its commits. */
+  private jobHooks(ns: string, digest: string) {
+    const t = this.triggers;
+    if (!t?.replicates(ns)) return {};
+    return {
+      tagJobs: (tag: string) => t.tagPushed(ns, tag),
+      revisionJobs: () => t.revisionPushed(ns, digest),
+    };
   }
 
   /** The revision record, with the body inline or (reserved and) written to the blob store. */
@@ -227,12 +242,31 @@ export class Manifests {
       if (!isValidTag(reference)) {
         throw new RegistryError("UNSUPPORTED", `invalid tag ${truncate(reference)}`);
       }
-      return await this.meta.deleteTag(ns, reference, guard);
+      await this.meta.deleteTag(ns, reference, guard, this.deleteJobs(ns, reference, lww));
+      this.triggers?.committed();
+      return;
     }
     const rev = await this.meta.revision(ns, reference);
     if (!rev) throw new RegistryError("MANIFEST_UNKNOWN", reference);
     const parsed = parseManifest(await this.body(reference, rev), rev.mediaType);
-    await this.meta.deleteRevision(ns, reference, parsed, guard);
+    await this.meta.deleteRevision(
+      ns,
+      reference,
+      parsed,
+      guard,
+      this.deleteJobs(ns, reference, lww),
+    );
+    this.triggers?.committed();
+  }
+
+  /** A delete's jobs carry its event time: the source's timestamp when it was replicated. */
+  private deleteJobs(ns: string, reference: string, lww: number | null) {
+    const t = this.triggers;
+    if (!t?.replicates(ns)) return undefined;
+    const at = lww ?? Date.now();
+    return parseDigest(reference)
+      ? () => t.revisionDeleted(ns, reference, at)
+      : () => t.tagDeleted(ns, reference, at);
   }
 }
 

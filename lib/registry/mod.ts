@@ -21,8 +21,16 @@ import {
 } from "./pull_through.ts";
 import type { BlobRead } from "./blobs.ts";
 import type { ReferrerDescriptor } from "./listings.ts";
+import { ReplicationTriggers } from "./replication_triggers.ts";
 
 export { type BlobRead } from "./blobs.ts";
+export {
+  deleteTagJob,
+  downstreamsOf,
+  pushTagJob,
+  REPLICATION_KINDS,
+  type ReplicationPayload,
+} from "./replication_triggers.ts";
 export {
   CACHE_FILL_KIND,
   type PulledManifest,
@@ -60,7 +68,13 @@ export class Registry {
     const blobMeta = new BlobMeta(kv);
     const manifestMeta = new ManifestMeta(kv);
     this.blobs = new Blobs(store, blobMeta, manifestMeta);
-    this.manifests = new Manifests(cfg, store, manifestMeta, blobMeta);
+    this.manifests = new Manifests(
+      cfg,
+      store,
+      manifestMeta,
+      blobMeta,
+      new ReplicationTriggers(cfg, this.jobs),
+    );
     this.uploads = new Uploads({
       store,
       blobs: blobMeta,

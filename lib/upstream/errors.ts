@@ -28,6 +28,8 @@ export interface UpstreamErrorOptions {
   retryable?: boolean;
   /** overrides the kind's default; set by the aggregate of several upstreams */
   down?: boolean;
+  /** how the message names the peer (default `upstream <url>`) */
+  label?: string;
   cause?: unknown;
 }
 
@@ -49,7 +51,10 @@ export class UpstreamError extends Error {
     what: string,
     opts: UpstreamErrorOptions = {},
   ) {
-    super(`upstream ${upstream}: ${what}`, opts.cause === undefined ? {} : { cause: opts.cause });
+    super(
+      `${opts.label ?? `upstream ${upstream}`}: ${what}`,
+      opts.cause === undefined ? {} : { cause: opts.cause },
+    );
     this.kind = kind;
     this.upstream = upstream;
     if (opts.status !== undefined) this.status = opts.status;

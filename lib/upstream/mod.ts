@@ -23,3 +23,6 @@ export { pullScope, upstreamName } from "./paths.ts";
 export { UpstreamSet } from "./set.ts";
 export { type IssuedToken, TokenCache } from "./token_cache.ts";
 export { verifyDigest } from "./verify.ts";
+// The HTTP layer, shared with replication's downstream client (which writes as well).
+export { Authenticator, type Credentials } from "./auth.ts";
+export { describeUrl, type Exchange, readBounded, Transport } from "./transport.ts";

@@ -12,6 +12,8 @@ import {
 export interface TransportConfig {
   /** the configured upstream URL, named in every error */
   upstream: string;
+  /** how errors name the peer (default `upstream <url>`); a replication downstream names itself */
+  label?: string;
   /** until the response headers of the last hop */
   connectTimeoutMs: number;
   /** the longest wait for the next body chunk */
@@ -22,8 +24,10 @@ export interface TransportConfig {
 }
 
 export interface SendRequest {
-  method: "GET" | "HEAD";
+  /** GET and HEAD follow redirects; writes (a downstream's) never do: a body cannot be replayed */
+  method: "GET" | "HEAD" | "POST" | "PUT" | "PATCH" | "DELETE";
   url: URL;
+  body?: BodyInit | null;
   headers?: Record<string, string>;
   authorization?: string | null;
   /** the only origin that receives `authorization`; a redirect elsewhere goes without it */
@@ -61,7 +65,7 @@ export class Transport {
   }
 
   error(kind: UpstreamErrorKind, what: string, opts?: UpstreamErrorOptions): UpstreamError {
-    return new UpstreamError(kind, this.cfg.upstream, what, opts);
+    return new UpstreamError(kind, this.cfg.upstream, what, { label: this.cfg.label, ...opts });
   }
 
   /** The error for a final response that is not a success. */
@@ -81,10 +85,29 @@ export class Transport {
   async send(req: SendRequest): Promise<Exchange> {
     const ctl = new AbortController();
     let timedOut = false;
-    const timer = setTimeout(() => {
+    const expire = () => {
       timedOut = true;
       ctl.abort();
-    }, this.cfg.connectTimeoutMs);
+    };
+    let timer = setTimeout(expire, this.cfg.connectTimeoutMs);
+    // A streamed request body may take far longer than the connect timeout: each chunk sent
+    // restarts it, so it bounds silences, and the wait for the answer after the last chunk.
+    let body = req.body;
+    if (body instanceof ReadableStream) {
+      const rearm = () => {
+        clearTimeout(timer);
+        timer = setTimeout(expire, this.cfg.connectTimeoutMs);
+      };
+      body = body.pipeThrough(
+        new TransformStream<Uint8Array, Uint8Array>({
+          transform(chunk, c) {
+            rearm();
+            c.enqueue(chunk);
+          },
+          flush: rearm,
+        }),
+      );
+    }
     try {
       let url = req.url;
       const seen = new Set<string>([url.href]);
@@ -105,6 +128,7 @@ export class Transport {
             signal: ctl.signal,
             client: this.client,
           };
+          if (body !== undefined && body !== null) init.body = body;
           res = await fetch(url, init);
         } catch (e) {
           if (timedOut) {
@@ -119,7 +143,7 @@ export class Transport {
             cause: e,
           });
         }
-        if (!REDIRECTS.has(res.status)) {
+        if (!REDIRECTS.has(res.status) || (req.method !== "GET" && req.method !== "HEAD")) {
           clearTimeout(timer);
           return this.exchange(res, url, ctl, req.what);
         }

@@ -53,16 +53,14 @@ async function queueFills(s: TestServer, up: FakeRegistry, n: number): Promise<s
   return digests;
 }
 
-async function startWorker(s: TestServer, args: string[]): Promise<Deno.ChildProcess> {
-  const child = new Deno.Command(Deno.execPath(), {
+function startWorker(args: string[]): Deno.ChildProcess {
+  return new Deno.Command(Deno.execPath(), {
     args: ["run", "--unstable-kv", "-A", join(ROOT, "main.ts"), "worker", ...args],
     cwd: ROOT,
     stdout: "piped",
     stderr: "piped",
     env: { NO_COLOR: "1", WHARF_STRICT_KV_LIMITS: "1" },
   }).spawn();
-  void s;
-  return child;
 }
 
 async function until(what: string, cond: () => Promise<boolean>, ms = 20_000): Promise<void> {
@@ -242,7 +240,7 @@ Deno.test(
             const workerCfg = join(s.dataDir, "worker.toml");
             const text = (await Deno.readTextFile(s.configPath)).replace("cache = 0", "cache = 2");
             await Deno.writeTextFile(workerCfg, text);
-            const w = await startWorker(s, ["--queue", "cache", "-c", workerCfg]);
+            const w = startWorker(["--queue", "cache", "-c", workerCfg]);
             try {
               await until("all jobs dead-lettered", async () => {
                 const failed = (await getJson(s, "/v2/_svc/jobs/failed")).failed as Job[];
@@ -287,7 +285,7 @@ Deno.test(
             assert.equal(((await getJson(s, "/v2/_svc/jobs/failed")).failed as Job[]).length, 3);
             // With the honest upstream back, the retried job fills its blob.
             up.clearFaults();
-            const w2 = await startWorker(s, ["--queue", "cache", "-c", workerCfg]);
+            const w2 = startWorker(["--queue", "cache", "-c", workerCfg]);
             try {
               await until(
                 "the retried job to finish",

@@ -1,0 +1,288 @@
+// One downstream registry as replication writes to it: blob HEAD, cross-repository mount,
+// streamed upload, manifest HEAD/PUT/DELETE with X-Svc-Source-Timestamp, and tag listing for
+// reconcile. The HTTP layer (timeouts, redirects, the auth dance, errors) is lib/upstream's;
+// every failure leaves as an UpstreamError labelled `downstream <name>`.
+import type { DownstreamConfig } from "../config/mod.ts";
+import {
+  Authenticator,
+  type Exchange,
+  readBounded,
+  TokenCache,
+  Transport,
+  type UpstreamError,
+} from "../upstream/mod.ts";
+
+/** The answer to a write that counts as done without having changed the downstream. */
+export type WriteOutcome = "written" | "superseded" | "absent";
+
+const ERROR_BODY_MAX = 16 * 1024;
+const TAGS_PAGE_MAX = 4 * 1024 * 1024;
+
+export class DownstreamClient {
+  readonly name: string;
+  readonly url: string;
+  private readonly origin: string;
+  private readonly t: Transport;
+  private readonly auth: Authenticator;
+
+  constructor(readonly cfg: DownstreamConfig) {
+    this.name = cfg.name;
+    this.url = cfg.url;
+    const base = new URL(cfg.url);
+    this.origin = base.origin;
+    let caCerts: string[] | undefined;
+    if (cfg.caBundle !== null) caCerts = [Deno.readTextFileSync(cfg.caBundle)];
+    this.t = new Transport({
+      upstream: cfg.url,
+      label: `downstream ${cfg.name} (${cfg.url})`,
+      connectTimeoutMs: cfg.connectTimeoutSecs * 1000,
+      readTimeoutMs: cfg.readTimeoutSecs * 1000,
+      maxRedirects: cfg.maxRedirects,
+      caCerts,
+    });
+    const creds = cfg.username !== null && cfg.password !== null
+      ? { username: cfg.username, password: cfg.password }
+      : null;
+    this.auth = new Authenticator(this.t, base, creds, new TokenCache(), () => {});
+  }
+
+  close(): void {
+    this.t.close();
+  }
+
+  private api(name: string, rest: string): URL {
+    return new URL(`/v2/${name}/${rest}`, this.origin);
+  }
+
+  /**
+   * One request with the auth dance. Requests with a streamed body authenticate up front only
+   * (a stream cannot be sent twice): the earlier requests of a push have learned the scheme.
+   */
+  private async request(
+    method: "GET" | "HEAD" | "POST" | "PUT" | "PATCH" | "DELETE",
+    url: URL,
+    name: string,
+    what: string,
+    init: { headers?: Record<string, string>; body?: BodyInit | null } = {},
+  ): Promise<Exchange> {
+    const scope = `repository:${name}:pull,push`;
+    const send = (authorization: string | null) =>
+      this.t.send({
+        method,
+        url,
+        headers: init.headers,
+        body: init.body,
+        authorization,
+        authOrigin: this.origin,
+        what,
+      });
+    let authorization = await this.auth.preemptive(scope);
+    let ex = await send(authorization);
+    if (ex.response.status === 401 && !(init.body instanceof ReadableStream)) {
+      const challenge = ex.response.headers.get("www-authenticate");
+      await ex.discard();
+      authorization = await this.auth.answer(challenge, scope, authorization, what);
+      ex = await send(authorization);
+    }
+    return ex;
+  }
+
+  /** The error of a non-success answer, carrying the registry's own error text. */
+  private async failure(ex: Exchange, what: string): Promise<UpstreamError> {
+    const res = ex.response;
+    let detail = "";
+    try {
+      const text = new TextDecoder().decode(await readBounded(this.t, ex, ERROR_BODY_MAX, what));
+      detail = errorText(text);
+    } catch { /* the status says enough */ }
+    const err = this.t.statusError(what, res);
+    if (detail) err.message += `: ${detail}`;
+    return err;
+  }
+
+  /** 409 REPLICATION_SUPERSEDED: the downstream holds a newer write (SPEC Manifests rule 8). */
+  private async superseded(ex: Exchange, what: string): Promise<boolean | UpstreamError> {
+    const text = new TextDecoder().decode(await readBounded(this.t, ex, ERROR_BODY_MAX, what));
+    if (/"code"\s*:\s*"REPLICATION_SUPERSEDED"/.test(text)) return true;
+    const err = this.t.error("invalid", `${what}: 409 Conflict: ${errorText(text)}`, {
+      status: 409,
+      retryable: true,
+    });
+    return err;
+  }
+
+  async hasBlob(name: string, digest: string): Promise<boolean> {
+    const what = `HEAD blob ${name}@${digest}`;
+    const ex = await this.request("HEAD", this.api(name, `blobs/${digest}`), name, what);
+    await ex.discard();
+    if (ex.response.status === 200) return true;
+    if (ex.response.status === 404) return false;
+    throw this.t.statusError(what, ex.response);
+  }
+
+  /**
+   * Mounts `digest` from `from` when the downstream can; otherwise returns the upload URL the
+   * downstream opened instead (a registry without the source answers 202 with an upload).
+   */
+  async mountOrStart(name: string, digest: string, from: string | null): Promise<URL | "mounted"> {
+    const q = from === null
+      ? ""
+      : `?mount=${encodeURIComponent(digest)}&from=${encodeURIComponent(from)}`;
+    const what = from === null ? `POST upload ${name}` : `POST mount ${name}@${digest}`;
+    const ex = await this.request("POST", this.api(name, `blobs/uploads/${q}`), name, what);
+    if (ex.response.status === 201 && from !== null) {
+      await ex.discard();
+      return "mounted";
+    }
+    if (ex.response.status !== 202) throw await this.failure(ex, what);
+    await ex.discard();
+    return this.location(ex, what);
+  }
+
+  private location(ex: Exchange, what: string): URL {
+    const loc = ex.response.headers.get("location");
+    if (!loc) throw this.t.error("invalid", `${what}: answer without Location`);
+    try {
+      const u = new URL(loc, ex.url);
+      if (u.protocol !== "http:" && u.protocol !== "https:") throw new Error(u.protocol);
+      return u;
+    } catch {
+      throw this.t.error("invalid", `${what}: unusable Location ${loc.slice(0, 200)}`);
+    }
+  }
+
+  /** Streams the blob into the upload (one PATCH) and completes it with its digest. */
+  async upload(
+    name: string,
+    location: URL,
+    digest: string,
+    body: ReadableStream<Uint8Array>,
+  ): Promise<void> {
+    let what = `PATCH upload ${name}@${digest}`;
+    const ex = await this.request("PATCH", location, name, what, {
+      headers: { "content-type": "application/octet-stream" },
+      body,
+    });
+    if (ex.response.status !== 202 && ex.response.status !== 204) {
+      throw await this.failure(ex, what);
+    }
+    await ex.discard();
+    const done = this.location(ex, what);
+    done.searchParams.set("digest", digest);
+    what = `PUT upload ${name}@${digest}`;
+    const put = await this.request("PUT", done, name, what, {
+      headers: { "content-length": "0" },
+    });
+    if (put.response.status !== 201) throw await this.failure(put, what);
+    await put.discard();
+  }
+
+  /** The digest the downstream holds for `ref`, null when it has none. */
+  async manifestDigest(name: string, ref: string, accept: string): Promise<string | null> {
+    const what = `HEAD manifest ${name}:${ref}`;
+    const ex = await this.request("HEAD", this.api(name, `manifests/${ref}`), name, what, {
+      headers: { accept },
+    });
+    await ex.discard();
+    if (ex.response.status === 404) return null;
+    if (ex.response.status !== 200) throw this.t.statusError(what, ex.response);
+    return ex.response.headers.get("docker-content-digest");
+  }
+
+  async putManifest(
+    name: string,
+    ref: string,
+    bytes: Uint8Array,
+    mediaType: string,
+    sourceTimestamp: string | null,
+  ): Promise<WriteOutcome> {
+    const what = `PUT manifest ${name}:${ref}`;
+    const headers: Record<string, string> = { "content-type": mediaType };
+    if (sourceTimestamp !== null) headers["x-svc-source-timestamp"] = sourceTimestamp;
+    const ex = await this.request("PUT", this.api(name, `manifests/${ref}`), name, what, {
+      headers,
+      body: bytes as BodyInit,
+    });
+    if (ex.response.status === 201 || ex.response.status === 200) {
+      await ex.discard();
+      return "written";
+    }
+    if (ex.response.status === 409) {
+      const s = await this.superseded(ex, what);
+      if (s === true) return "superseded";
+      throw s;
+    }
+    throw await this.failure(ex, what);
+  }
+
+  async deleteManifest(name: string, ref: string, sourceTimestamp: string): Promise<WriteOutcome> {
+    const what = `DELETE manifest ${name}:${ref}`;
+    const ex = await this.request("DELETE", this.api(name, `manifests/${ref}`), name, what, {
+      headers: { "x-svc-source-timestamp": sourceTimestamp },
+    });
+    const s = ex.response.status;
+    if (s === 202 || s === 200 || s === 204) {
+      await ex.discard();
+      return "written";
+    }
+    if (s === 404) {
+      await ex.discard();
+      return "absent";
+    }
+    if (s === 409) {
+      const r = await this.superseded(ex, what);
+      if (r === true) return "superseded";
+      throw r;
+    }
+    throw await this.failure(ex, what);
+  }
+
+  /** Every tag of `name` downstream (paged by Link), [] when the name is unknown there. */
+  async tags(name: string): Promise<string[]> {
+    const out: string[] = [];
+    let url: URL | null = this.api(name, "tags/list?n=1000");
+    for (let pages = 0; url && pages < 10_000; pages++) {
+      const what = `GET tags ${name}`;
+      const ex: Exchange = await this.request("GET", url, name, what);
+      if (ex.response.status === 404) {
+        await ex.discard();
+        return out;
+      }
+      if (ex.response.status !== 200) throw await this.failure(ex, what);
+      const body = await readBounded(this.t, ex, TAGS_PAGE_MAX, what);
+      let doc: { tags?: unknown };
+      try {
+        doc = JSON.parse(new TextDecoder().decode(body));
+      } catch {
+        throw this.t.error("invalid", `${what}: not JSON`);
+      }
+      if (Array.isArray(doc.tags)) out.push(...doc.tags.filter((t) => typeof t === "string"));
+      url = nextLink(ex.response.headers.get("link"), ex.url);
+    }
+    return out;
+  }
+}
+
+function nextLink(link: string | null, base: URL): URL | null {
+  const m = link ? /<([^>]+)>\s*;\s*rel="?next"?/.exec(link) : null;
+  if (!m) return null;
+  try {
+    const u = new URL(m[1], base);
+    return u.origin === base.origin ? u : null;
+  } catch {
+    return null;
+  }
+}
+
+/** The OCI error body's first code and detail, else the text cut short (an HTML page, say). */
+function errorText(text: string): string {
+  try {
+    const e = JSON.parse(text)?.errors?.[0];
+    if (e?.code) {
+      const detail = typeof e.detail === "string" ? e.detail : JSON.stringify(e.detail ?? "");
+      return `${e.code}${e.message ? ` ${e.message}` : ""}${detail ? ` (${detail})` : ""}`
+        .slice(0, 500);
+    }
+  } catch { /* not JSON */ }
+  return text.replace(/<[^>]*>/g, " ").replace(/\s+/g, " ").trim().slice(0, 200);
+}

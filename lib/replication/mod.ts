@@ -1,0 +1,6 @@
+// Replication to downstream registries (issue: replication): the jobs' sender, the downstream
+// client and reconcile.
+export { DownstreamClient, type WriteOutcome } from "./client.ts";
+export { downstreamName } from "./paths.ts";
+export { type ReplicationEvents, type ReplicationOutcome, Replicator } from "./replicator.ts";
+export { reconcile, type ReconcileOptions, type ReconcileSummary } from "./reconcile.ts";

@@ -1,0 +1,105 @@
+// Reconcile (issue: replication): walks every replicated namespace, compares each local tag with
+// the downstream (a HEAD) and enqueues a push for each one that is missing or different there;
+// with `prune`, also a delete for each downstream tag absent locally. It only enqueues: the
+// jobs do the work, so a reconcile and the event jobs of concurrent writes coalesce by lock key.
+import type { Config, DownstreamConfig } from "../config/mod.ts";
+import { ManifestMeta } from "../metadata/mod.ts";
+import type { JobQueues } from "../jobs/mod.ts";
+import { deleteTagJob, downstreamsOf, pushTagJob } from "../registry/mod.ts";
+import type { Replicator } from "./replicator.ts";
+import { downstreamName } from "./paths.ts";
+
+export interface ReconcileOptions {
+  dryRun?: boolean;
+  /** only downstreams whose mode includes reconcile (the server's periodic run) */
+  scheduledOnly?: boolean;
+  /** only this downstream */
+  downstream?: string;
+  /** a line per planned job (the CLI prints them) */
+  report?: (line: string) => void;
+  signal?: AbortSignal;
+}
+
+export interface ReconcileSummary {
+  namespaces: number;
+  tags: number;
+  pushes: number;
+  deletes: number;
+  /** downstream → error, for downstreams that could not be compared */
+  errors: Record<string, string>;
+}
+
+const ACCEPT = [
+  "application/vnd.oci.image.index.v1+json",
+  "application/vnd.oci.image.manifest.v1+json",
+  "application/vnd.docker.distribution.manifest.list.v2+json",
+  "application/vnd.docker.distribution.manifest.v2+json",
+].join(", ");
+
+export async function reconcile(
+  cfg: Config,
+  kv: Deno.Kv,
+  jobs: JobQueues,
+  replicator: Replicator,
+  opts: ReconcileOptions = {},
+): Promise<ReconcileSummary> {
+  const meta = new ManifestMeta(kv);
+  const sum: ReconcileSummary = { namespaces: 0, tags: 0, pushes: 0, deletes: 0, errors: {} };
+  const q = jobs.queue("replication");
+  const wanted = (d: DownstreamConfig) =>
+    (!opts.scheduledOnly || d.mode !== "event") &&
+    (opts.downstream === undefined || d.name === opts.downstream);
+  let last: string | null = null;
+  for (;;) {
+    const page = await meta.catalog(200, last, (ns) => downstreamsOf(cfg, ns, false).some(wanted));
+    for (const ns of page.names) {
+      opts.signal?.throwIfAborted();
+      sum.namespaces++;
+      const local = await meta.listTags(ns, null, null);
+      sum.tags += local.tags.length;
+      for (const d of downstreamsOf(cfg, ns, false).filter(wanted)) {
+        try {
+          await reconcileOne(cfg, meta, q, replicator, d, ns, local.tags, opts, sum);
+        } catch (e) {
+          sum.errors[d.name] = e instanceof Error ? e.message : String(e);
+        }
+      }
+    }
+    if (!page.more) break;
+    last = page.names[page.names.length - 1];
+  }
+  return sum;
+}
+
+async function reconcileOne(
+  cfg: Config,
+  meta: ManifestMeta,
+  q: ReturnType<JobQueues["queue"]>,
+  replicator: Replicator,
+  d: DownstreamConfig,
+  ns: string,
+  tags: string[],
+  opts: ReconcileOptions,
+  sum: ReconcileSummary,
+): Promise<void> {
+  const client = replicator.downstream(d.name)!.client;
+  const repo = [...cfg.repositories.values()].find((r) => r.downstreams?.includes(d))!;
+  const name = downstreamName(repo.name, ns, d.url);
+  for (const tag of tags) {
+    const t = await meta.tag(ns, tag);
+    if (!t) continue;
+    const there = await client.manifestDigest(name, tag, ACCEPT);
+    if (there === t.digest) continue;
+    opts.report?.(`push ${ns}:${tag} -> ${d.name} ${name}:${tag} (${there ?? "missing"})`);
+    sum.pushes++;
+    if (!opts.dryRun) await q.enqueue(pushTagJob(d.name, ns, tag));
+  }
+  if (!d.prune) return;
+  const present = new Set(tags);
+  for (const tag of await client.tags(name)) {
+    if (present.has(tag)) continue;
+    opts.report?.(`delete ${d.name} ${name}:${tag} (absent in ${ns})`);
+    sum.deletes++;
+    if (!opts.dryRun) await q.enqueue(deleteTagJob(d.name, ns, tag, Date.now()));
+  }
+}

@@ -1,0 +1,282 @@
+// The sending side of replication (SPEC Manifests rule 8, Blob upload rule 6): runs the
+// `replication` jobs that writes enqueue (lib/registry/replication_triggers.ts).
+//
+// A push job re-reads the current state when it runs (a tag moved since: the current digest is
+// pushed; a tag deleted since: nothing is), then pushes in dependency order: an index's children
+// first, then blobs (HEAD first and skip present ones; a cross-repository mount from a name this
+// process uploaded the blob to; else a streamed upload), then the manifest (by tag with
+// X-Svc-Source-Timestamp = the local tag's creation time), then its referrers. A delete job
+// sends DELETE with the delete event's time. 409 REPLICATION_SUPERSEDED counts as done;
+// 401/403 dead-letter at once; everything else is retried with backoff.
+import type { Config, DownstreamConfig } from "../config/mod.ts";
+import { repositoryOf } from "../config/mod.ts";
+import { type ParsedManifest, parseManifest, RegistryError } from "../oci/mod.ts";
+import { BlobMeta, ManifestMeta } from "../metadata/mod.ts";
+import type { BlobStore } from "../storage/mod.ts";
+import { type JobContext, PermanentJobError } from "../jobs/mod.ts";
+import { isUpstreamError } from "../upstream/mod.ts";
+import { REPLICATION_KINDS, type ReplicationPayload } from "../registry/mod.ts";
+import type { Registry } from "../registry/mod.ts";
+import { DownstreamClient, type WriteOutcome } from "./client.ts";
+import { downstreamName } from "./paths.ts";
+
+export type ReplicationOutcome = "pushed" | "deleted" | "superseded" | "skipped" | "failed";
+
+export interface ReplicationEvents {
+  /** one finished job run per downstream; `failed` includes runs that will be retried */
+  outcome?(downstream: string, outcome: ReplicationOutcome): void;
+  /** bytes sent to a downstream in blob uploads */
+  bytes?(downstream: string, n: number): void;
+}
+
+/** Referrers of referrers (a signature of an SBOM) are followed this deep. */
+const REFERRER_DEPTH = 2;
+const ACCEPT = [
+  "application/vnd.oci.image.index.v1+json",
+  "application/vnd.oci.image.manifest.v1+json",
+  "application/vnd.docker.distribution.manifest.list.v2+json",
+  "application/vnd.docker.distribution.manifest.v2+json",
+  "*/*",
+].join(", ");
+/** Remembered blob locations per downstream (for mounts): bounded, oldest dropped. */
+const MOUNT_HINTS_MAX = 10_000;
+
+interface Local {
+  digest: string;
+  mediaType: string;
+  bytes: Uint8Array;
+  parsed: ParsedManifest;
+}
+
+export class Replicator {
+  private readonly clients = new Map<string, { cfg: DownstreamConfig; client: DownstreamClient }>();
+  private readonly meta: ManifestMeta;
+  private readonly blobs: BlobMeta;
+  private readonly store: BlobStore;
+  /** downstream → digest → a downstream name holding it */
+  private readonly mountHints = new Map<string, Map<string, string>>();
+
+  constructor(
+    private readonly cfg: Config,
+    private readonly registry: Registry,
+    private readonly events: ReplicationEvents = {},
+  ) {
+    this.meta = new ManifestMeta(registry.kv);
+    this.blobs = new BlobMeta(registry.kv);
+    this.store = registry.store;
+    for (const rc of cfg.repositories.values()) {
+      for (const d of rc.downstreams ?? []) {
+        this.clients.set(d.name, { cfg: d, client: new DownstreamClient(d) });
+      }
+    }
+  }
+
+  close(): void {
+    for (const { client } of this.clients.values()) client.close();
+  }
+
+  downstream(name: string): { cfg: DownstreamConfig; client: DownstreamClient } | undefined {
+    return this.clients.get(name);
+  }
+
+  /** Registers the four job kinds on the `replication` queue. */
+  register(): void {
+    for (const kind of Object.values(REPLICATION_KINDS)) {
+      this.registry.jobs.handle("replication", kind, (job) => this.run(job));
+    }
+  }
+
+  async run(job: JobContext): Promise<void> {
+    const p = parsePayload(job.kind, job.payload);
+    const d = this.clients.get(p.downstream);
+    if (!d) throw new PermanentJobError(`unknown downstream ${p.downstream} (not configured)`);
+    const repo = repositoryOf(this.cfg, p.namespace);
+    const name = downstreamName(repo.name, p.namespace, d.cfg.url);
+    let outcome: ReplicationOutcome = "failed";
+    try {
+      outcome = await this.dispatch(job, p, d, name);
+    } catch (e) {
+      if (isUpstreamError(e) && e.kind === "denied") throw new PermanentJobError(e.message);
+      if (e instanceof RegistryError && e.code === "MANIFEST_INVALID") {
+        throw new PermanentJobError(`local manifest unreadable: ${e.detail}`);
+      }
+      throw e;
+    } finally {
+      this.events.outcome?.(d.cfg.name, outcome);
+    }
+  }
+
+  private async dispatch(
+    job: JobContext,
+    p: ReplicationPayload,
+    d: { cfg: DownstreamConfig; client: DownstreamClient },
+    name: string,
+  ): Promise<ReplicationOutcome> {
+    const c = d.client;
+    switch (job.kind) {
+      case REPLICATION_KINDS.pushTag: {
+        const tag = await this.meta.tag(p.namespace, p.tag!);
+        if (!tag) return "skipped"; // deleted since: the delete's own job tells the downstream
+        const local = await this.local(p.namespace, tag.digest);
+        if (!local) return "skipped";
+        await this.pushTree(d, p.namespace, name, local, job.signal);
+        const at = tag.createdAt === undefined ? null : new Date(tag.createdAt).toISOString();
+        const r = await c.putManifest(name, p.tag!, local.bytes, local.mediaType, at);
+        await this.pushReferrers(d, p.namespace, name, local.digest, job.signal, 0);
+        return written(r);
+      }
+      case REPLICATION_KINDS.pushDigest: {
+        const local = await this.local(p.namespace, p.digest!);
+        if (!local) return "skipped";
+        await this.pushManifestByDigest(d, p.namespace, name, local, job.signal);
+        await this.pushReferrers(d, p.namespace, name, local.digest, job.signal, 0);
+        return "pushed";
+      }
+      case REPLICATION_KINDS.deleteTag:
+      case REPLICATION_KINDS.deleteDigest: {
+        const ref = job.kind === REPLICATION_KINDS.deleteTag ? p.tag! : p.digest!;
+        const r = await c.deleteManifest(name, ref, new Date(p.at!).toISOString());
+        return r === "superseded" ? "superseded" : "deleted";
+      }
+      default:
+        throw new PermanentJobError(`unknown replication job kind ${job.kind}`);
+    }
+  }
+
+  private async local(ns: string, digest: string): Promise<Local | null> {
+    const rev = await this.meta.revision(ns, digest);
+    if (!rev) return null;
+    const bytes = await this.registry.manifests.body(digest, rev);
+    return { digest, mediaType: rev.mediaType, bytes, parsed: parseManifest(bytes, rev.mediaType) };
+  }
+
+  /** Children (for an index) and blobs, so the manifest PUT finds everything it references. */
+  private async pushTree(
+    d: { cfg: DownstreamConfig; client: DownstreamClient },
+    ns: string,
+    name: string,
+    m: Local,
+    signal: AbortSignal,
+  ): Promise<void> {
+    for (const child of m.parsed.children) {
+      signal.throwIfAborted();
+      const local = await this.local(ns, child.digest);
+      // A child the namespace never received cannot be sent; the downstream decides.
+      if (local) await this.pushManifestByDigest(d, ns, name, local, signal);
+    }
+    await this.pushBlobs(d, ns, name, m.parsed.blobs, signal);
+  }
+
+  private async pushManifestByDigest(
+    d: { cfg: DownstreamConfig; client: DownstreamClient },
+    ns: string,
+    name: string,
+    m: Local,
+    signal: AbortSignal,
+  ): Promise<void> {
+    if (await d.client.manifestDigest(name, m.digest, ACCEPT) === m.digest) return;
+    await this.pushTree(d, ns, name, m, signal);
+    await d.client.putManifest(name, m.digest, m.bytes, m.mediaType, null);
+  }
+
+  private async pushReferrers(
+    d: { cfg: DownstreamConfig; client: DownstreamClient },
+    ns: string,
+    name: string,
+    subject: string,
+    signal: AbortSignal,
+    depth: number,
+  ): Promise<void> {
+    if (depth >= REFERRER_DEPTH) return;
+    let last: string | null = null;
+    for (;;) {
+      const page = await this.registry.listings.referrers(ns, subject, null, last);
+      for (const r of page.manifests) {
+        signal.throwIfAborted();
+        const local = await this.local(ns, r.digest);
+        if (!local) continue;
+        await this.pushManifestByDigest(d, ns, name, local, signal);
+        await this.pushReferrers(d, ns, name, r.digest, signal, depth + 1);
+      }
+      if (!page.next) return;
+      last = page.next;
+    }
+  }
+
+  /** At most max_concurrent_transfers blobs at once, each HEADed, mounted or streamed. */
+  private async pushBlobs(
+    d: { cfg: DownstreamConfig; client: DownstreamClient },
+    ns: string,
+    name: string,
+    digests: string[],
+    signal: AbortSignal,
+  ): Promise<void> {
+    const queue = [...new Set(digests)];
+    const worker = async () => {
+      for (let digest = queue.shift(); digest !== undefined; digest = queue.shift()) {
+        signal.throwIfAborted();
+        await this.pushBlob(d, ns, name, digest);
+      }
+    };
+    await Promise.all(
+      Array.from({ length: Math.min(d.cfg.maxConcurrentTransfers, queue.length) }, worker),
+    );
+  }
+
+  private async pushBlob(
+    d: { cfg: DownstreamConfig; client: DownstreamClient },
+    ns: string,
+    name: string,
+    digest: string,
+  ): Promise<void> {
+    const c = d.client;
+    if (await c.hasBlob(name, digest)) return;
+    // Not readable here (a manifest pushed with references it does not own): the downstream
+    // gets the manifest and decides, as a client push would.
+    if (!(await this.blobs.link(ns, digest))) return;
+    const hints = this.hintsOf(d.cfg.name);
+    const from = hints.get(digest);
+    const started = await c.mountOrStart(name, digest, from && from !== name ? from : null);
+    if (started !== "mounted") {
+      let sent = 0;
+      const counted = (await this.store.read(digest)).pipeThrough(
+        new TransformStream<Uint8Array, Uint8Array>({
+          transform: (chunk, ctl) => {
+            sent += chunk.byteLength;
+            ctl.enqueue(chunk);
+          },
+        }),
+      );
+      try {
+        await c.upload(name, started, digest, counted);
+      } finally {
+        this.events.bytes?.(d.cfg.name, sent);
+      }
+    }
+    hints.delete(digest);
+    hints.set(digest, name);
+    if (hints.size > MOUNT_HINTS_MAX) hints.delete(hints.keys().next().value!);
+  }
+
+  private hintsOf(downstream: string): Map<string, string> {
+    let m = this.mountHints.get(downstream);
+    if (!m) this.mountHints.set(downstream, m = new Map());
+    return m;
+  }
+}
+
+function written(r: WriteOutcome): ReplicationOutcome {
+  return r === "superseded" ? "superseded" : "pushed";
+}
+
+function parsePayload(kind: string, v: unknown): ReplicationPayload {
+  const p = (v && typeof v === "object" ? v : {}) as Record<string, unknown>;
+  const str = (k: string) => typeof p[k] === "string" && (p[k] as string).length > 0;
+  const ok = str("downstream") && str("namespace") &&
+    (kind === REPLICATION_KINDS.pushTag || kind === REPLICATION_KINDS.deleteTag
+      ? str("tag")
+      : str("digest")) &&
+    (kind.startsWith("delete") ? typeof p.at === "number" && Number.isFinite(p.at) : true);
+  if (!ok) throw new PermanentJobError(`malformed ${kind} payload`);
+  return p as unknown as ReplicationPayload;
+}

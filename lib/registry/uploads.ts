@@ -121,6 +121,8 @@ export class Uploads {
     const res = await this.d.store.appendUpload(uuid, 0, body, {
       maxBytes: this.d.maxBlobSize ?? Number.MAX_SAFE_INTEGER,
       onChunk: (c) => hasher.update(c),
+      // A body here came without a Content-Length (a monolithic POST has one).
+      unsized: true,
     }).catch(async (e) => {
       await this.d.store.deleteUpload(uuid);
       if (e instanceof TooLargeError) throw tooLarge();
@@ -239,6 +241,7 @@ export class Uploads {
       ({ written, cut } = await this.d.store.appendUpload(uuid, rec.offset, input.body, {
         maxBytes: cap,
         onChunk: (c) => hasher.update(c),
+        unsized: input.contentLength === null,
       }));
     } catch (e) {
       if (e instanceof TooLargeError) {

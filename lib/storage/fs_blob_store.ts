@@ -3,7 +3,9 @@
 // is either absent or whole.
 import { dirname, join } from "node:path";
 import {
+  type AppendOptions,
   type AppendResult,
+  assertDerivedName,
   type BlobStore,
   type StoredObject,
   TooLargeError,
@@ -16,6 +18,55 @@ export class FsBlobStore implements BlobStore {
   async init(): Promise<void> {
     await Deno.mkdir(join(this.root, "uploads"), { recursive: true });
     await Deno.mkdir(join(this.root, "blobs"), { recursive: true });
+    await Deno.mkdir(join(this.root, "derived"), { recursive: true });
+  }
+
+  private derivedPath(name: string): string {
+    assertDerivedName(name);
+    return join(this.root, "derived", ...name.split("/"));
+  }
+
+  async writeDerived(name: string, body: ReadableStream<Uint8Array>): Promise<number> {
+    const dst = this.derivedPath(name);
+    const tmp = this.uploadPath(`derived-${crypto.randomUUID()}`);
+    const f = await Deno.open(tmp, { write: true, create: true, truncate: true });
+    let n = 0;
+    try {
+      for await (const chunk of body) {
+        await writeAll(f, chunk);
+        n += chunk.byteLength;
+      }
+      await f.syncData();
+    } catch (e) {
+      f.close();
+      await Deno.remove(tmp).catch(() => {});
+      throw e;
+    }
+    f.close();
+    await Deno.mkdir(dirname(dst), { recursive: true });
+    await Deno.rename(tmp, dst);
+    return n;
+  }
+
+  async readDerived(
+    name: string,
+    range?: { start: number; end: number },
+  ): Promise<ReadableStream<Uint8Array>> {
+    const f = await Deno.open(this.derivedPath(name), { read: true });
+    try {
+      if (!range) return f.readable;
+      await f.seek(range.start, Deno.SeekMode.Start);
+    } catch (e) {
+      f.close();
+      throw e;
+    }
+    return limitStream(f.readable, range.end - range.start + 1);
+  }
+
+  async deleteDerived(prefix: string): Promise<void> {
+    await Deno.remove(this.derivedPath(prefix), { recursive: true }).catch((e) => {
+      if (!(e instanceof Deno.errors.NotFound)) throw e;
+    });
   }
 
   private blobPath(digest: string): string {
@@ -80,7 +131,7 @@ export class FsBlobStore implements BlobStore {
     uuid: string,
     offset: number,
     body: ReadableStream<Uint8Array> | null,
-    opts: { maxBytes: number; onChunk: (c: Uint8Array) => void },
+    opts: AppendOptions,
   ): Promise<AppendResult> {
     const f = await Deno.open(this.uploadPath(uuid), { write: true, create: true });
     let written = 0;
@@ -89,7 +140,7 @@ export class FsBlobStore implements BlobStore {
       await f.truncate(offset);
       await f.seek(offset, Deno.SeekMode.Start);
       if (!body) return { written: 0, cut: false };
-      const chunks = bodyChunks(body);
+      const chunks = bodyChunks(body, opts.unsized === true);
       try {
         for (;;) {
           let r: IteratorResult<Uint8Array>;
@@ -241,10 +292,13 @@ const BODY_BUFFER = 256 * 1024;
  * under external-memory pressure, which let RSS climb by ~80 MiB during pushes. Each chunk is
  * valid only until the next one is requested.
  */
-async function* bodyChunks(body: ReadableStream<Uint8Array>): AsyncGenerator<Uint8Array> {
+async function* bodyChunks(
+  body: ReadableStream<Uint8Array>,
+  unsized: boolean,
+): AsyncGenerator<Uint8Array> {
   let reader: ReadableStreamBYOBReader | null = null;
   try {
-    reader = body.getReader({ mode: "byob" });
+    if (!unsized) reader = body.getReader({ mode: "byob" });
   } catch {
     // not a byte stream: fall back to its own chunks
   }

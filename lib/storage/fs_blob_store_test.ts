@@ -74,3 +74,55 @@ Deno.test("ring buffers start on a page boundary plus the file position's cache-
     }
   }
 });
+
+Deno.test("derived files: written whole, read whole or ranged, deleted by prefix, names confined", async () => {
+  const dir = await Deno.makeTempDir();
+  const store = new FsBlobStore(dir);
+  await store.init();
+  try {
+    const data = new Uint8Array(100_000).map((_, i) => i % 251);
+    const n = await store.writeDerived(
+      "index/sha256/ab/run1/listing.ndjson",
+      ReadableStream.from([data.subarray(0, 30_000), data.subarray(30_000)]),
+    );
+    assert.equal(n, data.length);
+    const all = new Uint8Array(
+      await new Response(await store.readDerived("index/sha256/ab/run1/listing.ndjson"))
+        .arrayBuffer(),
+    );
+    assert.deepEqual(all, data);
+    const part = new Uint8Array(
+      await new Response(
+        await store.readDerived("index/sha256/ab/run1/listing.ndjson", {
+          start: 99_990,
+          end: 99_999,
+        }),
+      ).arrayBuffer(),
+    );
+    assert.deepEqual(part, data.subarray(99_990));
+    // A failed write leaves nothing (and no temporary) behind.
+    const failing = new ReadableStream<Uint8Array>({
+      pull(c) {
+        c.error(new Error("source broke"));
+      },
+    });
+    await assert.rejects(store.writeDerived("index/sha256/ab/run2/x", failing), /source broke/);
+    await assert.rejects(store.readDerived("index/sha256/ab/run2/x"), Deno.errors.NotFound);
+    for await (const u of store.listUploads()) assert.fail(`temporary left: ${u.name}`);
+    await store.deleteDerived("index/sha256/ab");
+    await assert.rejects(
+      store.readDerived("index/sha256/ab/run1/listing.ndjson"),
+      Deno.errors.NotFound,
+    );
+    await store.deleteDerived("index/sha256/ab"); // absent: no error
+    for (const bad of ["../x", "a/../../x", "/abs", "A/b", "a//b", "a/./b", ""]) {
+      await assert.rejects(
+        store.writeDerived(bad, ReadableStream.from([])),
+        /invalid derived file name/,
+      );
+      await assert.rejects(store.readDerived(bad), /invalid derived file name/);
+    }
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});

@@ -1,6 +1,6 @@
 // A BlobStore decorator that reports each operation's latency to a callback, so storage stays
 // ignorant of the metrics module (main.ts wires the two).
-import type { AppendResult, BlobStore, StoredObject } from "./blob_store.ts";
+import type { AppendOptions, AppendResult, BlobStore, StoredObject } from "./blob_store.ts";
 
 export type ObserveOp = (op: string, seconds: number) => void;
 
@@ -31,6 +31,18 @@ export class InstrumentedBlobStore implements BlobStore {
   exists(digest: string) {
     return this.timed("exists", () => this.inner.exists(digest));
   }
+  writeDerived(name: string, body: ReadableStream<Uint8Array>) {
+    return this.timed("writeDerived", () => this.inner.writeDerived(name, body));
+  }
+
+  readDerived(name: string, range?: { start: number; end: number }) {
+    return this.timed("readDerived", () => this.inner.readDerived(name, range));
+  }
+
+  deleteDerived(prefix: string) {
+    return this.timed("deleteDerived", () => this.inner.deleteDerived(prefix));
+  }
+
   put(digest: string, data: Uint8Array) {
     return this.timed("put", () => this.inner.put(digest, data));
   }
@@ -41,7 +53,7 @@ export class InstrumentedBlobStore implements BlobStore {
     uuid: string,
     offset: number,
     body: ReadableStream<Uint8Array> | null,
-    opts: { maxBytes: number; onChunk: (c: Uint8Array) => void },
+    opts: AppendOptions,
   ): Promise<AppendResult> {
     return this.timed("appendUpload", () => this.inner.appendUpload(uuid, offset, body, opts));
   }

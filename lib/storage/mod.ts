@@ -1,4 +1,4 @@
-export type { AppendResult, BlobStore, UploadReader } from "./blob_store.ts";
+export type { AppendOptions, AppendResult, BlobStore, UploadReader } from "./blob_store.ts";
 export { TooLargeError } from "./blob_store.ts";
 export { FsBlobStore, limitStream } from "./fs_blob_store.ts";
 export {

@@ -92,19 +92,23 @@ export class Transport {
     let timer = setTimeout(expire, this.cfg.connectTimeoutMs);
     // A streamed request body may take far longer than the connect timeout: each chunk sent
     // restarts it, so it bounds silences, and the wait for the answer after the last chunk.
+    // After the last chunk the peer may still be writing and syncing what it received (a
+    // downstream taking a large blob): the answer gets the read timeout, not the connect one.
     let body = req.body;
     if (body instanceof ReadableStream) {
-      const rearm = () => {
+      const rearm = (ms: number) => {
         clearTimeout(timer);
-        timer = setTimeout(expire, this.cfg.connectTimeoutMs);
+        timer = setTimeout(expire, ms);
       };
+      const connect = this.cfg.connectTimeoutMs;
+      const read = Math.max(this.cfg.readTimeoutMs, connect);
       body = body.pipeThrough(
         new TransformStream<Uint8Array, Uint8Array>({
           transform(chunk, c) {
-            rearm();
+            rearm(connect);
             c.enqueue(chunk);
           },
-          flush: rearm,
+          flush: () => rearm(read),
         }),
       );
     }

@@ -1,6 +1,6 @@
 // Wharf's composition root: reads config, opens KV and the blob store, serves.
-// Usage: main.ts [serve|worker|replicate|scrub|hash-password] [-c FILE]... [--dry-run]
-//        [--queue Q]...
+// Usage: main.ts [serve|worker|replicate|reindex|scrub|hash-password] [-c FILE]... [--dry-run]
+//        [--force] [--queue Q]...
 // (later config files win)
 import {
   type Config,
@@ -13,6 +13,7 @@ import {
 import { isQueueName, JobQueues } from "./lib/jobs/mod.ts";
 import { isUpstreamError } from "./lib/upstream/mod.ts";
 import { reconcile, type ReconcileSummary, Replicator } from "./lib/replication/mod.ts";
+import { LayerIndex } from "./lib/index/mod.ts";
 import {
   countUploadSessions,
   instrumentKv,
@@ -34,10 +35,12 @@ interface Cli {
   dryRun: boolean;
   /** `worker --queue`: the queues to drain (default all) */
   queues: QueueName[];
+  /** `reindex --force` */
+  force: boolean;
 }
 
 function parseArgs(args: string[]): Cli {
-  const cli: Cli = { command: "serve", configFiles: [], dryRun: false, queues: [] };
+  const cli: Cli = { command: "serve", configFiles: [], dryRun: false, queues: [], force: false };
   let i = 0;
   if (args[0] && !args[0].startsWith("-")) cli.command = args[i++];
   for (; i < args.length; i++) {
@@ -48,6 +51,8 @@ function parseArgs(args: string[]): Cli {
       cli.configFiles.push(f);
     } else if (a === "--dry-run") {
       cli.dryRun = true;
+    } else if (a === "--force") {
+      cli.force = true;
     } else if (a === "--queue" || a.startsWith("--queue=")) {
       const q = a === "--queue" ? args[++i] : a.slice("--queue=".length);
       if (!q || !isQueueName(q)) {
@@ -88,6 +93,8 @@ async function serve(cfg: Config): Promise<void> {
   const jobs = jobQueues(cfg, kv, metrics);
   const registry = new Registry(cfg, kv, store, registryOptions(jobs, metrics));
   const replicator = registerJobHandlers(cfg, registry, metrics);
+  const layers = new LayerIndex(cfg, registry);
+  layers.register();
   jobs.start(holderName("serve"));
   const app = createApp({
     registry,
@@ -95,6 +102,7 @@ async function serve(cfg: Config): Promise<void> {
     policies,
     authenticator: new Authenticator(cfg),
     clientIp: new ClientIpResolver(cfg.server.trustedProxies),
+    layers,
   });
   const ac = new AbortController();
   const stopScrub = scheduleScrub(
@@ -248,6 +256,28 @@ function formatReconcile(s: ReconcileSummary, dryRun: boolean): string {
   }`;
 }
 
+/** `main.ts reindex [--dry-run] [--force]`: queues layers without a current index. */
+async function reindex(cfg: Config, dryRun: boolean, force: boolean): Promise<number> {
+  const store = new FsBlobStore(cfg.blobStore.fs.rootDir);
+  await store.init();
+  const kv = await openMetadata(cfg.metadataStore.path);
+  const registry = new Registry(cfg, kv, store);
+  try {
+    const r = await new LayerIndex(cfg, registry).reindex({
+      dryRun,
+      force,
+      report: (line) => console.log(`${dryRun ? "would " : ""}${line}`),
+    });
+    console.log(
+      `reindex: ${r.layers} layer(s); ${dryRun ? "would queue" : "queued"} ${r.queued}`,
+    );
+    return 0;
+  } finally {
+    await registry.close();
+    kv.close();
+  }
+}
+
 /** `main.ts replicate [--dry-run]`: one reconcile pass over every downstream; jobs do the work. */
 async function replicate(cfg: Config, dryRun: boolean): Promise<number> {
   const store = new FsBlobStore(cfg.blobStore.fs.rootDir);
@@ -287,6 +317,7 @@ async function worker(cfg: Config, queues: QueueName[]): Promise<void> {
     registryOptions(jobs, metrics),
   );
   const replicator = registerJobHandlers(cfg, registry, metrics);
+  new LayerIndex(cfg, registry).register();
   const drained = queues.length ? queues : [...JOB_QUEUES];
   const runner = jobs.start(holderName("worker"), drained);
   console.log(
@@ -407,6 +438,8 @@ async function main(): Promise<number> {
       return await scrub(cfg, cli.dryRun);
     case "replicate":
       return await replicate(cfg, cli.dryRun);
+    case "reindex":
+      return await reindex(cfg, cli.dryRun, cli.force);
     case "worker":
       try {
         await worker(cfg, cli.queues);
@@ -421,7 +454,7 @@ async function main(): Promise<number> {
       return 0;
     default:
       console.error(
-        `wharf: unknown command ${cli.command} (commands: serve, worker, replicate, scrub, hash-password)`,
+        `wharf: unknown command ${cli.command} (commands: serve, worker, replicate, reindex, scrub, hash-password)`,
       );
       return 2;
   }

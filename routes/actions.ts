@@ -41,7 +41,7 @@ export interface Action {
   tag?: string;
   uuid?: string;
   /** which extension listing a shared action serves (the pulls listing is `list-revisions`) */
-  resource?: "pulls" | "pending" | "failed";
+  resource?: "pulls" | "pending" | "failed" | "layer-entries" | "layer-file" | "layer-details";
 }
 
 type Method = "GET" | "HEAD" | "POST" | "PUT" | "PATCH" | "DELETE";
@@ -72,6 +72,22 @@ const ROUTES: Route[] = [
   { re: /^\/v2\/(.+)\/_svc\/revisions\/list$/, methods: READ("list-revisions") },
   { re: /^\/v2\/(.+)\/_svc\/pulls\/list$/, methods: READ("list-revisions"), resource: "pulls" },
   { re: /^\/v2\/(.+)\/_svc\/uploads\/list$/, methods: READ("list-uploads") },
+  // Layer browsing is gated by get-blob on the layer's namespace (SPEC, after Layer file 7).
+  {
+    re: /^\/v2\/(.+)\/_svc\/layers\/([^/]+)\/entries$/,
+    methods: READ("get-blob"),
+    resource: "layer-entries",
+  },
+  {
+    re: /^\/v2\/(.+)\/_svc\/layers\/([^/]+)\/file$/,
+    methods: READ("get-blob"),
+    resource: "layer-file",
+  },
+  {
+    re: /^\/v2\/(.+)\/_svc\/layers\/([^/]+)\/details$/,
+    methods: READ("get-blob"),
+    resource: "layer-details",
+  },
   { re: /^\/v2\/(.+)\/blobs\/uploads\/?$/, methods: { POST: "start-upload" } },
   {
     re: /^\/v2\/(.+)\/blobs\/uploads\/([^/]+)$/,

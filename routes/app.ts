@@ -19,6 +19,8 @@ import { AuthenticationError, type Authenticator, type ClientIpResolver } from "
 import type { CertificateSubject } from "../lib/auth/mod.ts";
 import type { PolicySet } from "../lib/policy/mod.ts";
 import type { Metrics } from "../lib/metrics/mod.ts";
+import type { LayerIndex } from "../lib/index/mod.ts";
+import { layerHandler } from "./layers.ts";
 import { countAuth, instrumentFetch, metricsHandler, noteAction } from "./metrics.ts";
 
 export interface Services {
@@ -28,6 +30,8 @@ export interface Services {
   clientIp: ClientIpResolver;
   /** absent: no instrumentation, /metrics answers 404 */
   metrics?: Metrics;
+  /** absent: the layer endpoints answer 404 */
+  layers?: LayerIndex;
 }
 
 /** What the listener knows about the connection (Deno.serve or the TLS listener). */
@@ -131,6 +135,9 @@ export function createApp(services: Services): Hono<{ Bindings: ConnEnv }> {
       );
     }
     if (action.name === "metrics") return await metricsHandler(req, services.metrics);
+    if (action.resource?.startsWith("layer-")) {
+      return await layerHandler(req, url, action, services.layers, extra);
+    }
     return await dispatch(req, url, action, reg, extra, h);
   });
   if (services.metrics) {

@@ -15,6 +15,7 @@ const ALLOWED: Record<string, string[]> = {
   jobs: ["oci", "config", "metadata"],
   upstream: ["oci", "config", "streams"],
   registry: ["oci", "config", "streams", "storage", "metadata", "jobs", "upstream"],
+  index: ["oci", "config", "streams", "storage", "metadata", "jobs", "upstream", "registry"],
   replication: ["oci", "config", "streams", "storage", "metadata", "jobs", "upstream", "registry"],
   policy: ["oci", "config"],
   auth: ["oci", "config"],

@@ -6,6 +6,7 @@ import {
   defaultConfig,
   DOWNSTREAM_DEFAULTS,
   type DownstreamConfig,
+  type IndexConfig,
   JOB_QUEUES,
   type JobQueueConfig,
   type PolicyConfig,
@@ -176,6 +177,7 @@ export function buildConfig(doc: Table, paths: string[]): Config {
     "upload_timeout_secs",
     "scrub",
     "job_queue",
+    "index",
   ]);
   cfg.global.maxBlobSize = r.int(g, "max_blob_size", "global", 1) ?? null;
   cfg.global.maxManifestSize = r.int(g, "max_manifest_size", "global", 1, 64 * 1024 * 1024) ??
@@ -200,6 +202,19 @@ export function buildConfig(doc: Table, paths: string[]): Config {
   cfg.global.scrub.graceSecs = r.int(scrub, "grace_secs", "global.scrub", 0) ??
     cfg.global.scrub.graceSecs;
   readJobQueue(r, r.table(g.job_queue, "global.job_queue"), cfg.global.jobQueue);
+  const ix = r.table(g.index, "global.index");
+  r.only(ix, "global.index", ["on_push", "max_layer_size", "max_uncompressed_size", "max_entries"]);
+  const onPush = r.str(ix, "on_push", "global.index") ?? cfg.global.index.onPush;
+  if (!["hosted", "all", "none"].includes(onPush)) {
+    r.fail("global.index.on_push", "must be one of hosted, all, none");
+  }
+  cfg.global.index.onPush = onPush as IndexConfig["onPush"];
+  cfg.global.index.maxLayerSize = r.int(ix, "max_layer_size", "global.index", 1) ??
+    cfg.global.index.maxLayerSize;
+  cfg.global.index.maxUncompressedSize = r.int(ix, "max_uncompressed_size", "global.index", 1) ??
+    cfg.global.index.maxUncompressedSize;
+  cfg.global.index.maxEntries = r.int(ix, "max_entries", "global.index", 1) ??
+    cfg.global.index.maxEntries;
   readUi(r, r.table(doc.ui, "ui"), cfg);
 
   const repos = r.table(doc.repository, "repository");

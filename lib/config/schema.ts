@@ -72,6 +72,26 @@ export interface JobQueueConfig {
   concurrency: Record<QueueName, number>;
 }
 
+/** `[global.index]`: the layer index (browsing, file reads, secrets). */
+export interface IndexConfig {
+  /** index new layers in the background when pushed: `hosted` repositories only, all, none */
+  onPush: "hosted" | "all" | "none";
+  /** larger layers get a final "too large" outcome instead of an index */
+  maxLayerSize: number;
+  /** decompression stops (final error) past this many bytes: a bound for gzip bombs */
+  maxUncompressedSize: number;
+  maxEntries: number;
+}
+
+export function defaultIndexConfig(): IndexConfig {
+  return {
+    onPush: "hosted",
+    maxLayerSize: 16 * 1024 ** 3,
+    maxUncompressedSize: 64 * 1024 ** 3,
+    maxEntries: 1_000_000,
+  };
+}
+
 export interface RepositoryConfig {
   name: string;
   accessPolicy?: PolicyConfig;
@@ -151,6 +171,7 @@ export interface Config {
       graceSecs: number;
     };
     jobQueue: JobQueueConfig;
+    index: IndexConfig;
   };
   ui: {
     name: string;
@@ -184,6 +205,7 @@ export function defaultConfig(): Config {
       uploadTimeoutSecs: 86400,
       scrub: { intervalSecs: null, graceSecs: 300 },
       jobQueue: defaultJobQueue(),
+      index: defaultIndexConfig(),
     },
     ui: { name: "Wharf", oidc: null },
     repositories: new Map(),

@@ -53,6 +53,8 @@ export interface ManifestWrite {
   tagJobs?: (tag: string) => PlannedMutation[];
   /** jobs a new revision pushed without tags causes, committed with the revision */
   revisionJobs?: () => PlannedMutation[];
+  /** jobs any new revision causes (layer indexing), committed with the revision */
+  newRevisionJobs?: () => PlannedMutation[];
 }
 
 /** Whether writing `tag` changes it: a write that changes nothing causes no job (no ping-pong). */
@@ -154,6 +156,7 @@ export async function commitManifest(kv: Deno.Kv, w: ManifestWrite): Promise<voi
         fixed.push(set(K.referrer(ns, w.parsed.subject, digest), referrerRecord(w)));
       }
       if (w.tags.length === 0 && w.revisionJobs) fixed.push(...w.revisionJobs());
+      if (w.newRevisionJobs) fixed.push(...w.newRevisionJobs());
     }
     if (!budget.addAll(op, fixed)) throw new Error("manifest head commit exceeds KV limits");
     let t = 0;

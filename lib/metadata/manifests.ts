@@ -106,6 +106,15 @@ export class ManifestMeta {
     return tags;
   }
 
+  /** Every revision of `ns` with its record, streamed (reindex walks them). */
+  async *revisions(ns: string): AsyncGenerator<{ digest: string; rec: RevisionRecord }> {
+    for await (
+      const e of this.kv.list<RevisionRecord>({ prefix: K.revs(ns) }, { batchSize: 500 })
+    ) {
+      yield { digest: e.key[2] as string, rec: e.value };
+    }
+  }
+
   async hasRevisions(ns: string): Promise<boolean> {
     for await (const _ of this.kv.list({ prefix: K.revs(ns) }, { limit: 1 })) return true;
     return false;

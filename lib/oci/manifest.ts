@@ -23,6 +23,8 @@ export interface ParsedManifest {
   mediaType: string;
   /** config + layers (image) */
   blobs: string[];
+  /** the layers alone, with their media types (the layer index picks the tar ones) */
+  layers: { digest: string; mediaType: string }[];
   /** manifests (index) */
   children: { digest: string; platform?: Platform }[];
   subject?: string;
@@ -121,7 +123,7 @@ export function parseManifest(body: Uint8Array, contentType: string | null): Par
     throw invalid("manifest has no media type");
   }
 
-  const out: ParsedManifest = { mediaType, blobs: [], children: [] };
+  const out: ParsedManifest = { mediaType, blobs: [], layers: [], children: [] };
   const isIndex = INDEX_TYPES.has(mediaType) ||
     (!IMAGE_TYPES.has(mediaType) && Array.isArray(m.manifests));
   if (isIndex) {
@@ -143,7 +145,10 @@ export function parseManifest(body: Uint8Array, contentType: string | null): Par
     if (IMAGE_TYPES.has(mediaType) && !Array.isArray(m.layers)) {
       throw invalid("image manifest has no layers array");
     }
-    for (const d of descriptorList(m.layers, "layers")) out.blobs.push(d.digest);
+    for (const d of descriptorList(m.layers, "layers")) {
+      out.blobs.push(d.digest);
+      out.layers.push({ digest: d.digest, mediaType: d.mediaType });
+    }
     if (m.artifactType === undefined && m.config !== undefined) {
       const cfg = m.config as Record<string, unknown>;
       // OCI 1.1: the config media type stands in for the artifact type when none is set.

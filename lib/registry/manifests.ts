@@ -15,6 +15,7 @@ import {
   type TagRecord,
 } from "../metadata/mod.ts";
 import type { ReplicationTriggers } from "./replication_triggers.ts";
+import type { IndexTriggers } from "./index_triggers.ts";
 
 export interface ManifestBody {
   digest: string;
@@ -55,6 +56,7 @@ export class Manifests {
     private readonly blobs: BlobMeta,
     /** absent: writes cause no replication jobs (tools that only read) */
     private readonly triggers?: ReplicationTriggers,
+    private readonly indexTriggers?: IndexTriggers,
   ) {}
 
   async resolve(ns: string, reference: string): Promise<{ digest: string; rev: RevisionRecord }> {
@@ -113,6 +115,7 @@ export class Manifests {
     const { record, reserved } = await this.prepare(digest, bytes, parsed);
     const lww = byDigest ? null : parseSourceTimestamp(input.sourceTimestamp);
     const immutable = this.immutability(ns);
+    const index = this.indexTriggers?.plan(ns, parsed) ?? { mutations: [], after: [] };
     await this.meta.commit({
       ns,
       digest,
@@ -124,6 +127,7 @@ export class Manifests {
       placed: () => this.store.exists(digest),
       owned: strict ? () => this.blobs.requireOwned(ns, parsed.blobs) : undefined,
       ...this.jobHooks(ns, digest),
+      newRevisionJobs: () => index.mutations,
       guard: (tag, existing) => {
         if (!existing) return;
         if (lww !== null && existing.createdAt !== undefined && existing.createdAt > lww) {
@@ -138,6 +142,8 @@ export class Manifests {
       },
     });
     this.triggers?.committed();
+    this.indexTriggers?.committed();
+    if (index.after.length) await this.indexTriggers!.enqueue(index.after).catch(() => {});
     return { digest, subject: parsed.subject, tags };
   }
 
@@ -194,6 +200,7 @@ export class Manifests {
       parsed = parseManifest(bytes, contentType);
     }
     const { record, reserved } = await this.prepare(digest, bytes, parsed);
+    const index = this.indexTriggers?.plan(ns, parsed) ?? { mutations: [], after: [] };
     await this.meta.commit({
       ns,
       digest,
@@ -204,7 +211,10 @@ export class Manifests {
       reserved,
       placed: () => this.store.exists(digest),
       guard: () => {},
+      newRevisionJobs: () => index.mutations,
     });
+    this.indexTriggers?.committed();
+    if (index.after.length) await this.indexTriggers!.enqueue(index.after).catch(() => {});
     return record;
   }
 

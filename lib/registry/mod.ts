@@ -22,8 +22,10 @@ import {
 import type { BlobRead } from "./blobs.ts";
 import type { ReferrerDescriptor } from "./listings.ts";
 import { ReplicationTriggers } from "./replication_triggers.ts";
+import { IndexTriggers } from "./index_triggers.ts";
 
 export { type BlobRead } from "./blobs.ts";
+export { INDEX_KIND, indexLayerJob, isTarLayer, tarLayers } from "./index_triggers.ts";
 export {
   deleteTagJob,
   downstreamsOf,
@@ -74,6 +76,7 @@ export class Registry {
       manifestMeta,
       blobMeta,
       new ReplicationTriggers(cfg, this.jobs),
+      new IndexTriggers(cfg, this.jobs),
     );
     this.uploads = new Uploads({
       store,

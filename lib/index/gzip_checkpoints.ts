@@ -1,0 +1,356 @@
+// Random access into gzip layers (SPEC Layer file 6, DESIGN.md "gzip random access"): one pass
+// over the compressed bytes records a checkpoint — compressed offset, uncompressed offset and
+// the 32 KiB of output before it — at a byte-aligned deflate block boundary every ~4 MiB of
+// output. A read starts at the nearest checkpoint: a stored block carrying the window, then the
+// compressed bytes from there, inflated raw, so it inflates at most ~4 MiB.
+//
+// The pass uses pako's inflate with Z_BLOCK: node:zlib (much faster) cannot stop at block
+// boundaries or say how many bits of the last byte are unused. It runs off the main thread
+// (checkpoint_worker.ts) while node:zlib inflates the same bytes for the tar walk.
+import * as zinf from "pako-inflate";
+import ZStream from "pako-zstream";
+import zlib from "node:zlib";
+
+export const CHECKPOINT_SPACING = 4 * 1024 * 1024;
+const WINDOW = 32 * 1024;
+const Z_BLOCK = 5;
+const Z_STREAM_END = 1;
+const Z_BUF_ERROR = -5;
+
+export interface Checkpoint {
+  /** offset in the uncompressed stream */
+  uoff: number;
+  /** offset in the compressed blob of the next deflate block (or gzip member header) */
+  coff: number;
+  /** the output before `uoff` (up to 32 KiB); empty at a member start */
+  window: Uint8Array;
+  /** `coff` starts a gzip member (header included): read it with gunzip, no window */
+  member: boolean;
+}
+
+interface PakoStream {
+  input: Uint8Array;
+  next_in: number;
+  avail_in: number;
+  output: Uint8Array;
+  next_out: number;
+  avail_out: number;
+  data_type: number;
+  msg: string;
+  state: { window: Uint8Array | null };
+}
+
+/** Feeds compressed chunks in order; `finish` returns the checkpoints. Memory: ~100 KiB. */
+export class CheckpointBuilder {
+  private readonly zs: PakoStream;
+  private readonly out = new Uint8Array(64 * 1024);
+  private readonly ring = new Uint8Array(WINDOW);
+  private ringFill = 0;
+  private ringPos = 0;
+  private uout = 0;
+  private cin = 0;
+  private lastCheckpoint = -Infinity;
+  private ended = false;
+  readonly checkpoints: Checkpoint[] = [];
+  error: string | null = null;
+
+  constructor(private readonly spacing = CHECKPOINT_SPACING) {
+    this.zs = new (ZStream as unknown as new () => PakoStream)();
+    zinf.inflateInit2(this.zs, 16 + 15);
+    this.zs.output = this.out;
+    this.zs.next_out = 0;
+    this.zs.avail_out = this.out.length;
+  }
+
+  push(chunk: Uint8Array): void {
+    if (this.error !== null) return;
+    const zs = this.zs;
+    zs.input = chunk;
+    zs.next_in = 0;
+    zs.avail_in = chunk.length;
+    while (zs.avail_in > 0 && this.error === null) {
+      if (this.ended) {
+        // Another gzip member follows (multi-member files are valid gzip).
+        if (chunk[zs.next_in] !== 0x1f) {
+          this.error = "trailing garbage after the gzip stream";
+          return;
+        }
+        zinf.inflateReset(zs);
+        // pako's inflateReset zeroes wsize but keeps the window buffer, and only sizes a
+        // window it allocates: without this the next member's back-references all fail.
+        zs.state.window = null;
+        this.ended = false;
+        this.checkpoints.push({
+          uoff: this.uout,
+          coff: this.cin + zs.next_in,
+          window: new Uint8Array(0),
+          member: true,
+        });
+        this.lastCheckpoint = this.uout;
+      }
+      const r = zinf.inflate(zs, Z_BLOCK);
+      this.drain();
+      if (r === Z_STREAM_END) {
+        this.ended = true;
+        continue;
+      }
+      if (r < 0 && r !== Z_BUF_ERROR) {
+        this.error = `gzip: ${zs.msg || `inflate error ${r}`}`;
+        return;
+      }
+      const atBoundary = (zs.data_type & 128) !== 0 && (zs.data_type & 64) === 0;
+      if (
+        atBoundary && (zs.data_type & 7) === 0 && this.uout - this.lastCheckpoint >= this.spacing
+      ) {
+        this.checkpoints.push({
+          uoff: this.uout,
+          coff: this.cin + zs.next_in,
+          window: this.window(),
+          member: false,
+        });
+        this.lastCheckpoint = this.uout;
+      }
+    }
+    // Compressed bytes of earlier chunks; within the current one the position is next_in.
+    this.cin += chunk.length;
+  }
+
+  private drain(): void {
+    const zs = this.zs;
+    const n = zs.next_out;
+    if (n === 0) return;
+    this.remember(this.out.subarray(0, n));
+    this.uout += n;
+    zs.next_out = 0;
+    zs.avail_out = this.out.length;
+  }
+
+  private remember(b: Uint8Array): void {
+    if (b.length >= WINDOW) {
+      this.ring.set(b.subarray(b.length - WINDOW));
+      this.ringPos = 0;
+      this.ringFill = WINDOW;
+      return;
+    }
+    const first = Math.min(b.length, WINDOW - this.ringPos);
+    this.ring.set(b.subarray(0, first), this.ringPos);
+    this.ring.set(b.subarray(first), 0);
+    this.ringPos = (this.ringPos + b.length) % WINDOW;
+    this.ringFill = Math.min(WINDOW, this.ringFill + b.length);
+  }
+
+  private window(): Uint8Array {
+    const w = new Uint8Array(this.ringFill);
+    if (this.ringFill < WINDOW) {
+      w.set(this.ring.subarray(0, this.ringFill));
+      return w;
+    }
+    w.set(this.ring.subarray(this.ringPos));
+    w.set(this.ring.subarray(0, this.ringPos), WINDOW - this.ringPos);
+    return w;
+  }
+
+  /** The checkpoints; `complete` is false when the stream ended mid-member or was corrupt. */
+  finish(): { checkpoints: Checkpoint[]; complete: boolean; error: string | null } {
+    return {
+      checkpoints: this.checkpoints,
+      complete: this.ended && this.error === null,
+      error: this.error ?? (this.ended ? null : "gzip stream truncated"),
+    };
+  }
+}
+
+// --- storage format -----------------------------------------------------------------------
+// [u32 count] then per checkpoint [f64 uoff][f64 coff][u32 flags][u32 window length], then the
+// windows in order. A 1 GiB layer has ~256 checkpoints: ~8 MiB, read one window at a time.
+
+const ENTRY = 24;
+
+export function encodeCheckpoints(cps: Checkpoint[]): Uint8Array {
+  const head = 4 + cps.length * ENTRY;
+  const total = head + cps.reduce((n, c) => n + c.window.length, 0);
+  const out = new Uint8Array(total);
+  const dv = new DataView(out.buffer);
+  dv.setUint32(0, cps.length, true);
+  let w = head;
+  cps.forEach((c, i) => {
+    const at = 4 + i * ENTRY;
+    dv.setFloat64(at, c.uoff, true);
+    dv.setFloat64(at + 8, c.coff, true);
+    dv.setUint32(at + 16, c.member ? 1 : 0, true);
+    dv.setUint32(at + 20, c.window.length, true);
+    out.set(c.window, w);
+    w += c.window.length;
+  });
+  return out;
+}
+
+export interface CheckpointRef {
+  uoff: number;
+  coff: number;
+  member: boolean;
+  /** where its window lies in the encoded file */
+  windowAt: number;
+  windowLength: number;
+}
+
+/** The table of an encoded checkpoint file (its first 4 + 24·n bytes). */
+export function decodeTable(bytes: Uint8Array): CheckpointRef[] {
+  const dv = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const n = dv.getUint32(0, true);
+  const out: CheckpointRef[] = [];
+  let w = 4 + n * ENTRY;
+  for (let i = 0; i < n; i++) {
+    const at = 4 + i * ENTRY;
+    const windowLength = dv.getUint32(at + 20, true);
+    out.push({
+      uoff: dv.getFloat64(at, true),
+      coff: dv.getFloat64(at + 8, true),
+      member: dv.getUint32(at + 16, true) === 1,
+      windowAt: w,
+      windowLength,
+    });
+    w += windowLength;
+  }
+  return out;
+}
+
+/** The checkpoint at or before `uoff` (the table is in uoff order). */
+export function nearest(table: CheckpointRef[], uoff: number): CheckpointRef | null {
+  let lo = 0;
+  let hi = table.length - 1;
+  let best: CheckpointRef | null = null;
+  while (lo <= hi) {
+    const mid = (lo + hi) >>> 1;
+    if (table[mid].uoff <= uoff) {
+      best = table[mid];
+      lo = mid + 1;
+    } else hi = mid - 1;
+  }
+  return best;
+}
+
+/**
+ * Inflates from a checkpoint: `compressed` streams the blob from `cp.coff`; returns the
+ * uncompressed bytes from `cp.uoff` on (the window is consumed, not emitted).
+ */
+export function inflateFrom(
+  window: Uint8Array,
+  member: boolean,
+  compressed: ReadableStream<Uint8Array>,
+): ReadableStream<Uint8Array> {
+  if (member) return pipeNode(compressed, zlib.createGunzip({ chunkSize: 256 * 1024 }), 0);
+  // A non-final stored block holding the window: inflate puts it in its history, then the
+  // original stream continues at the block boundary the checkpoint was taken at.
+  const head = new Uint8Array(5 + window.length);
+  head[0] = 0x00;
+  head[1] = window.length & 0xff;
+  head[2] = window.length >>> 8;
+  head[3] = ~window.length & 0xff;
+  head[4] = (~window.length >>> 8) & 0xff;
+  head.set(window, 5);
+  const prefixed = concatStreams(head, compressed);
+  return pipeNode(prefixed, zlib.createInflateRaw({ chunkSize: 256 * 1024 }), window.length);
+}
+
+function concatStreams(
+  head: Uint8Array,
+  rest: ReadableStream<Uint8Array>,
+): ReadableStream<Uint8Array> {
+  let reader: ReadableStreamDefaultReader<Uint8Array> | null = null;
+  let sentHead = false;
+  return new ReadableStream<Uint8Array>({
+    async pull(c) {
+      if (!sentHead) {
+        sentHead = true;
+        c.enqueue(head);
+        return;
+      }
+      reader ??= rest.getReader();
+      const { value, done } = await reader.read();
+      if (done) c.close();
+      else c.enqueue(value);
+    },
+    cancel(reason) {
+      return reader ? reader.cancel(reason) : rest.cancel(reason);
+    },
+  }, { highWaterMark: 0 });
+}
+
+/**
+ * Runs `input` through a node:zlib transform with backpressure both ways, dropping the first
+ * `skip` output bytes. Cancelling the result stops the transform and the input.
+ */
+export function pipeNode(
+  input: ReadableStream<Uint8Array>,
+  z: NodeJS.ReadWriteStream & { destroy(e?: Error): void },
+  skip: number,
+): ReadableStream<Uint8Array> {
+  const reader = input.getReader();
+  let stopped = false;
+  (async () => {
+    try {
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done || stopped) break;
+        if (!z.write(value)) await new Promise((r) => z.once("drain", r));
+      }
+      if (!stopped) z.end();
+    } catch (e) {
+      if (!stopped) z.destroy(e instanceof Error ? e : new Error(String(e)));
+    }
+  })();
+  // node's Readable.toWeb enqueues after a cancel (an uncaught error): adapt by hand, with
+  // pause/resume as the backpressure.
+  const queue: Uint8Array[] = [];
+  let queued = 0;
+  let ended = false;
+  let failure: Error | null = null;
+  let notify: (() => void) | null = null;
+  let toSkip = skip;
+  const onData = (b: Uint8Array) => {
+    if (toSkip >= b.length) {
+      toSkip -= b.length;
+      return;
+    }
+    const v = toSkip ? b.subarray(toSkip) : b;
+    toSkip = 0;
+    queue.push(v);
+    queued += v.length;
+    if (queued > 1024 * 1024) z.pause();
+    notify?.();
+  };
+  z.on("data", onData);
+  z.on("end", () => {
+    ended = true;
+    notify?.();
+  });
+  z.on("error", (e: Error) => {
+    failure = e;
+    notify?.();
+  });
+  return new ReadableStream<Uint8Array>({
+    async pull(c) {
+      for (;;) {
+        const v = queue.shift();
+        if (v) {
+          queued -= v.length;
+          if (queued <= 256 * 1024) z.resume();
+          c.enqueue(v);
+          return;
+        }
+        if (failure) return c.error(failure);
+        if (ended) return c.close();
+        z.resume();
+        await new Promise<void>((r) => (notify = r));
+        notify = null;
+      }
+    },
+    async cancel(reason) {
+      stopped = true;
+      z.off("data", onData);
+      z.destroy();
+      await reader.cancel(reason).catch(() => {});
+    },
+  }, { highWaterMark: 0 });
+}

@@ -1,0 +1,297 @@
+// Where a layer's index lives and how its files are read back. The KV record is a small
+// pointer (values stay far below 64 KiB whatever the layer holds); the listing, the gzip
+// checkpoints and the zstd side copy are derived files in the blob store, under a prefix unique
+// to each indexing run, so a re-index never changes files a reader is using.
+import type { BlobStore } from "../storage/mod.ts";
+import { type CheckpointRef, decodeTable, inflateFrom, nearest } from "./gzip_checkpoints.ts";
+import { decodeFrames, decompressFrame, type Frame, frameAt } from "./zstd_frames.ts";
+
+/** Bumped when the listing's content changes: older listings are served `refreshing`. */
+export const INDEX_VERSION = 1;
+
+export type Compression = "gzip" | "zstd" | "none";
+
+export interface IndexRecord {
+  version: number;
+  /** ready; partial (a truncated or corrupt archive: what was read); unsupported (final) */
+  state: "ready" | "partial" | "unsupported";
+  compression: Compression | null;
+  uncompressedSize: number;
+  entries: number;
+  error?: string;
+  indexedAt: number;
+  /** derived-file prefix of this run */
+  base: string;
+}
+
+export const indexKey = (digest: string): Deno.KvKey => ["layeridx", digest];
+
+export function runBase(digest: string): string {
+  const [alg, hex] = digest.split(":");
+  return `index/${alg}/${hex}/${crypto.randomUUID()}`;
+}
+
+export const files = {
+  listing: (base: string) => `${base}/listing.ndjson`,
+  checkpoints: (base: string) => `${base}/checkpoints.bin`,
+  frames: (base: string) => `${base}/frames.zst`,
+  frameTable: (base: string) => `${base}/frames.bin`,
+};
+
+/** A listing entry as the API shows it (SPEC §Layer listing). */
+export interface ListedEntry {
+  path: string;
+  kind: string;
+  size: number;
+  mode: number;
+  uid: number;
+  gid: number;
+  mtime: number;
+  offset: number;
+  link_target?: string;
+  capabilities?: string[];
+  content?: {
+    sha256: string;
+    sha512: string;
+    mime_type: string;
+    secrets?: { kind: string; line: number }[];
+  };
+}
+
+export async function readAllStream(s: ReadableStream<Uint8Array>): Promise<Uint8Array> {
+  return new Uint8Array(await new Response(s).arrayBuffer());
+}
+
+/**
+ * Bounded caches of what file reads need: per listing, path → where its line is in the listing
+ * file (packed as `offset * 2^22 + length`: a line stays under 4 MiB, a PAX path being capped at
+ * 1 MiB), so a cached lookup costs one short ranged read and memory stays ~100 bytes per path
+ * rather than a parsed entry with two hex digests.
+ */
+const LOOKUP_CACHE_ENTRIES = 400_000;
+/** A listing with more entries is scanned per lookup instead of cached. */
+const LOOKUP_CACHED_MAX = 200_000;
+const LINE_BITS = 2 ** 22;
+
+export class LayerReader {
+  private readonly lookups = new Map<string, Map<string, number>>();
+  private lookupEntries = 0;
+  private readonly tables = new Map<string, CheckpointRef[] | Frame[]>();
+
+  constructor(private readonly store: BlobStore) {}
+
+  /** The listing entry of `path`, or null. */
+  async entry(rec: IndexRecord, path: string): Promise<ListedEntry | null> {
+    let map = this.lookups.get(rec.base);
+    if (map) {
+      // Refresh its place in the LRU order.
+      this.lookups.delete(rec.base);
+      this.lookups.set(rec.base, map);
+    } else {
+      if (rec.entries > LOOKUP_CACHED_MAX) return await this.scan(rec, path);
+      map = new Map<string, number>();
+      for await (const l of this.lines(rec)) {
+        if (l.length < LINE_BITS) map.set(l.entry.path, l.offset * LINE_BITS + l.length);
+      }
+      this.lookups.set(rec.base, map);
+      this.lookupEntries += map.size;
+      while (this.lookupEntries > LOOKUP_CACHE_ENTRIES && this.lookups.size > 1) {
+        const [k, v] = this.lookups.entries().next().value!;
+        this.lookups.delete(k);
+        this.lookupEntries -= v.size;
+      }
+    }
+    const at = map.get(path);
+    if (at === undefined) return null;
+    const offset = Math.floor(at / LINE_BITS);
+    const length = at % LINE_BITS;
+    const line = await readAllStream(
+      await this.store.readDerived(files.listing(rec.base), {
+        start: offset,
+        end: offset + length - 1,
+      }),
+    );
+    return JSON.parse(new TextDecoder().decode(line));
+  }
+
+  private async scan(rec: IndexRecord, path: string): Promise<ListedEntry | null> {
+    let found: ListedEntry | null = null;
+    for await (const e of this.entries(rec)) if (e.path === path) found = e;
+    return found;
+  }
+
+  /** Every entry of the listing, streamed. */
+  async *entries(rec: IndexRecord): AsyncGenerator<ListedEntry> {
+    for await (const l of this.lines(rec)) yield l.entry;
+  }
+
+  /** Every listing line with its byte offset and length in the listing file. */
+  private async *lines(
+    rec: IndexRecord,
+  ): AsyncGenerator<{ entry: ListedEntry; offset: number; length: number }> {
+    const s = await this.store.readDerived(files.listing(rec.base));
+    const dec = new TextDecoder();
+    let rest: Uint8Array = new Uint8Array(0);
+    let base = 0;
+    for await (const chunk of s) {
+      let buf: Uint8Array = chunk;
+      if (rest.length) {
+        buf = new Uint8Array(rest.length + chunk.length);
+        buf.set(rest);
+        buf.set(chunk, rest.length);
+      }
+      let from = 0;
+      let nl: number;
+      while ((nl = buf.indexOf(0x0a, from)) >= 0) {
+        if (nl > from) {
+          yield {
+            entry: JSON.parse(dec.decode(buf.subarray(from, nl))),
+            offset: base + from,
+            length: nl - from,
+          };
+        }
+        from = nl + 1;
+      }
+      base += from;
+      rest = buf.slice(from);
+    }
+    if (rest.length) {
+      yield { entry: JSON.parse(dec.decode(rest)), offset: base, length: rest.length };
+    }
+  }
+
+  /** The listing as stored (NDJSON), for the entries endpoint. */
+  listing(rec: IndexRecord): Promise<ReadableStream<Uint8Array>> {
+    return this.store.readDerived(files.listing(rec.base));
+  }
+
+  /** Bytes [start, end] (inclusive) of the uncompressed stream of `digest`. */
+  async read(
+    digest: string,
+    blobSize: number,
+    rec: IndexRecord,
+    start: number,
+    end: number,
+  ): Promise<ReadableStream<Uint8Array>> {
+    if (end < start) return ReadableStream.from([]);
+    switch (rec.compression) {
+      case "gzip":
+        return await this.readGzip(digest, blobSize, rec, start, end);
+      case "zstd":
+        return await this.readZstd(rec, start, end);
+      default:
+        return await this.store.read(digest, { start, end });
+    }
+  }
+
+  private async table<T extends CheckpointRef[] | Frame[]>(
+    key: string,
+    load: () => Promise<T>,
+  ): Promise<T> {
+    const hit = this.tables.get(key);
+    if (hit) return hit as T;
+    const t = await load();
+    if (this.tables.size >= 256) this.tables.delete(this.tables.keys().next().value!);
+    this.tables.set(key, t);
+    return t;
+  }
+
+  private async readGzip(
+    digest: string,
+    blobSize: number,
+    rec: IndexRecord,
+    start: number,
+    end: number,
+  ): Promise<ReadableStream<Uint8Array>> {
+    const name = files.checkpoints(rec.base);
+    const table = await this.table(name, async () => {
+      const head = await readAllStream(await this.store.readDerived(name, { start: 0, end: 3 }));
+      const n = new DataView(head.buffer, head.byteOffset, 4).getUint32(0, true);
+      const bytes = await readAllStream(
+        await this.store.readDerived(name, { start: 0, end: 4 + n * 24 - 1 }),
+      );
+      return decodeTable(bytes);
+    });
+    const cp = nearest(table, start) ??
+      { uoff: 0, coff: 0, member: true, windowAt: 0, windowLength: 0 };
+    const window = cp.windowLength
+      ? await readAllStream(
+        await this.store.readDerived(name, {
+          start: cp.windowAt,
+          end: cp.windowAt + cp.windowLength - 1,
+        }),
+      )
+      : new Uint8Array(0);
+    const compressed = await this.store.read(digest, { start: cp.coff, end: blobSize - 1 });
+    return slice(inflateFrom(window, cp.member, compressed), start - cp.uoff, end - start + 1);
+  }
+
+  private async readZstd(
+    rec: IndexRecord,
+    start: number,
+    end: number,
+  ): Promise<ReadableStream<Uint8Array>> {
+    const frames = await this.table(
+      files.frameTable(rec.base),
+      async () =>
+        decodeFrames(await readAllStream(await this.store.readDerived(files.frameTable(rec.base)))),
+    );
+    let i = frameAt(frames, start);
+    let pos = start;
+    const store = this.store;
+    return new ReadableStream<Uint8Array>({
+      async pull(c) {
+        if (pos > end || i >= frames.length) return c.close();
+        const f = frames[i++];
+        const raw = await readAllStream(
+          await store.readDerived(files.frames(rec.base), {
+            start: f.coff,
+            end: f.coff + f.clen - 1,
+          }),
+        );
+        const data = await decompressFrame(raw);
+        const from = pos - f.uoff;
+        const to = Math.min(f.ulen, end - f.uoff + 1);
+        c.enqueue(data.subarray(from, to));
+        pos = f.uoff + to;
+      },
+    }, { highWaterMark: 0 });
+  }
+}
+
+/** `length` bytes of `s` after skipping `skip`; cancels `s` once they are out. */
+export function slice(
+  s: ReadableStream<Uint8Array>,
+  skip: number,
+  length: number,
+): ReadableStream<Uint8Array> {
+  const r = s.getReader();
+  let toSkip = skip;
+  let left = length;
+  return new ReadableStream<Uint8Array>({
+    async pull(c) {
+      for (;;) {
+        if (left <= 0) {
+          await r.cancel().catch(() => {});
+          return c.close();
+        }
+        const { value, done } = await r.read();
+        if (done) {
+          return left > 0 ? c.error(new Error("layer data ended early")) : c.close();
+        }
+        let v = value;
+        if (toSkip >= v.length) {
+          toSkip -= v.length;
+          continue;
+        }
+        v = v.subarray(toSkip);
+        toSkip = 0;
+        if (v.length > left) v = v.subarray(0, left);
+        left -= v.length;
+        c.enqueue(v);
+        return;
+      }
+    },
+    cancel: (reason) => r.cancel(reason),
+  }, { highWaterMark: 0 });
+}

@@ -1,0 +1,279 @@
+// The layer index (issue: layer index; SPEC §Layer listing, Layer entries 1–4, Layer file 1–7,
+// §Layer file details): the `index-layer` job and the reads behind the three endpoints.
+import type { Config } from "../config/mod.ts";
+import { parseManifest, RegistryError, resolveRange, truncate } from "../oci/mod.ts";
+import { mimeType } from "./mime.ts";
+import { BlobMeta, ManifestMeta } from "../metadata/mod.ts";
+import { type JobContext, PermanentJobError } from "../jobs/mod.ts";
+import { INDEX_KIND, indexLayerJob, type Registry, tarLayers } from "../registry/mod.ts";
+import { indexLayer } from "./indexer.ts";
+import {
+  INDEX_VERSION,
+  indexKey,
+  type IndexRecord,
+  LayerReader,
+  type ListedEntry,
+  readAllStream,
+} from "./layer_store.ts";
+import { isElf, readElf } from "./elf.ts";
+import { pemBlocks } from "./pem.ts";
+
+export { detectCompression, indexLayer } from "./indexer.ts";
+
+/** SPEC Layer file 2: a listing without a media type: guessed from the name. */
+export const typeFromName = (path: string): string => mimeType(path, new Uint8Array(0));
+export { INDEX_VERSION, indexKey, type IndexRecord, type ListedEntry } from "./layer_store.ts";
+
+const CERT_HEAD = 64 * 1024;
+const CERT_MAX = 4 * 1024 * 1024;
+
+export type EntriesAnswer =
+  | { status: 202 }
+  | {
+    status: 200;
+    refreshing: boolean;
+    record: IndexRecord;
+    /** the listing JSON, streamed */
+    body: ReadableStream<Uint8Array>;
+  };
+
+export interface FileAnswer {
+  entry: ListedEntry;
+  /** the size of the served part */
+  length: number;
+  range: { start: number; end: number } | null;
+  body: ReadableStream<Uint8Array>;
+}
+
+export class LayerIndex {
+  private readonly blobs: BlobMeta;
+  readonly reader: LayerReader;
+
+  constructor(private readonly cfg: Config, private readonly registry: Registry) {
+    this.blobs = new BlobMeta(registry.kv);
+    this.reader = new LayerReader(registry.store);
+  }
+
+  register(): void {
+    this.registry.jobs.handle("index", INDEX_KIND, (job) => this.run(job));
+  }
+
+  async run(job: JobContext): Promise<void> {
+    const p = job.payload as { digest?: unknown; force?: unknown } | null;
+    const digest = p?.digest;
+    if (typeof digest !== "string") throw new PermanentJobError("payload needs a digest");
+    const current = (await this.registry.kv.get<IndexRecord>(indexKey(digest))).value;
+    if (current && current.version >= INDEX_VERSION && p?.force !== true) return;
+    const blob = await this.blobs.blob(digest);
+    if (!blob) throw new PermanentJobError(`blob ${digest} is not stored`);
+    const r = await indexLayer(
+      this.cfg,
+      this.registry.kv,
+      this.registry.store,
+      digest,
+      blob.size,
+      job.signal,
+    );
+    // A partial listing is served; the job still ends with the reason, for the failed list.
+    if (r.record.state === "partial") throw new PermanentJobError(r.error ?? "partial listing");
+  }
+
+  /**
+   * `main.ts reindex`: queues every tar layer of every stored image that has no current index
+   * (all of them with `force`). Returns how many were (or would be) queued.
+   */
+  async reindex(
+    opts: { dryRun?: boolean; force?: boolean; report?: (line: string) => void } = {},
+  ): Promise<{ layers: number; queued: number }> {
+    const meta = new ManifestMeta(this.registry.kv);
+    const seen = new Set<string>();
+    let queued = 0;
+    let last: string | null = null;
+    for (;;) {
+      const page = await meta.catalog(200, last, () => true);
+      for (const ns of page.names) {
+        for await (const { digest, rec } of meta.revisions(ns)) {
+          let parsed;
+          try {
+            parsed = parseManifest(await this.registry.manifests.body(digest, rec), rec.mediaType);
+          } catch {
+            continue;
+          }
+          for (const layer of tarLayers(parsed)) {
+            if (seen.has(layer)) continue;
+            seen.add(layer);
+            const cur = await this.record(layer);
+            if (!opts.force && cur && cur.version >= INDEX_VERSION) continue;
+            if (!(await this.blobs.blob(layer))) continue;
+            queued++;
+            opts.report?.(`index ${layer} (${ns})`);
+            if (!opts.dryRun) {
+              await this.registry.jobs.queue("index").enqueue({
+                ...indexLayerJob(layer),
+                payload: { digest: layer, force: opts.force === true },
+              });
+            }
+          }
+        }
+      }
+      if (!page.more) break;
+      last = page.names[page.names.length - 1];
+    }
+    return { layers: seen.size, queued };
+  }
+
+  private async enqueue(digest: string): Promise<void> {
+    await this.registry.jobs.queue("index").enqueue(indexLayerJob(digest));
+  }
+
+  /** The namespace owns the layer (else 404); a pull-through namespace fetches it first. */
+  private async owned(ns: string, digest: string): Promise<"owned" | "fetching"> {
+    if (await this.blobs.link(ns, digest)) return "owned";
+    if (this.registry.pullThrough.repository(ns)) {
+      // Rule 2: a HEAD proves the upstream has it; the fill runs behind the 202.
+      await this.registry.readBlob(ns, digest, null, false);
+      const r = await this.registry.readBlob(ns, digest, null, true);
+      r.stream?.pipeTo(new WritableStream()).catch(() => {});
+      return "fetching";
+    }
+    throw new RegistryError("BLOB_UNKNOWN", `${digest} is not a layer of ${truncate(ns)}`);
+  }
+
+  private async record(digest: string): Promise<IndexRecord | null> {
+    return (await this.registry.kv.get<IndexRecord>(indexKey(digest))).value;
+  }
+
+  async entries(ns: string, digest: string): Promise<EntriesAnswer> {
+    // Rule 2: the fill runs behind the 202; a later request finds the layer owned and
+    // queues the index job.
+    if (await this.owned(ns, digest) === "fetching") return { status: 202 };
+    const rec = await this.record(digest);
+    if (!rec) {
+      await this.enqueue(digest);
+      return { status: 202 };
+    }
+    if (rec.state === "unsupported") {
+      throw new RegistryError("UNSUPPORTED", `${digest} cannot be listed: ${rec.error}`, {
+        status: 404,
+      });
+    }
+    const refreshing = rec.version < INDEX_VERSION;
+    if (refreshing) await this.enqueue(digest);
+    return {
+      status: 200,
+      refreshing,
+      record: rec,
+      body: listingJson(rec, refreshing, await this.reader.listing(rec)),
+    };
+  }
+
+  /** A regular file of an indexed layer (a hard link serves its target). */
+  async file(
+    ns: string,
+    digest: string,
+    path: string,
+    rangeHeader: string | null,
+  ): Promise<FileAnswer> {
+    const { rec, entry, size } = await this.locate(ns, digest, path);
+    const r = resolveRange(rangeHeader, entry.size);
+    if (r.kind === "unsatisfiable") {
+      throw new RegistryError("SIZE_INVALID", "range not satisfiable", {
+        headers: { "Content-Range": `bytes */${entry.size}` },
+      });
+    }
+    const [start, end] = r.kind === "partial" ? [r.start, r.end] : [0, entry.size - 1];
+    const body = await this.reader.read(
+      digest,
+      size,
+      rec,
+      entry.offset + start,
+      entry.offset + end,
+    );
+    return {
+      entry,
+      length: Math.max(0, end - start + 1),
+      range: r.kind === "partial" ? { start, end } : null,
+      body,
+    };
+  }
+
+  /** SPEC §Layer file details: `{elf}`, `{certificates}` or `{}`. */
+  async details(ns: string, digest: string, path: string): Promise<Record<string, unknown>> {
+    const { rec, entry, size } = await this.locate(ns, digest, path);
+    const readAt = async (offset: number, length: number) => {
+      if (offset >= entry.size || length <= 0) return new Uint8Array(0);
+      const end = Math.min(entry.size, offset + length) - 1;
+      return await readAllStream(
+        await this.reader.read(digest, size, rec, entry.offset + offset, entry.offset + end),
+      );
+    };
+    const head = await readAt(0, Math.min(entry.size, CERT_HEAD));
+    if (isElf(head)) {
+      const elf = await readElf(readAt, entry.size);
+      return elf ? { elf } : {};
+    }
+    const certs = pemBlocks(head, entry.size <= CERT_HEAD ? head : await readAt(0, CERT_MAX));
+    return certs ? { certificates: certs } : {};
+  }
+
+  private async locate(ns: string, digest: string, path: string) {
+    if (!(await this.blobs.link(ns, digest))) {
+      throw new RegistryError("BLOB_UNKNOWN", `${digest} is not a layer of ${truncate(ns)}`);
+    }
+    const rec = await this.record(digest);
+    if (!rec || rec.state === "unsupported") {
+      throw new RegistryError("NAME_UNKNOWN", `layer ${digest} is not indexed`);
+    }
+    let entry = await this.reader.entry(rec, path);
+    for (let hops = 0; entry?.kind === "hardlink" && hops < 8; hops++) {
+      entry = await this.reader.entry(rec, entry.link_target ?? "");
+    }
+    if (!entry || entry.kind !== "file") {
+      throw new RegistryError("NAME_UNKNOWN", `${truncate(path)} is not a file of ${digest}`);
+    }
+    const blob = await this.blobs.blob(digest);
+    if (!blob) throw new RegistryError("BLOB_UNKNOWN", digest);
+    return { rec, entry, size: blob.size };
+  }
+}
+
+/** `{refreshing, compressed, uncompressed_size, entries: [...]}` around the stored NDJSON. */
+function listingJson(
+  rec: IndexRecord,
+  refreshing: boolean,
+  ndjson: ReadableStream<Uint8Array>,
+): ReadableStream<Uint8Array> {
+  const enc = new TextEncoder();
+  const extra = rec.state === "partial"
+    ? `,"partial":true,"error":${JSON.stringify(rec.error ?? "")}`
+    : "";
+  const head = `{"refreshing":${refreshing},"compressed":${
+    rec.compression !== "none"
+  },"uncompressed_size":${rec.uncompressedSize}${extra},"entries":[`;
+  let first = true;
+  let pending = "";
+  const dec = new TextDecoder();
+  return ndjson.pipeThrough(
+    new TransformStream<Uint8Array, Uint8Array>({
+      start(c) {
+        c.enqueue(enc.encode(head));
+      },
+      transform(chunk, c) {
+        pending += dec.decode(chunk, { stream: true });
+        const lines = pending.split("\n");
+        pending = lines.pop()!;
+        let out = "";
+        for (const l of lines) {
+          if (!l) continue;
+          out += (first ? "" : ",") + l;
+          first = false;
+        }
+        if (out) c.enqueue(enc.encode(out));
+      },
+      flush(c) {
+        if (pending.trim()) c.enqueue(enc.encode((first ? "" : ",") + pending));
+        c.enqueue(enc.encode("]}"));
+      },
+    }),
+  );
+}

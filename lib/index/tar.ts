@@ -1,0 +1,466 @@
+// A streaming tar walker for layer indexing (SPEC §Layer listing): ustar, GNU (long names and
+// links, base-256 numbers), PAX (path, linkpath, size, mtime, uid, gid, the file-capability
+// xattr) and old v7 headers. File data is handed to `onData` chunk by chunk as it streams past,
+// never buffered, so memory stays flat whatever the layer holds; only header-sized records
+// (PAX records, GNU long names) are read whole, and they are capped.
+//
+// Written here rather than taken from npm: `tar-stream` and `tar` (node-tar) both need Node
+// streams around a Web stream, neither reports the data offset of an entry in the
+// uncompressed stream (the random-access reads need it), and node-tar drops the PAX xattr
+// records this listing reports.
+
+export type TarKind = "file" | "dir" | "symlink" | "hardlink" | "whiteout" | "opaque" | "other";
+
+export interface TarEntry {
+  path: string;
+  kind: TarKind;
+  size: number;
+  mode: number;
+  uid: number;
+  gid: number;
+  /** Unix seconds */
+  mtime: number;
+  /** where the entry's data starts in the uncompressed stream */
+  offset: number;
+  linkTarget?: string;
+  /** names of the permitted capabilities of a `security.capability` xattr */
+  capabilities?: string[];
+}
+
+/** A corrupt or truncated archive: what was yielded before it stands. */
+export class TarError extends Error {}
+
+export interface WalkOptions {
+  /** file data, in order, for the entry about to be yielded (regular files only) */
+  onData?: (entry: TarEntry, chunk: Uint8Array) => void;
+  /** more entries than this end the walk with a TarError */
+  maxEntries?: number;
+}
+
+const BLOCK = 512;
+// A PAX record set or a GNU long name is metadata: a megabyte is far beyond any real one, and
+// the cap keeps a hostile archive from making the walker buffer gigabytes.
+const META_MAX = 1024 * 1024;
+
+/** Linux capability numbers (include/uapi/linux/capability.h), named as libcap prints them. */
+const CAP_NAMES = [
+  "chown",
+  "dac_override",
+  "dac_read_search",
+  "fowner",
+  "fsetid",
+  "kill",
+  "setgid",
+  "setuid",
+  "setpcap",
+  "linux_immutable",
+  "net_bind_service",
+  "net_broadcast",
+  "net_admin",
+  "net_raw",
+  "ipc_lock",
+  "ipc_owner",
+  "sys_module",
+  "sys_rawio",
+  "sys_chroot",
+  "sys_ptrace",
+  "sys_pacct",
+  "sys_admin",
+  "sys_boot",
+  "sys_nice",
+  "sys_resource",
+  "sys_time",
+  "sys_tty_config",
+  "mknod",
+  "lease",
+  "audit_write",
+  "audit_control",
+  "setfcap",
+  "mac_override",
+  "mac_admin",
+  "syslog",
+  "wake_alarm",
+  "block_suspend",
+  "audit_read",
+  "perfmon",
+  "bpf",
+  "checkpoint_restore",
+];
+
+/**
+ * The permitted set of a `vfs_cap_data` value (revision 1: 32 bits; 2 and 3: 64 bits, 3 adds
+ * a root uid), as `cap_<name>`, or `cap_<n>` for a number newer than this table.
+ */
+export function decodeCapabilities(v: Uint8Array): string[] {
+  if (v.length < 12) return [];
+  const dv = new DataView(v.buffer, v.byteOffset, v.byteLength);
+  const rev = dv.getUint32(0, true) & 0xff000000;
+  const words = rev === 0x01000000 ? 1 : (rev === 0x02000000 || rev === 0x03000000) ? 2 : 0;
+  if (words === 0 || v.length < 4 + 8 * words) return [];
+  const out: string[] = [];
+  for (let w = 0; w < words; w++) {
+    const permitted = dv.getUint32(4 + 8 * w, true);
+    for (let b = 0; b < 32; b++) {
+      if (permitted & (1 << b)) {
+        const n = w * 32 + b;
+        out.push(`cap_${CAP_NAMES[n] ?? String(n)}`);
+      }
+    }
+  }
+  return out;
+}
+
+/** No leading `./` or `/`, no trailing `/`, no empty or `.` segments. */
+export function normalizePath(p: string): string {
+  return p.split("/").filter((s) => s !== "" && s !== ".").join("/");
+}
+
+/** Pulls exact byte counts out of a chunked stream, tracking the absolute position. */
+class ByteSource {
+  private buf: Uint8Array = new Uint8Array(0);
+  private at = 0;
+  /** bytes consumed so far */
+  pos = 0;
+  private ended = false;
+
+  constructor(private readonly reader: ReadableStreamDefaultReader<Uint8Array>) {}
+
+  private get buffered(): number {
+    return this.buf.length - this.at;
+  }
+
+  private async fill(): Promise<boolean> {
+    while (!this.ended) {
+      const { value, done } = await this.reader.read();
+      if (done) {
+        this.ended = true;
+        return false;
+      }
+      if (value.length === 0) continue;
+      if (this.buffered === 0) {
+        this.buf = value;
+      } else {
+        const joined = new Uint8Array(this.buffered + value.length);
+        joined.set(this.buf.subarray(this.at));
+        joined.set(value, this.buffered);
+        this.buf = joined;
+      }
+      this.at = 0;
+      return true;
+    }
+    return false;
+  }
+
+  /** Exactly `n` bytes, or fewer at the end of the stream. */
+  async read(n: number): Promise<Uint8Array> {
+    while (this.buffered < n) {
+      if (!(await this.fill())) break;
+    }
+    const k = Math.min(n, this.buffered);
+    const out = this.buf.slice(this.at, this.at + k);
+    this.at += k;
+    this.pos += k;
+    return out;
+  }
+
+  /** Passes the next `n` bytes to `sink` as they arrive; returns how many there were. */
+  async pass(n: number, sink: ((c: Uint8Array) => void) | null): Promise<number> {
+    let left = n;
+    while (left > 0) {
+      if (this.buffered === 0 && !(await this.fill())) break;
+      const k = Math.min(left, this.buffered);
+      sink?.(this.buf.subarray(this.at, this.at + k));
+      this.at += k;
+      this.pos += k;
+      left -= k;
+    }
+    return n - left;
+  }
+
+  async cancel(): Promise<void> {
+    await this.reader.cancel().catch(() => {});
+  }
+}
+
+function cString(b: Uint8Array): string {
+  const z = b.indexOf(0);
+  return new TextDecoder().decode(z < 0 ? b : b.subarray(0, z));
+}
+
+/** An octal field (NUL/space padded) or GNU base-256 (high bit set); null when unreadable. */
+function parseNumber(b: Uint8Array): number | null {
+  if (b.length > 0 && (b[0] & 0x80)) {
+    const negative = (b[0] & 0x40) !== 0;
+    let v = 0;
+    for (let i = 0; i < b.length; i++) {
+      let byte = i === 0 ? b[0] & 0x7f : b[i];
+      if (negative) byte = (i === 0 ? 0x7f : 0xff) - byte;
+      v = v * 256 + byte;
+      if (v > Number.MAX_SAFE_INTEGER) return null;
+    }
+    return negative ? -(v + 1) : v;
+  }
+  const s = cString(b).trim();
+  if (s === "") return 0;
+  if (!/^[0-7]+$/.test(s)) return null;
+  const v = parseInt(s, 8);
+  return Number.isSafeInteger(v) ? v : null;
+}
+
+function checksumOk(h: Uint8Array): boolean {
+  const stored = parseNumber(h.subarray(148, 156));
+  if (stored === null) return false;
+  let unsigned = 0;
+  let signed = 0;
+  for (let i = 0; i < BLOCK; i++) {
+    const b = i >= 148 && i < 156 ? 32 : h[i];
+    unsigned += b;
+    signed += b > 127 ? b - 256 : b;
+  }
+  return stored === unsigned || stored === signed;
+}
+
+interface Pax {
+  path?: string;
+  linkpath?: string;
+  size?: number;
+  mtime?: number;
+  uid?: number;
+  gid?: number;
+  capability?: Uint8Array;
+}
+
+/** PAX records `<len> <key>=<value>\n`; values stay bytes (an xattr value is binary). */
+function parsePax(data: Uint8Array, into: Pax): void {
+  const dec = new TextDecoder();
+  let i = 0;
+  while (i < data.length) {
+    if (data[i] === 0) break; // NUL padding after the last record
+    const sp = data.indexOf(0x20, i);
+    if (sp < 0 || sp - i > 20) throw new TarError("malformed PAX record length");
+    const len = Number(dec.decode(data.subarray(i, sp)));
+    if (!Number.isSafeInteger(len) || len <= sp - i + 1 || i + len > data.length) {
+      throw new TarError("malformed PAX record length");
+    }
+    const rec = data.subarray(sp + 1, i + len);
+    if (rec[rec.length - 1] !== 0x0a) throw new TarError("malformed PAX record");
+    const eq = rec.indexOf(0x3d);
+    if (eq < 0) throw new TarError("malformed PAX record");
+    const key = dec.decode(rec.subarray(0, eq));
+    const raw = rec.subarray(eq + 1, rec.length - 1);
+    const num = () => {
+      const s = dec.decode(raw);
+      if (!/^-?\d+(\.\d+)?$/.test(s)) throw new TarError(`malformed PAX ${key}`);
+      const v = Math.floor(Number(s));
+      if (!Number.isSafeInteger(v)) throw new TarError(`malformed PAX ${key}`);
+      return v;
+    };
+    switch (key) {
+      case "path":
+        into.path = dec.decode(raw);
+        break;
+      case "linkpath":
+        into.linkpath = dec.decode(raw);
+        break;
+      case "size":
+        into.size = num();
+        if (into.size < 0) throw new TarError("negative PAX size");
+        break;
+      case "mtime":
+        into.mtime = num();
+        break;
+      case "uid":
+        into.uid = num();
+        break;
+      case "gid":
+        into.gid = num();
+        break;
+      case "SCHILY.xattr.security.capability":
+        into.capability = raw.slice();
+        break;
+      case "LIBARCHIVE.xattr.security.capability":
+        // libarchive's own record carries the value base64-encoded (unpadded).
+        try {
+          const b64 = dec.decode(raw).replace(/-/g, "+").replace(/_/g, "/");
+          into.capability = Uint8Array.from(
+            atob(b64 + "=".repeat((4 - b64.length % 4) % 4)),
+            (c) => c.charCodeAt(0),
+          );
+        } catch {
+          // an unreadable value: no capabilities reported
+        }
+        break;
+    }
+    i += len;
+  }
+}
+
+function kindOf(type: string, name: string): TarKind {
+  switch (type) {
+    case "0":
+    case "\0":
+    case "7":
+      // v7 archives mark directories with a trailing slash only
+      return name.endsWith("/") ? "dir" : "file";
+    case "1":
+      return "hardlink";
+    case "2":
+      return "symlink";
+    case "5":
+    case "D":
+      return "dir";
+    default:
+      return "other";
+  }
+}
+
+// Types whose size field describes no data (as Go's archive/tar reads them): the size of a
+// link or directory never moves the reader.
+const HEADER_ONLY = new Set(["1", "2", "3", "4", "5", "6"]);
+
+/**
+ * Yields every entry in tar order. A regular file's data goes to `onData` before the entry is
+ * yielded. A corrupt or truncated archive throws a TarError after the entries read so far.
+ */
+export async function* walkTar(
+  stream: ReadableStream<Uint8Array>,
+  opts: WalkOptions = {},
+): AsyncGenerator<TarEntry> {
+  const src = new ByteSource(stream.getReader());
+  const maxEntries = opts.maxEntries ?? Number.MAX_SAFE_INTEGER;
+  let count = 0;
+  let pax: Pax = {};
+  let longName: string | null = null;
+  let longLink: string | null = null;
+  let finished = false;
+  try {
+    for (;;) {
+      const at = src.pos;
+      const h = await src.read(BLOCK);
+      if (h.length === 0) {
+        // The end-of-archive blocks are missing; a stream ending on a header boundary after
+        // whole entries is accepted (Go and GNU tar read it too).
+        if (longName !== null || longLink !== null || Object.keys(pax).length) {
+          throw new TarError(`archive ends after an extended header at offset ${at}`);
+        }
+        break;
+      }
+      if (h.length < BLOCK) throw new TarError(`truncated header at offset ${at}`);
+      if (h.every((b) => b === 0)) break; // end of archive
+      if (!checksumOk(h)) throw new TarError(`corrupt header at offset ${at} (bad checksum)`);
+
+      const type = String.fromCharCode(h[156]);
+      const magic = cString(h.subarray(257, 263));
+      const gnu = magic === "ustar " || (h[257] === 0x75 && h[262] === 0x20);
+      const size = parseNumber(h.subarray(124, 136));
+      if (size === null || size < 0) {
+        throw new TarError(`corrupt header at offset ${at} (size field)`);
+      }
+
+      // Metadata records that describe the next header.
+      if (type === "x" || type === "g" || type === "L" || type === "K") {
+        if (size > META_MAX) {
+          throw new TarError(`extended header of ${size} bytes at offset ${at} is too large`);
+        }
+        const data = await src.read(size);
+        if (data.length < size) throw new TarError(`truncated extended header at offset ${at}`);
+        await skipPadding(src, size);
+        if (type === "x") parsePax(data, pax);
+        // A global header's records apply to later entries by default only; none of the
+        // fields reported here are normally set there, so it is read (to validate) and left.
+        else if (type === "g") parsePax(data, {});
+        else if (type === "L") longName = cString(data);
+        else longLink = cString(data);
+        continue;
+      }
+      if (type === "V") {
+        // a volume label names the archive, not a file
+        await skipData(src, size, at);
+        continue;
+      }
+
+      let name = cString(h.subarray(0, 100));
+      if (!gnu && magic === "ustar") {
+        const prefix = cString(h.subarray(345, 500));
+        if (prefix) name = `${prefix}/${name}`;
+      }
+      if (longName !== null) name = longName;
+      if (pax.path !== undefined) name = pax.path;
+      let link = cString(h.subarray(157, 257));
+      if (longLink !== null) link = longLink;
+      if (pax.linkpath !== undefined) link = pax.linkpath;
+      const dataSize = pax.size ?? size;
+      const mode = parseNumber(h.subarray(100, 108));
+      const uid = pax.uid ?? parseNumber(h.subarray(108, 116));
+      const gid = pax.gid ?? parseNumber(h.subarray(116, 124));
+      const mtime = pax.mtime ?? parseNumber(h.subarray(136, 148));
+      if (mode === null || uid === null || gid === null || mtime === null) {
+        throw new TarError(`corrupt header at offset ${at} (numeric field)`);
+      }
+
+      let kind = kindOf(type, name);
+      let path = normalizePath(name);
+      const base = path.slice(path.lastIndexOf("/") + 1);
+      const dir = path.slice(0, Math.max(0, path.lastIndexOf("/")));
+      if (base === ".wh..wh..opq") {
+        kind = "opaque";
+        path = dir;
+      } else if (base.startsWith(".wh.") && !base.startsWith(".wh..wh.")) {
+        kind = "whiteout";
+        path = dir ? `${dir}/${base.slice(4)}` : base.slice(4);
+      }
+
+      const readsData = !HEADER_ONLY.has(type);
+      const entry: TarEntry = {
+        path,
+        kind,
+        size: readsData ? dataSize : 0,
+        mode: mode & 0o7777,
+        uid,
+        gid,
+        mtime,
+        offset: src.pos,
+      };
+      if (kind === "symlink" || kind === "hardlink") {
+        entry.linkTarget = kind === "hardlink" ? normalizePath(link) : link;
+      }
+      if (pax.capability) {
+        const caps = decodeCapabilities(pax.capability);
+        if (caps.length) entry.capabilities = caps;
+      }
+      pax = {};
+      longName = null;
+      longLink = null;
+
+      if (++count > maxEntries) {
+        throw new TarError(`more than ${maxEntries} entries (max_entries)`);
+      }
+      if (readsData) {
+        const onData = opts.onData;
+        const sink = kind === "file" && onData ? (c: Uint8Array) => onData(entry, c) : null;
+        const got = await src.pass(dataSize, sink);
+        if (got < dataSize) {
+          throw new TarError(
+            `archive truncated in the data of ${JSON.stringify(path)} (offset ${entry.offset})`,
+          );
+        }
+        await skipPadding(src, dataSize);
+      }
+      yield entry;
+    }
+    finished = true;
+  } finally {
+    if (!finished) await src.cancel();
+  }
+}
+
+async function skipData(src: ByteSource, size: number, at: number): Promise<void> {
+  if ((await src.pass(size, null)) < size) throw new TarError(`truncated entry at offset ${at}`);
+  await skipPadding(src, size);
+}
+
+async function skipPadding(src: ByteSource, size: number): Promise<void> {
+  // A stream that ends inside the last entry's padding lost nothing that was listed: the
+  // next header read reports the end.
+  await src.pass((BLOCK - size % BLOCK) % BLOCK, null);
+}

@@ -1,0 +1,114 @@
+// Random access into zstd layers. A zstd stream cannot be entered mid-way (its window reaches
+// back up to 128 MiB and frames carry no restart points), so the index pass writes a seekable
+// side copy: the uncompressed stream recompressed as independent frames of FRAME_SIZE bytes of
+// output each (level 1: ~380 MB/s here, ~36% of the tar's size), plus a table of where each
+// frame starts. A file read decompresses one or two frames. See bench/README.md for the cost.
+import zlib from "node:zlib";
+
+export const FRAME_SIZE = 1024 * 1024;
+
+export interface Frame {
+  uoff: number;
+  coff: number;
+  clen: number;
+  ulen: number;
+}
+
+const compress = (b: Uint8Array) =>
+  new Promise<Uint8Array>((resolve, reject) =>
+    zlib.zstdCompress(
+      b,
+      { params: { [zlib.constants.ZSTD_c_compressionLevel]: 1 } },
+      (e: Error | null, out: Uint8Array) => (e ? reject(e) : resolve(out)),
+    )
+  );
+
+/**
+ * Cuts the uncompressed stream into frames and writes them compressed to `sink`. Memory: one
+ * frame being filled and one being compressed.
+ */
+export class FrameWriter {
+  private buf = new Uint8Array(FRAME_SIZE);
+  private fill = 0;
+  private uoff = 0;
+  private coff = 0;
+  readonly frames: Frame[] = [];
+
+  constructor(private readonly sink: WritableStreamDefaultWriter<Uint8Array>) {}
+
+  async push(chunk: Uint8Array): Promise<void> {
+    let at = 0;
+    while (at < chunk.length) {
+      const n = Math.min(chunk.length - at, FRAME_SIZE - this.fill);
+      this.buf.set(chunk.subarray(at, at + n), this.fill);
+      this.fill += n;
+      at += n;
+      if (this.fill === FRAME_SIZE) await this.flush();
+    }
+  }
+
+  private async flush(): Promise<void> {
+    if (this.fill === 0) return;
+    const data = this.buf.subarray(0, this.fill);
+    const out = await compress(data);
+    this.frames.push({ uoff: this.uoff, coff: this.coff, clen: out.length, ulen: this.fill });
+    this.uoff += this.fill;
+    this.coff += out.length;
+    this.buf = new Uint8Array(FRAME_SIZE);
+    this.fill = 0;
+    await this.sink.write(out);
+  }
+
+  async finish(): Promise<Frame[]> {
+    await this.flush();
+    await this.sink.close();
+    return this.frames;
+  }
+}
+
+export function encodeFrames(frames: Frame[]): Uint8Array {
+  const out = new Uint8Array(4 + frames.length * 24);
+  const dv = new DataView(out.buffer);
+  dv.setUint32(0, frames.length, true);
+  frames.forEach((f, i) => {
+    const at = 4 + i * 24;
+    dv.setFloat64(at, f.uoff, true);
+    dv.setFloat64(at + 8, f.coff, true);
+    dv.setUint32(at + 16, f.clen, true);
+    dv.setUint32(at + 20, f.ulen, true);
+  });
+  return out;
+}
+
+export function decodeFrames(bytes: Uint8Array): Frame[] {
+  const dv = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const n = dv.getUint32(0, true);
+  const out: Frame[] = [];
+  for (let i = 0; i < n; i++) {
+    const at = 4 + i * 24;
+    out.push({
+      uoff: dv.getFloat64(at, true),
+      coff: dv.getFloat64(at + 8, true),
+      clen: dv.getUint32(at + 16, true),
+      ulen: dv.getUint32(at + 20, true),
+    });
+  }
+  return out;
+}
+
+/** Index of the frame holding `uoff` (frames are in order, contiguous). */
+export function frameAt(frames: Frame[], uoff: number): number {
+  let lo = 0;
+  let hi = frames.length - 1;
+  while (lo < hi) {
+    const mid = (lo + hi + 1) >>> 1;
+    if (frames[mid].uoff <= uoff) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}
+
+export const decompressFrame = (b: Uint8Array) =>
+  new Promise<Uint8Array>((resolve, reject) =>
+    zlib.zstdDecompress(b, (e: Error | null, out: Uint8Array) => (e ? reject(e) : resolve(out)))
+  );

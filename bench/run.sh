@@ -138,7 +138,7 @@ root_dir = "$dir/blobs"
 [metadata_store]
 path = "$dir/metadata.kv"
 EOF
-  (cd "$ROOT" && exec deno run --unstable-kv -A --v8-flags=--max-semi-space-size=4 main.ts serve -c "$dir/wharf.toml") \
+  (cd "$ROOT" && exec deno run --unstable-kv -A --v8-flags=--max-semi-space-size=4,--expose-gc main.ts serve -c "$dir/wharf.toml") \
     >"$TMP/wharf.log" 2>&1 &
   SERVER_PID=$!
   if wait_ready "http://127.0.0.1:$port" "$TMP/wharf.log" Wharf; then

@@ -146,6 +146,14 @@ Deno.test({
         // compression is told from the bytes, not the media type
         { bytes: new Uint8Array(gzipSync(tar, { level: 1 })), mediaType: LAYER_TYPES.none },
         { bytes: tar, mediaType: LAYER_TYPES.none },
+        // two gzip members (as eStargz and concatenating tools write): one tar across both
+        {
+          bytes: new Uint8Array([
+            ...gzipSync(tar.subarray(0, 1700)),
+            ...gzipSync(tar.subarray(1700)),
+          ]),
+          mediaType: LAYER_TYPES.gzip,
+        },
       ]);
       const first = await req(s, url("a/img", img.layers[0], "entries"));
       assert.equal(first.status, 202);
@@ -157,8 +165,8 @@ Deno.test({
         assert.match(r.headers.get("content-type") ?? "", /application\/json/);
         listings.push(await r.json());
       }
-      assert.equal(listings.length, 4);
-      const [g, z, mislabelled, n] = listings;
+      assert.equal(listings.length, 5);
+      const [g, z, mislabelled, n, members] = listings;
       for (const l of listings) {
         assert.equal(l.refreshing, false);
         assert.equal(l.uncompressed_size, tar.length);
@@ -171,9 +179,10 @@ Deno.test({
       }
       assert.deepEqual(
         listings.map((l) => l.compressed),
-        [true, true, true, false],
+        [true, true, true, false, true],
       );
       assert.deepEqual(mislabelled.entries, g.entries);
+      assert.deepEqual(members.entries, g.entries);
       assert.deepEqual(z.entries, g.entries);
       assert.deepEqual(n.entries, g.entries);
       const hello = g.entries[1];

@@ -140,7 +140,9 @@ async function indexOnce(
   inflater: Inflater,
 ): Promise<IndexResult | null> {
   const limits = cfg.global.index;
-  const base = runBase(digest);
+  const current = await kv.get<IndexRecord>(indexKey(digest));
+  const base = runBase(digest, current.value?.base);
+  await store.deleteDerived(base);
   const finalRecord = async (rec: IndexRecord): Promise<IndexResult> => {
     const old = await kv.get<IndexRecord>(indexKey(digest));
     await kv.set(indexKey(digest), rec);

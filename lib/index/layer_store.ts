@@ -1,7 +1,7 @@
 // Where a layer's index lives and how its files are read back. The KV record is a small
 // pointer (values stay far below 64 KiB whatever the layer holds); the listing, the gzip
-// checkpoints and the zstd side copy are derived files in the blob store, under a prefix unique
-// to each indexing run, so a re-index never changes files a reader is using.
+// checkpoints and the zstd side copy are derived files in the blob store, in one of two slots,
+// so a re-index never changes files a reader of the current record is using.
 import type { BlobStore } from "../storage/mod.ts";
 import { type CheckpointRef, decodeTable, inflateFrom, nearest } from "./gzip_checkpoints.ts";
 import { decodeFrames, decompressFrame, type Frame, frameAt } from "./zstd_frames.ts";
@@ -26,9 +26,15 @@ export interface IndexRecord {
 
 export const indexKey = (digest: string): Deno.KvKey => ["layeridx", digest];
 
-export function runBase(digest: string): string {
+/**
+ * Where a new indexing run writes: the one of two slots the current record does not use. A run
+ * killed half-way leaves files only in that slot, and the next run clears the slot first, so
+ * nothing is orphaned and a layer never has more than two runs on disk.
+ */
+export function runBase(digest: string, current: string | undefined): string {
   const [alg, hex] = digest.split(":");
-  return `index/${alg}/${hex}/${crypto.randomUUID()}`;
+  const dir = `index/${alg}/${hex}`;
+  return current === `${dir}/a` ? `${dir}/b` : `${dir}/a`;
 }
 
 export const files = {

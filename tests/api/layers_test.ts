@@ -553,6 +553,12 @@ Deno.test({
       const l = await r.json();
       assert.equal(l.partial, undefined);
       assert.equal(l.entries.length, 25);
+      // the killed run's files were cleared, not left beside the finished index
+      const slots = [];
+      for await (const e of Deno.readDir(join(dataDir, "blobs", "derived", "index", ...d.split(":")))) {
+        slots.push(e.name);
+      }
+      assert.deepEqual(slots, ["a"]);
       const pick = files[17];
       const f = await req(s2, url("k/img", d, "file", `?path=${pick[0]}`), {
         headers: { range: "bytes=1000000-1000099" },

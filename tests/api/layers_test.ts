@@ -11,6 +11,7 @@ import { sendRaw } from "../helpers/raw_http.ts";
 import { openTestKv } from "../helpers/kv.ts";
 import { INDEX_VERSION, indexKey, type IndexRecord } from "../../lib/index/mod.ts";
 import { jsonBytes, OCI_CONFIG } from "../helpers/oci_content.ts";
+import { FakeRegistry } from "../helpers/fake_registry.ts";
 
 const FAST = `
 [global.job_queue]
@@ -555,7 +556,9 @@ Deno.test({
       assert.equal(l.entries.length, 25);
       // the killed run's files were cleared, not left beside the finished index
       const slots = [];
-      for await (const e of Deno.readDir(join(dataDir, "blobs", "derived", "index", ...d.split(":")))) {
+      for await (
+        const e of Deno.readDir(join(dataDir, "blobs", "derived", "index", ...d.split(":")))
+      ) {
         slots.push(e.name);
       }
       assert.deepEqual(slots, ["a"]);
@@ -572,6 +575,61 @@ Deno.test({
       await s1.kill().catch(() => {});
       await s2?.stop();
       await Deno.remove(dataDir, { recursive: true }).catch(() => {});
+    }
+  },
+});
+
+Deno.test({
+  ...serverTestOpts,
+  name: "layers API: on a pull-through namespace an uncached layer is fetched behind the 202",
+  fn: async () => {
+    const up = await FakeRegistry.start();
+    try {
+      const layer = new Uint8Array(gzipSync(makeTar(SAMPLE)));
+      const layerDigest = up.addBlob("library/app", layer);
+      const cfg = jsonBytes({ architecture: "amd64", os: "linux" });
+      const cfgDigest = up.addBlob("library/app", cfg);
+      up.addManifest(
+        "library/app",
+        enc.encode(JSON.stringify({
+          schemaVersion: 2,
+          mediaType: "application/vnd.oci.image.manifest.v1+json",
+          config: { mediaType: OCI_CONFIG, digest: cfgDigest, size: cfg.length },
+          layers: [{ mediaType: LAYER_TYPES.gzip, digest: layerDigest, size: layer.length }],
+        })),
+        { tags: ["1.0"] },
+      );
+      await withServer({
+        config: `${FAST}
+[repository."hub"]
+[[repository."hub".upstream]]
+url = "${up.url}"
+`,
+      }, async (s) => {
+        // Neither the manifest nor the layer is cached yet: the layer is fetched, then indexed.
+        const first = await req(s, url("hub/library/app", layerDigest, "entries"));
+        assert.equal(first.status, 202);
+        assert.deepEqual(await first.json(), { status: "indexing" });
+        const done = await settle(s, "hub/library/app", layerDigest);
+        assert.equal(done.status, 200);
+        const l = await done.json();
+        assert.deepEqual(l.entries.map((e: { path: string }) => e.path), [
+          "data",
+          "data/hello.txt",
+          "data/app.py",
+          "data/blob.bin",
+        ]);
+        // the fetched layer is now a blob of the cache
+        const blob = await req(s, `/v2/hub/library/app/blobs/${layerDigest}`);
+        assert.equal(blob.status, 200);
+        assert.deepEqual(new Uint8Array(await blob.arrayBuffer()), layer);
+        // a digest the upstream does not have either: 404, not an endless 202
+        const missing = await req(s, url("hub/library/app", "sha256:" + "1".repeat(64), "entries"));
+        assert.equal(missing.status, 404);
+        assert.ok((await missing.json()).errors?.length);
+      });
+    } finally {
+      await up.close();
     }
   },
 });

@@ -34,6 +34,11 @@ function vmHwmMiB(pid: number): number {
   return Number(/VmHWM:\s+(\d+) kB/.exec(s)![1]) / 1024;
 }
 
+function vmRssMiB(pid: number): number {
+  const s = Deno.readTextFileSync(`/proc/${pid}/status`);
+  return Number(/VmRSS:\s+(\d+) kB/.exec(s)![1]) / 1024;
+}
+
 function resetHwm(pid: number): void {
   // Writing 5 to clear_refs resets VmHWM to the current RSS (Linux ≥ 4.0).
   try {
@@ -123,21 +128,27 @@ async function main() {
         const ns = `bench/${enc}`;
         const digest = "sha256:" + (await new Deno.Command("sha256sum", { args: [file] }).output()
           .then((o) => new TextDecoder().decode(o.stdout).split(" ")[0]));
-        const f = await Deno.open(file);
-        // A streamed body goes chunked: start a session, PATCH the file, close with the digest.
-        const post = await fetch(`${url}/v2/${ns}/blobs/uploads/`, { method: "POST" });
-        await post.body?.cancel();
-        const patch = await fetch(new URL(post.headers.get("location")!, url), {
-          method: "PATCH",
-          body: f.readable,
-          headers: { "content-type": "application/octet-stream" },
-        });
-        await patch.body?.cancel();
-        if (patch.status !== 202) throw new Error(`PATCH ${patch.status}`);
-        const close = new URL(patch.headers.get("location")!, url);
-        close.searchParams.set("digest", digest);
-        const put = await fetch(close, { method: "PUT" });
-        if (put.status !== 201) throw new Error(`push ${put.status} ${await put.text()}`);
+        // curl sends the file with its Content-Length (a monolithic POST): Deno's fetch streams
+        // a file body chunked, at ~8 MB/s here, which would measure the client.
+        const up = await new Deno.Command("curl", {
+          args: [
+            "-sS",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            "-X",
+            "POST",
+            "-H",
+            "content-type: application/octet-stream",
+            "--data-binary",
+            `@${file}`,
+            `${url}/v2/${ns}/blobs/uploads/?digest=${digest}`,
+          ],
+          stdout: "piped",
+        }).output();
+        const code = new TextDecoder().decode(up.stdout);
+        if (code !== "201") throw new Error(`push ${code}`);
         const cfgBody = new TextEncoder().encode(`{"architecture":"amd64","os":"linux"}`);
         const cfgDigest = "sha256:" + Array.from(
           new Uint8Array(await crypto.subtle.digest("SHA-256", cfgBody)),
@@ -163,7 +174,9 @@ async function main() {
         });
         if (m.status !== 201) throw new Error(`manifest ${m.status} ${await m.text()}`);
 
+        const rssAfterPush = vmRssMiB(child.pid);
         resetHwm(child.pid);
+        const hwmAfterReset = vmHwmMiB(child.pid);
         const base = `${url}/v2/${ns}/_svc/layers/${digest}`;
         const t0 = performance.now();
         let listing: { entries: { path: string; kind: string; size: number }[] } | null = null;
@@ -204,6 +217,8 @@ async function main() {
           }
         }
         const row = {
+          rss_after_push_mib: rssAfterPush,
+          hwm_after_reset_mib: hwmAfterReset,
           layer_mib: size / 2 ** 20,
           entries: listing!.entries.length,
           index_s: indexS,

@@ -230,18 +230,85 @@ export function nearest(table: CheckpointRef[], uoff: number): CheckpointRef | n
   return best;
 }
 
+/** The first checkpoint after `uoff` (it bounds the compressed bytes a read needs), or null. */
+export function following(table: CheckpointRef[], uoff: number): CheckpointRef | null {
+  let lo = 0;
+  let hi = table.length - 1;
+  let best: CheckpointRef | null = null;
+  while (lo <= hi) {
+    const mid = (lo + hi) >>> 1;
+    if (table[mid].uoff > uoff) {
+      best = table[mid];
+      hi = mid - 1;
+    } else lo = mid + 1;
+  }
+  return best;
+}
+
+// A final, empty stored block: appended where a read's compressed range stops at a byte-aligned
+// block boundary (the next checkpoint), it makes the cut a complete raw deflate stream.
+const FINAL_EMPTY_BLOCK = new Uint8Array([0x01, 0x00, 0x00, 0xff, 0xff]);
+
 /**
- * Inflates from a checkpoint: `compressed` streams the blob from `cp.coff`; returns the
- * uncompressed bytes from `cp.uoff` on (the window is consumed, not emitted).
+ * Inflates from a checkpoint: `compressed` streams the blob from `cp.coff` (to the end of the
+ * blob, or with `cut` up to the next checkpoint's block boundary in the same member); returns
+ * the uncompressed bytes from `cp.uoff` on (the window is consumed, not emitted).
+ *
+ * A cut range goes through the web DecompressionStream (deflate-raw), ~3× node:zlib here for
+ * the ~2 MiB an average read inflates; the gzip header of a member start is skipped by hand. A
+ * range to the blob's end (the last checkpoint's segment) holds a gzip trailer and maybe more
+ * members, which only node:zlib reads without losing output.
  */
 export function inflateFrom(
   window: Uint8Array,
   member: boolean,
   compressed: ReadableStream<Uint8Array>,
+  cut = false,
 ): ReadableStream<Uint8Array> {
-  if (member) return pipeNode(compressed, zlib.createGunzip({ chunkSize: 256 * 1024 }), 0);
-  // A non-final stored block holding the window: inflate puts it in its history, then the
-  // original stream continues at the block boundary the checkpoint was taken at.
+  if (!cut) {
+    if (member) return pipeNode(compressed, zlib.createGunzip({ chunkSize: 256 * 1024 }), 0);
+    return pipeNode(
+      concatStreams(storedWindow(window), compressed),
+      zlib.createInflateRaw({ chunkSize: 256 * 1024 }),
+      window.length,
+    );
+  }
+  const body = member ? skipGzipHeader(compressed) : compressed;
+  const raw = concatStreams(
+    member ? new Uint8Array(0) : storedWindow(window),
+    body,
+    FINAL_EMPTY_BLOCK,
+  );
+  let skip = member ? 0 : window.length;
+  return raw.pipeThrough(
+    new TransformStream<Uint8Array, Uint8Array>({
+      transform(chunk, c) {
+        for (let i = 0; i < chunk.length; i += 16 * 1024) {
+          c.enqueue(chunk.subarray(i, i + 16 * 1024));
+        }
+      },
+    }),
+  ).pipeThrough(
+    new DecompressionStream("deflate-raw") as unknown as TransformStream<Uint8Array, Uint8Array>,
+  ).pipeThrough(
+    new TransformStream<Uint8Array, Uint8Array>({
+      transform(chunk, c) {
+        if (skip >= chunk.length) {
+          skip -= chunk.length;
+          return;
+        }
+        c.enqueue(skip ? chunk.subarray(skip) : chunk);
+        skip = 0;
+      },
+    }),
+  );
+}
+
+/**
+ * A non-final stored block holding the window: inflate puts it in its history, then the
+ * original stream continues at the block boundary the checkpoint was taken at.
+ */
+function storedWindow(window: Uint8Array): Uint8Array {
   const head = new Uint8Array(5 + window.length);
   head[0] = 0x00;
   head[1] = window.length & 0xff;
@@ -249,16 +316,67 @@ export function inflateFrom(
   head[3] = ~window.length & 0xff;
   head[4] = (~window.length >>> 8) & 0xff;
   head.set(window, 5);
-  const prefixed = concatStreams(head, compressed);
-  return pipeNode(prefixed, zlib.createInflateRaw({ chunkSize: 256 * 1024 }), window.length);
+  return head;
+}
+
+/** RFC 1952 member header length of `b`, or -1 when more bytes are needed; throws if invalid. */
+function gzipHeaderLength(b: Uint8Array): number {
+  if (b.length < 10) return -1;
+  if (b[0] !== 0x1f || b[1] !== 0x8b || b[2] !== 8) throw new Error("not a gzip member");
+  const flags = b[3];
+  let at = 10;
+  if (flags & 4) {
+    if (b.length < at + 2) return -1;
+    at += 2 + (b[at] | (b[at + 1] << 8));
+  }
+  for (const bit of [8, 16]) {
+    if (flags & bit) {
+      const z = b.indexOf(0, at);
+      if (z < 0) return -1;
+      at = z + 1;
+    }
+  }
+  if (flags & 2) at += 2;
+  return b.length >= at ? at : -1;
+}
+
+function skipGzipHeader(s: ReadableStream<Uint8Array>): ReadableStream<Uint8Array> {
+  const reader = s.getReader();
+  let pending: Uint8Array | null = new Uint8Array(0);
+  return new ReadableStream<Uint8Array>({
+    async pull(c) {
+      while (pending) {
+        const { value, done } = await reader.read();
+        if (done) throw new Error("gzip header cut short");
+        const joined: Uint8Array = new Uint8Array(pending.length + value.length);
+        joined.set(pending);
+        joined.set(value, pending.length);
+        const n = gzipHeaderLength(joined);
+        if (n < 0) {
+          if (joined.length > 128 * 1024) throw new Error("gzip header too long");
+          pending = joined;
+          continue;
+        }
+        pending = null;
+        if (n < joined.length) c.enqueue(joined.subarray(n));
+        return;
+      }
+      const { value, done } = await reader.read();
+      if (done) c.close();
+      else c.enqueue(value);
+    },
+    cancel: (reason) => reader.cancel(reason),
+  }, { highWaterMark: 0 });
 }
 
 function concatStreams(
   head: Uint8Array,
   rest: ReadableStream<Uint8Array>,
+  tail?: Uint8Array,
 ): ReadableStream<Uint8Array> {
   let reader: ReadableStreamDefaultReader<Uint8Array> | null = null;
-  let sentHead = false;
+  let sentHead = head.length === 0;
+  let done = false;
   return new ReadableStream<Uint8Array>({
     async pull(c) {
       if (!sentHead) {
@@ -266,10 +384,13 @@ function concatStreams(
         c.enqueue(head);
         return;
       }
+      if (done) return c.close();
       reader ??= rest.getReader();
-      const { value, done } = await reader.read();
-      if (done) c.close();
-      else c.enqueue(value);
+      const r = await reader.read();
+      if (!r.done) return c.enqueue(r.value);
+      done = true;
+      if (tail) c.enqueue(tail);
+      else c.close();
     },
     cancel(reason) {
       return reader ? reader.cancel(reason) : rest.cancel(reason);
@@ -281,6 +402,8 @@ function concatStreams(
  * Runs `input` through a node:zlib transform with backpressure both ways, dropping the first
  * `skip` output bytes. Cancelling the result stops the transform and the input.
  */
+const PIPE_QUEUE = 2 * 1024 * 1024;
+
 export function pipeNode(
   input: ReadableStream<Uint8Array>,
   z: NodeJS.ReadWriteStream & { destroy(e?: Error): void },
@@ -293,7 +416,12 @@ export function pipeNode(
       for (;;) {
         const { value, done } = await reader.read();
         if (done || stopped) break;
-        if (!z.write(value)) await new Promise((r) => z.once("drain", r));
+        // Up to 2 MiB may wait in the transform: waiting for 'drain' after every chunk (its
+        // high-water mark is 16 KiB) ran zstd at a third of its speed. The store's ring reader
+        // reuses a buffer 3 chunks of 4 MiB later, so queued chunks are never overwritten.
+        z.write(value);
+        const w = z as unknown as { writableLength: number };
+        if (w.writableLength > PIPE_QUEUE) await new Promise((r) => z.once("drain", r));
       }
       if (!stopped) z.end();
     } catch (e) {

@@ -3,7 +3,13 @@
 // checkpoints and the zstd side copy are derived files in the blob store, in one of two slots,
 // so a re-index never changes files a reader of the current record is using.
 import type { BlobStore } from "../storage/mod.ts";
-import { type CheckpointRef, decodeTable, inflateFrom, nearest } from "./gzip_checkpoints.ts";
+import {
+  type CheckpointRef,
+  decodeTable,
+  following,
+  inflateFrom,
+  nearest,
+} from "./gzip_checkpoints.ts";
 import { decodeFrames, decompressFrame, type Frame, frameAt } from "./zstd_frames.ts";
 
 /** Bumped when the listing's content changes: older listings are served `refreshing`. */
@@ -228,8 +234,19 @@ export class LayerReader {
         }),
       )
       : new Uint8Array(0);
-    const compressed = await this.store.read(digest, { start: cp.coff, end: blobSize - 1 });
-    return slice(inflateFrom(window, cp.member, compressed), start - cp.uoff, end - start + 1);
+    // The next checkpoint, when in the same member, bounds the compressed bytes this read needs:
+    // a few MiB instead of the rest of the blob.
+    const next = following(table, end);
+    const cut = next !== null && !next.member;
+    const compressed = await this.store.read(digest, {
+      start: cp.coff,
+      end: cut ? next.coff - 1 : blobSize - 1,
+    });
+    return slice(
+      inflateFrom(window, cp.member, compressed, cut),
+      start - cp.uoff,
+      end - start + 1,
+    );
   }
 
   private async readZstd(

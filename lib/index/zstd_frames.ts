@@ -6,6 +6,9 @@
 import zlib from "node:zlib";
 
 export const FRAME_SIZE = 1024 * 1024;
+// Frames compressing at once (on libuv's pool, beside the walk): compressing them one at a time
+// stalled the whole pass on each (565 MB of tar: 4.2 s).
+const IN_FLIGHT = 3;
 
 export interface Frame {
   uoff: number;
@@ -25,7 +28,7 @@ const compress = (b: Uint8Array) =>
 
 /**
  * Cuts the uncompressed stream into frames and writes them compressed to `sink`. Memory: one
- * frame being filled and one being compressed.
+ * frame being filled and up to IN_FLIGHT being compressed.
  */
 export class FrameWriter {
   private buf = new Uint8Array(FRAME_SIZE);
@@ -33,6 +36,7 @@ export class FrameWriter {
   private uoff = 0;
   private coff = 0;
   readonly frames: Frame[] = [];
+  private readonly inFlight: { ulen: number; out: Promise<Uint8Array> }[] = [];
 
   constructor(private readonly sink: WritableStreamDefaultWriter<Uint8Array>) {}
 
@@ -47,20 +51,29 @@ export class FrameWriter {
     }
   }
 
+  /** Starts compressing the filled frame; waits only when IN_FLIGHT frames are compressing. */
   private async flush(): Promise<void> {
     if (this.fill === 0) return;
-    const data = this.buf.subarray(0, this.fill);
-    const out = await compress(data);
-    this.frames.push({ uoff: this.uoff, coff: this.coff, clen: out.length, ulen: this.fill });
-    this.uoff += this.fill;
-    this.coff += out.length;
+    const ulen = this.fill;
+    this.inFlight.push({ ulen, out: compress(this.buf.subarray(0, ulen)) });
     this.buf = new Uint8Array(FRAME_SIZE);
     this.fill = 0;
+    while (this.inFlight.length >= IN_FLIGHT) await this.writeOldest();
+  }
+
+  /** Frames are written in order, as their compression finishes. */
+  private async writeOldest(): Promise<void> {
+    const f = this.inFlight.shift()!;
+    const out = await f.out;
+    this.frames.push({ uoff: this.uoff, coff: this.coff, clen: out.length, ulen: f.ulen });
+    this.uoff += f.ulen;
+    this.coff += out.length;
     await this.sink.write(out);
   }
 
   async finish(): Promise<Frame[]> {
     await this.flush();
+    while (this.inFlight.length) await this.writeOldest();
     await this.sink.close();
     return this.frames;
   }

@@ -2,6 +2,7 @@
 // sessions as <root>/uploads/<uuid>. A completed upload is renamed into place, so a blob file
 // is either absent or whole.
 import { dirname, join } from "node:path";
+import { Scavenger } from "../streams/mod.ts";
 import {
   type AppendOptions,
   type AppendResult,
@@ -304,10 +305,12 @@ async function* bodyChunks(
   }
   if (!reader) {
     const r = body.getReader();
+    const scavenger = new Scavenger();
     try {
       for (;;) {
         const x = await r.read();
         if (x.done) return;
+        scavenger.passed(x.value.length);
         yield x.value;
       }
     } finally {

@@ -1,1 +1,2 @@
 export { digestBytes, Hasher } from "./hasher.ts";
+export { Scavenger } from "./scavenge.ts";

@@ -166,11 +166,13 @@ const SHORT_NAMES: Record<string, string> = {
 
 /**
  * RFC 4514 as `openssl x509 -nameopt RFC2253,-esc_msb` prints it: RDNs last to first joined
- * by `,`, multi-valued RDNs by `+`, non-ASCII characters kept as UTF-8 (RFC 4514 §2.4 allows
+ * by `,`, the attributes of a multi-valued RDN (also last to first) by `+`, non-ASCII characters kept as UTF-8 (RFC 4514 §2.4 allows
  * it, and `F\C5\91tan\C3\BAs` helps no reader), values of unknown type as `#` + DER hex.
  */
 function rfc4514(name: Name): string {
-  return [...name].reverse().map((rdn) => [...rdn].map(atv).join("+")).join(",");
+  // OpenSSL walks a name's attributes as one flat list, last to first, so the attributes of a
+  // multi-valued RDN come out reversed too: follow it, so the strings compare equal.
+  return [...name].reverse().map((rdn) => [...rdn].reverse().map(atv).join("+")).join(",");
 }
 
 function atv(a: AttributeTypeAndValue): string {

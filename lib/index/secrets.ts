@@ -228,7 +228,9 @@ export class SecretScanner {
         this.anchor.lastIndex = pos;
         const m = this.anchor.exec(s);
         if (!m) {
+          // the lines from pos on: one per LF, plus the last (s holds no trailing LF)
           for (let i = s.indexOf("\n", pos); i >= 0; i = s.indexOf("\n", i + 1)) this.line++;
+          this.line++;
           return;
         }
         for (let i = s.indexOf("\n", pos); i >= 0 && i < m.index; i = s.indexOf("\n", i + 1)) {

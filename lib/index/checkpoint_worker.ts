@@ -5,11 +5,18 @@
 /// <reference lib="deno.worker" />
 import { CheckpointBuilder } from "./gzip_checkpoints.ts";
 
-const builder = new CheckpointBuilder();
+// Each checkpoint's window goes back as soon as it is made: the sender writes it out, so
+// neither side holds the windows of a whole layer.
+const builder = new CheckpointBuilder(undefined, (c) => {
+  const window = c.window.slice();
+  self.postMessage({ checkpoint: { uoff: c.uoff, coff: c.coff, member: c.member }, window }, [
+    window.buffer,
+  ]);
+});
 self.onmessage = (e: MessageEvent<{ buffer: ArrayBuffer; length: number } | null>) => {
   if (e.data === null) {
     const r = builder.finish();
-    self.postMessage({ done: true, ...r });
+    self.postMessage({ done: true, ...r, lengths: builder.lengths });
     self.close();
     return;
   }

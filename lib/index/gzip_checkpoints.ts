@@ -54,7 +54,17 @@ export class CheckpointBuilder {
   readonly checkpoints: Checkpoint[] = [];
   error: string | null = null;
 
-  constructor(private readonly spacing = CHECKPOINT_SPACING) {
+  /**
+   * With `onCheckpoint`, each checkpoint goes there as it is made and `checkpoints` keeps only
+   * its table entry (an empty window of the right length is not kept either: see `lengths`), so
+   * memory does not grow with the layer (a 2 GiB tar has ~520 windows, 16 MiB).
+   */
+  readonly lengths: number[] = [];
+
+  constructor(
+    private readonly spacing = CHECKPOINT_SPACING,
+    private readonly onCheckpoint?: (c: Checkpoint) => void,
+  ) {
     this.zs = new (ZStream as unknown as new () => PakoStream)();
     zinf.inflateInit2(this.zs, 16 + 15);
     this.zs.output = this.out;
@@ -80,7 +90,7 @@ export class CheckpointBuilder {
         // window it allocates: without this the next member's back-references all fail.
         zs.state.window = null;
         this.ended = false;
-        this.checkpoints.push({
+        this.record({
           uoff: this.uout,
           coff: this.cin + zs.next_in,
           window: new Uint8Array(0),
@@ -102,7 +112,7 @@ export class CheckpointBuilder {
       if (
         atBoundary && (zs.data_type & 7) === 0 && this.uout - this.lastCheckpoint >= this.spacing
       ) {
-        this.checkpoints.push({
+        this.record({
           uoff: this.uout,
           coff: this.cin + zs.next_in,
           window: this.window(),
@@ -137,6 +147,16 @@ export class CheckpointBuilder {
     this.ring.set(b.subarray(first), 0);
     this.ringPos = (this.ringPos + b.length) % WINDOW;
     this.ringFill = Math.min(WINDOW, this.ringFill + b.length);
+  }
+
+  private record(c: Checkpoint): void {
+    this.lengths.push(c.window.length);
+    if (!this.onCheckpoint) {
+      this.checkpoints.push(c);
+      return;
+    }
+    this.checkpoints.push({ ...c, window: new Uint8Array(0) });
+    this.onCheckpoint(c);
   }
 
   private window(): Uint8Array {
@@ -185,6 +205,24 @@ export function encodeCheckpoints(cps: Checkpoint[]): Uint8Array {
   return out;
 }
 
+/**
+ * The table alone, for a layer whose windows were streamed to their own file in order:
+ * `lengths[i]` is checkpoint i's window length.
+ */
+export function encodeTable(cps: Checkpoint[], lengths: number[]): Uint8Array {
+  const out = new Uint8Array(4 + cps.length * ENTRY);
+  const dv = new DataView(out.buffer);
+  dv.setUint32(0, cps.length, true);
+  cps.forEach((c, i) => {
+    const at = 4 + i * ENTRY;
+    dv.setFloat64(at, c.uoff, true);
+    dv.setFloat64(at + 8, c.coff, true);
+    dv.setUint32(at + 16, c.member ? 1 : 0, true);
+    dv.setUint32(at + 20, lengths[i], true);
+  });
+  return out;
+}
+
 export interface CheckpointRef {
   uoff: number;
   coff: number;
@@ -194,12 +232,16 @@ export interface CheckpointRef {
   windowLength: number;
 }
 
-/** The table of an encoded checkpoint file (its first 4 + 24·n bytes). */
-export function decodeTable(bytes: Uint8Array): CheckpointRef[] {
+/**
+ * The table of an encoded checkpoint file (its first 4 + 24·n bytes). `windowAt` counts from
+ * the end of the table (encodeCheckpoints) or, with `separate`, from the start of the windows
+ * file (encodeTable).
+ */
+export function decodeTable(bytes: Uint8Array, separate = false): CheckpointRef[] {
   const dv = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const n = dv.getUint32(0, true);
   const out: CheckpointRef[] = [];
-  let w = 4 + n * ENTRY;
+  let w = separate ? 0 : 4 + n * ENTRY;
   for (let i = 0; i < n; i++) {
     const at = 4 + i * ENTRY;
     const windowLength = dv.getUint32(at + 20, true);

@@ -8,12 +8,7 @@ import zlib from "node:zlib";
 import type { Config } from "../config/mod.ts";
 import type { BlobStore } from "../storage/mod.ts";
 import { Scavenger } from "../streams/mod.ts";
-import {
-  type Checkpoint,
-  CheckpointBuilder,
-  encodeCheckpoints,
-  pipeNode,
-} from "./gzip_checkpoints.ts";
+import { type Checkpoint, CheckpointBuilder, encodeTable, pipeNode } from "./gzip_checkpoints.ts";
 import { encodeFrames, FrameWriter } from "./zstd_frames.ts";
 import {
   type Compression,
@@ -164,7 +159,9 @@ async function indexOnce(
   const listingDone = store.writeDerived(files.listing(base), listing.readable);
   const enc = new TextEncoder();
 
-  let checkpointsDone: Promise<{ checkpoints: Checkpoint[]; error: string | null }> | null = null;
+  let checkpointsDone: Promise<CheckpointsResult> | null = null;
+  let windowsDone: Promise<number> | null = null;
+  let windowsWriter: WritableStreamDefaultWriter<Uint8Array> | null = null;
   let frames: FrameWriter | null = null;
   let framesDone: Promise<number> | null = null;
   // Big store chunks (the ring reader's are 4 MiB) are cut down: every stage after holds or
@@ -174,7 +171,13 @@ async function indexOnce(
   let src = rechunk(await store.read(digest), compression === "zstd" ? 1024 * 1024 : PIECE);
   let uncompressed: ReadableStream<Uint8Array>;
   if (compression === "gzip") {
-    const fed = feedCheckpoints(src);
+    // Windows are written as they come (in order: one worker, one message queue), not held.
+    const windows = new TransformStream<Uint8Array, Uint8Array>();
+    windowsDone = store.writeDerived(files.windows(base), windows.readable);
+    windowsDone.catch(() => {});
+    const ww = windows.writable.getWriter();
+    windowsWriter = ww;
+    const fed = feedCheckpoints(src, (w) => void ww.write(w).catch(() => {}));
     checkpointsDone = fed.result;
     uncompressed = inflater === "web"
       // 16 KiB in per call: deflate expands at most ~1032×, so no output chunk passes ~16 MiB
@@ -318,6 +321,8 @@ async function indexOnce(
       await listingWriter.abort(e).catch(() => {});
       await listingDone.catch(() => {});
       await checkpointsDone?.catch(() => {});
+      await windowsWriter?.abort(e).catch(() => {});
+      await windowsDone?.catch(() => {});
       await store.deleteDerived(base).catch(() => {});
       return null;
     }
@@ -344,7 +349,9 @@ async function indexOnce(
   await listingDone;
   if (checkpointsDone) {
     const cps = await checkpointsDone;
-    const bytes = encodeCheckpoints(cps.checkpoints);
+    await windowsWriter!.close();
+    await windowsDone;
+    const bytes = encodeTable(cps.checkpoints, cps.lengths);
     await store.writeDerived(files.checkpoints(base), ReadableStream.from([bytes]));
     if (cps.error && walkError === null && cps.checkpoints.length === 0) walkError = cps.error;
   }
@@ -376,9 +383,19 @@ function isDecodeError(e: unknown): boolean {
  * Passes the compressed stream through while a worker computes the gzip checkpoints from the
  * same bytes; at most WORKER_IN_FLIGHT chunks wait for it, so memory stays bounded.
  */
-function feedCheckpoints(src: ReadableStream<Uint8Array>): {
+interface CheckpointsResult {
+  /** table entries (windows empty: they went to `onWindow`) */
+  checkpoints: Checkpoint[];
+  lengths: number[];
+  error: string | null;
+}
+
+function feedCheckpoints(
+  src: ReadableStream<Uint8Array>,
+  onWindow: (w: Uint8Array) => void,
+): {
   stream: ReadableStream<Uint8Array>;
-  result: Promise<{ checkpoints: Checkpoint[]; error: string | null }>;
+  result: Promise<CheckpointsResult>;
 } {
   let worker: Worker | null = null;
   try {
@@ -389,7 +406,7 @@ function feedCheckpoints(src: ReadableStream<Uint8Array>): {
     worker = null; // no workers (a restricted runtime): compute inline
   }
   if (!worker) {
-    const b = new CheckpointBuilder();
+    const b = new CheckpointBuilder(undefined, (c) => onWindow(c.window));
     const stream = src.pipeThrough(
       new TransformStream<Uint8Array, Uint8Array>({
         transform(chunk, c) {
@@ -398,7 +415,10 @@ function feedCheckpoints(src: ReadableStream<Uint8Array>): {
         },
       }),
     );
-    return { stream, result: Promise.resolve().then(() => b.finish()) };
+    return {
+      stream,
+      result: Promise.resolve().then(() => ({ ...b.finish(), lengths: b.lengths })),
+    };
   }
   const w = worker;
   // Transfer buffers go to the worker and come back with its acknowledgement, so neither side
@@ -407,9 +427,9 @@ function feedCheckpoints(src: ReadableStream<Uint8Array>): {
   const pool: ArrayBuffer[] = [];
   let inFlight = 0;
   let acked: (() => void) | null = null;
-  let resolveResult!: (v: { checkpoints: Checkpoint[]; error: string | null }) => void;
+  let resolveResult!: (v: CheckpointsResult) => void;
   let rejectResult!: (e: Error) => void;
-  const result = new Promise<{ checkpoints: Checkpoint[]; error: string | null }>((res, rej) => {
+  const result = new Promise<CheckpointsResult>((res, rej) => {
     resolveResult = res;
     rejectResult = rej;
   });
@@ -419,8 +439,14 @@ function feedCheckpoints(src: ReadableStream<Uint8Array>): {
       inFlight--;
       if (e.data.buffer instanceof ArrayBuffer) pool.push(e.data.buffer);
       acked?.();
+    } else if (e.data?.checkpoint) {
+      onWindow(new Uint8Array(e.data.window));
     } else if (e.data?.done) {
-      resolveResult({ checkpoints: e.data.checkpoints, error: e.data.error });
+      resolveResult({
+        checkpoints: e.data.checkpoints,
+        lengths: e.data.lengths,
+        error: e.data.error,
+      });
       w.terminate();
     }
   };

@@ -46,6 +46,8 @@ export function runBase(digest: string, current: string | undefined): string {
 export const files = {
   listing: (base: string) => `${base}/listing.ndjson`,
   checkpoints: (base: string) => `${base}/checkpoints.bin`,
+  /** the 32 KiB windows of the checkpoints, in table order */
+  windows: (base: string) => `${base}/windows.bin`,
   frames: (base: string) => `${base}/frames.zst`,
   frameTable: (base: string) => `${base}/frames.bin`,
 };
@@ -216,19 +218,15 @@ export class LayerReader {
     end: number,
   ): Promise<ReadableStream<Uint8Array>> {
     const name = files.checkpoints(rec.base);
-    const table = await this.table(name, async () => {
-      const head = await readAllStream(await this.store.readDerived(name, { start: 0, end: 3 }));
-      const n = new DataView(head.buffer, head.byteOffset, 4).getUint32(0, true);
-      const bytes = await readAllStream(
-        await this.store.readDerived(name, { start: 0, end: 4 + n * 24 - 1 }),
-      );
-      return decodeTable(bytes);
-    });
+    const table = await this.table(
+      name,
+      async () => decodeTable(await readAllStream(await this.store.readDerived(name)), true),
+    );
     const cp = nearest(table, start) ??
       { uoff: 0, coff: 0, member: true, windowAt: 0, windowLength: 0 };
     const window = cp.windowLength
       ? await readAllStream(
-        await this.store.readDerived(name, {
+        await this.store.readDerived(files.windows(rec.base), {
           start: cp.windowAt,
           end: cp.windowAt + cp.windowLength - 1,
         }),

@@ -13,6 +13,9 @@ import {
 } from "../upstream/mod.ts";
 
 /** The answer to a write that counts as done without having changed the downstream. */
+/** The largest PATCH a blob upload sends (and the one buffer it holds). */
+const UPLOAD_CHUNK = 8 * 1024 * 1024;
+
 export type WriteOutcome = "written" | "superseded" | "absent";
 
 const ERROR_BODY_MAX = 16 * 1024;
@@ -151,26 +154,65 @@ export class DownstreamClient {
     }
   }
 
-  /** Streams the blob into the upload (one PATCH) and completes it with its digest. */
+  /**
+   * Sends the blob as PATCHes of at most UPLOAD_CHUNK bytes, each with its Content-Range and
+   * Content-Length (the OCI chunked upload), then completes it with its digest. One buffer is
+   * reused, so memory stays at one chunk whatever the blob's size. A single streamed PATCH was
+   * the first design: Deno's fetch uploading a stream to a Deno server ran at ~8.5 MB/s here
+   * (256 MiB in 29-33 s against 1.7 s into docker-registry, whatever the chunk size), so
+   * Wharf-to-Wharf replication crawled; sized PATCHes take the receiver's fast path.
+   */
   async upload(
     name: string,
     location: URL,
     digest: string,
     body: ReadableStream<Uint8Array>,
   ): Promise<void> {
+    const reader = body.getReader();
+    const buf = new Uint8Array(UPLOAD_CHUNK);
+    let offset = 0;
+    let rest: Uint8Array | null = null;
+    let ended = false;
     let what = `PATCH upload ${name}@${digest}`;
-    const ex = await this.request("PATCH", location, name, what, {
-      headers: { "content-type": "application/octet-stream" },
-      body,
-    });
-    if (ex.response.status !== 202 && ex.response.status !== 204) {
-      throw await this.failure(ex, what);
+    try {
+      while (!ended) {
+        let fill = 0;
+        while (fill < buf.length) {
+          if (!rest) {
+            const r = await reader.read();
+            if (r.done) {
+              ended = true;
+              break;
+            }
+            rest = r.value;
+          }
+          const n = Math.min(rest.length, buf.length - fill);
+          buf.set(rest.subarray(0, n), fill);
+          fill += n;
+          rest = n < rest.length ? rest.subarray(n) : null;
+        }
+        if (fill === 0) break;
+        const ex = await this.request("PATCH", location, name, what, {
+          headers: {
+            "content-type": "application/octet-stream",
+            "content-range": `${offset}-${offset + fill - 1}`,
+            "content-length": String(fill),
+          },
+          body: buf.subarray(0, fill) as BodyInit,
+        });
+        if (ex.response.status !== 202 && ex.response.status !== 204) {
+          throw await this.failure(ex, what);
+        }
+        await ex.discard();
+        location = this.location(ex, what);
+        offset += fill;
+      }
+    } finally {
+      await reader.cancel().catch(() => {});
     }
-    await ex.discard();
-    const done = this.location(ex, what);
-    done.searchParams.set("digest", digest);
+    location.searchParams.set("digest", digest);
     what = `PUT upload ${name}@${digest}`;
-    const put = await this.request("PUT", done, name, what, {
+    const put = await this.request("PUT", location, name, what, {
       headers: { "content-length": "0" },
     });
     if (put.response.status !== 201) throw await this.failure(put, what);

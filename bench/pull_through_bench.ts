@@ -1,0 +1,286 @@
+// Pull-through, side by side in one run (issue: durable jobs + pull-through, Performance), with
+// Debian's docker-registry as the upstream A:
+// 1. a 3-layer ~100 MiB image pulled straight from A, through Wharf cold then warm, and through
+//    docker-registry B configured as a proxy of A (`proxy.remoteurl`) cold then warm; 3 rounds,
+//    each with a fresh image, medians reported;
+// 2. Wharf's peak RSS while 16 clients pull one uncached 256 MiB blob at once (all verified).
+// A pull is what a client does: the manifest, then the config and layers 3 at a time.
+// Run: deno run -A --unstable-kv bench/pull_through_bench.ts [--small]   (loopback only)
+import { createHash } from "node:crypto";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { freePort, startDistribution } from "../tests/e2e/_distribution.ts";
+
+const ROOT = fileURLToPath(new URL("../", import.meta.url));
+const SMALL = Deno.args.includes("--small");
+const LAYER_MB = SMALL ? 8 : 33;
+const BIG_MB = SMALL ? 32 : 256;
+const ROUNDS = 3;
+const CLIENTS = 16;
+const MANIFEST = "application/vnd.oci.image.manifest.v1+json";
+
+interface Wharf {
+  url: string;
+  pid: number;
+  stop(): Promise<void>;
+}
+
+async function startWharf(upstream: string): Promise<Wharf> {
+  const dir = await Deno.makeTempDir({ prefix: "wharf-pt-bench-" });
+  const port = freePort();
+  const cfg = join(dir, "wharf.toml");
+  await Deno.writeTextFile(
+    cfg,
+    `[server]\nbind_address = "127.0.0.1"\nport = ${port}\n[blob_store.fs]\nroot_dir = "${dir}/blobs"\n` +
+      `[metadata_store]\npath = "${dir}/m.kv"\n[repository."hub"]\n` +
+      `[[repository."hub".upstream]]\nurl = "${upstream}"\n`,
+  );
+  const child = new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "--unstable-kv",
+      "-A",
+      "--v8-flags=--max-semi-space-size=4,--expose-gc",
+      join(ROOT, "main.ts"),
+      "serve",
+      "-c",
+      cfg,
+    ],
+    stdout: "piped",
+    stderr: "inherit",
+    env: { NO_COLOR: "1" },
+  }).spawn();
+  const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
+  let out = "";
+  while (!out.includes("listening on")) {
+    const { value, done } = await reader.read();
+    if (done) throw new Error(`wharf exited: ${out}`);
+    out += value;
+  }
+  reader.releaseLock();
+  child.stdout.cancel().catch(() => {});
+  return {
+    url: `http://127.0.0.1:${port}`,
+    pid: child.pid,
+    stop: async () => {
+      child.kill("SIGTERM");
+      await child.status;
+      await Deno.remove(dir, { recursive: true }).catch(() => {});
+    },
+  };
+}
+
+const sha = (b: Uint8Array) => `sha256:${createHash("sha256").update(b).digest("hex")}`;
+
+function randomBytes(n: number): Uint8Array {
+  const b = new Uint8Array(n);
+  for (let o = 0; o < n; o += 65536) crypto.getRandomValues(b.subarray(o, o + 65536));
+  return b;
+}
+
+async function pushBlob(url: string, repo: string, data: Uint8Array): Promise<string> {
+  const d = sha(data);
+  const start = await fetch(`${url}/v2/${repo}/blobs/uploads/`, { method: "POST" });
+  await start.body?.cancel();
+  const loc = new URL(start.headers.get("location")!, url);
+  loc.searchParams.set("digest", d);
+  const r = await fetch(loc, {
+    method: "PUT",
+    body: data as BodyInit,
+    headers: { "content-type": "application/octet-stream" },
+  });
+  await r.body?.cancel();
+  if (r.status !== 201) throw new Error(`push blob ${r.status}`);
+  return d;
+}
+
+async function pushImage(url: string, repo: string, layerMb: number[]): Promise<string[]> {
+  const cfg = new TextEncoder().encode(
+    JSON.stringify({ architecture: "amd64", os: "linux", n: crypto.randomUUID() }),
+  );
+  const config = await pushBlob(url, repo, cfg);
+  const layers = [];
+  for (const mb of layerMb) {
+    const b = randomBytes(mb * 1024 * 1024);
+    layers.push({
+      mediaType: "application/vnd.oci.image.layer.v1.tar+gzip",
+      digest: await pushBlob(url, repo, b),
+      size: b.length,
+    });
+  }
+  const r = await fetch(`${url}/v2/${repo}/manifests/v1`, {
+    method: "PUT",
+    headers: { "content-type": MANIFEST },
+    body: JSON.stringify({
+      schemaVersion: 2,
+      mediaType: MANIFEST,
+      config: {
+        mediaType: "application/vnd.oci.image.config.v1+json",
+        digest: config,
+        size: cfg.length,
+      },
+      layers,
+    }),
+  });
+  await r.body?.cancel();
+  if (r.status !== 201) throw new Error(`push manifest ${r.status}`);
+  return layers.map((l) => l.digest);
+}
+
+/** Reads a body to the end; with `verify`, checks it hashes to `digest`. */
+async function drain(r: Response, digest?: string): Promise<number> {
+  if (r.status !== 200) throw new Error(`GET ${r.url}: ${r.status} ${await r.text()}`);
+  const h = digest ? createHash("sha256") : null;
+  let n = 0;
+  for await (const c of r.body!) {
+    n += c.length;
+    h?.update(c);
+  }
+  if (h && `sha256:${h.digest("hex")}` !== digest) throw new Error(`${r.url}: wrong bytes`);
+  return n;
+}
+
+/** A client pull: manifest, then config and layers 3 at a time. Returns seconds and bytes. */
+async function pull(base: string, repo: string): Promise<{ s: number; bytes: number }> {
+  const t0 = performance.now();
+  const m = await fetch(`${base}/v2/${repo}/manifests/v1`, { headers: { accept: MANIFEST } });
+  if (m.status !== 200) throw new Error(`manifest ${m.status} ${await m.text()}`);
+  const man = await m.json();
+  const blobs: string[] = [
+    man.config.digest,
+    ...man.layers.map((l: { digest: string }) => l.digest),
+  ];
+  let bytes = 0;
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: 3 }, async () => {
+      for (let i = next++; i < blobs.length; i = next++) {
+        bytes += await drain(await fetch(`${base}/v2/${repo}/blobs/${blobs[i]}`));
+      }
+    }),
+  );
+  return { s: (performance.now() - t0) / 1000, bytes };
+}
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+
+function vmHwmMiB(pid: number): number {
+  const s = Deno.readTextFileSync(`/proc/${pid}/status`);
+  return Number(/VmHWM:\s+(\d+) kB/.exec(s)![1]) / 1024;
+}
+
+async function main() {
+  const upstream = await startDistribution();
+  const proxy = await startDistribution({ proxy: { remoteurl: upstream.url } });
+  const wharf = await startWharf(upstream.url);
+  const rows: Record<string, number[]> = {
+    direct: [],
+    wharf_cold: [],
+    wharf_warm: [],
+    proxy_cold: [],
+    proxy_warm: [],
+  };
+  let imageBytes = 0;
+  try {
+    for (let r = 0; r < ROUNDS; r++) {
+      const repo = `library/img${r}`;
+      await pushImage(upstream.url, repo, [LAYER_MB, LAYER_MB, LAYER_MB]);
+      const direct = await pull(upstream.url, repo);
+      imageBytes = direct.bytes;
+      const wc = await pull(wharf.url, `hub/${repo}`);
+      const ww = await pull(wharf.url, `hub/${repo}`);
+      const pc = await pull(proxy.url, repo);
+      const pw = await pull(proxy.url, repo);
+      for (
+        const [k, v] of [
+          ["direct", direct],
+          ["wharf_cold", wc],
+          ["wharf_warm", ww],
+          ["proxy_cold", pc],
+          ["proxy_warm", pw],
+        ] as const
+      ) {
+        if (v.bytes !== direct.bytes) throw new Error(`${k}: ${v.bytes} bytes`);
+        rows[k].push(v.s);
+      }
+      console.log(
+        `round ${r + 1}: ${
+          JSON.stringify(Object.fromEntries(Object.entries(rows).map(([k, v]) => [k, v[r]])))
+        }`,
+      );
+    }
+  } finally {
+    await wharf.stop();
+  }
+
+  // 16 clients, one uncached blob, a fresh Wharf
+  const [big] = await pushImage(upstream.url, "library/big", [BIG_MB]);
+  const fresh = await startWharf(upstream.url);
+  let peak = 0;
+  let bigS = 0;
+  try {
+    Deno.writeTextFileSync(`/proc/${fresh.pid}/clear_refs`, "5");
+    const before = vmHwmMiB(fresh.pid);
+    const t0 = performance.now();
+    await Promise.all(
+      Array.from(
+        { length: CLIENTS },
+        async () => drain(await fetch(`${fresh.url}/v2/hub/library/big/blobs/${big}`), big),
+      ),
+    );
+    bigS = (performance.now() - t0) / 1000;
+    peak = vmHwmMiB(fresh.pid);
+    console.log(
+      `16 × ${BIG_MB} MiB uncached: ${bigS.toFixed(2)} s, RSS ${before.toFixed(0)} → peak ${
+        peak.toFixed(0)
+      } MiB`,
+    );
+  } finally {
+    await fresh.stop();
+    await proxy.stop();
+    await upstream.stop();
+  }
+
+  const mib = imageBytes / 2 ** 20;
+  const med = Object.fromEntries(Object.entries(rows).map(([k, v]) => [k, median(v)]));
+  const rate = (s: number) => mib / s;
+  const result = {
+    image_mib: mib,
+    median_s: med,
+    mib_per_s: Object.fromEntries(Object.entries(med).map(([k, s]) => [k, rate(s)])),
+    wharf_cold_vs_direct: med.direct / med.wharf_cold,
+    wharf_warm_vs_direct: med.direct / med.wharf_warm,
+    wharf_vs_proxy_cold: med.proxy_cold / med.wharf_cold,
+    wharf_vs_proxy_warm: med.proxy_warm / med.wharf_warm,
+    rounds: rows,
+    uncached_16_clients: { blob_mib: BIG_MB, seconds: bigS, peak_rss_mib: peak },
+  };
+  await Deno.mkdir(join(ROOT, "bench", "out"), { recursive: true });
+  await Deno.writeTextFile(
+    join(ROOT, "bench", "out", "pull_through.json"),
+    JSON.stringify(result, null, 2),
+  );
+  const f = (n: number) => n.toFixed(2);
+  console.log(`
+| ${f(mib)} MiB image, median of ${ROUNDS} | s | MiB/s | vs direct |
+|---|---|---|---|
+| direct from docker-registry | ${f(med.direct)} | ${f(rate(med.direct))} | 1.00× |
+| Wharf cold | ${f(med.wharf_cold)} | ${f(rate(med.wharf_cold))} | ${
+    f(result.wharf_cold_vs_direct)
+  }× |
+| Wharf warm | ${f(med.wharf_warm)} | ${f(rate(med.wharf_warm))} | ${
+    f(result.wharf_warm_vs_direct)
+  }× |
+| docker-registry proxy cold | ${f(med.proxy_cold)} | ${f(rate(med.proxy_cold))} | ${
+    f(med.direct / med.proxy_cold)
+  }× |
+| docker-registry proxy warm | ${f(med.proxy_warm)} | ${f(rate(med.proxy_warm))} | ${
+    f(med.direct / med.proxy_warm)
+  }× |
+
+Wharf vs proxy: cold ${f(result.wharf_vs_proxy_cold)}×, warm ${f(result.wharf_vs_proxy_warm)}×.
+16 clients × one uncached ${BIG_MB} MiB blob: ${f(bigS)} s, Wharf peak RSS ${peak.toFixed(0)} MiB.
+`);
+}
+
+await main();

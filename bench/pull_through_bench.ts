@@ -155,7 +155,13 @@ async function pull(base: string, repo: string): Promise<{ s: number; bytes: num
   await Promise.all(
     Array.from({ length: 3 }, async () => {
       for (let i = next++; i < blobs.length; i = next++) {
-        bytes += await drain(await fetch(`${base}/v2/${repo}/blobs/${blobs[i]}`));
+        const r = await fetch(`${base}/v2/${repo}/blobs/${blobs[i]}`);
+        const cl = r.headers.get("content-length");
+        const n = await drain(r);
+        if (cl !== null && Number(cl) !== n) {
+          throw new Error(`${base} ${blobs[i]}: Content-Length ${cl}, got ${n} bytes`);
+        }
+        bytes += n;
       }
     }),
   );

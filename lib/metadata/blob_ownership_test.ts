@@ -37,6 +37,7 @@ function write(owned: () => Promise<Deno.KvEntryMaybe<unknown>>): ManifestWrite 
     parsed: {
       mediaType: "application/vnd.oci.image.manifest.v1+json",
       blobs: [CONFIG, BLOB],
+      layers: [{ digest: BLOB, mediaType: "application/vnd.oci.image.layer.v1.tar+gzip" }],
       children: [],
     },
     tags: ["t"],

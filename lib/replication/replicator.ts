@@ -13,6 +13,7 @@ import { repositoryOf } from "../config/mod.ts";
 import { type ParsedManifest, parseManifest, RegistryError } from "../oci/mod.ts";
 import { BlobMeta, ManifestMeta } from "../metadata/mod.ts";
 import type { BlobStore } from "../storage/mod.ts";
+import { Scavenger } from "../streams/mod.ts";
 import { type JobContext, PermanentJobError } from "../jobs/mod.ts";
 import { isUpstreamError } from "../upstream/mod.ts";
 import { REPLICATION_KINDS, type ReplicationPayload } from "../registry/mod.ts";
@@ -239,10 +240,13 @@ export class Replicator {
     const started = await c.mountOrStart(name, digest, from && from !== name ? from : null);
     if (started !== "mounted") {
       let sent = 0;
+      // The store's concurrent readers hand out a fresh buffer per chunk: scavenge as they pass.
+      const scavenger = new Scavenger();
       const counted = (await this.store.read(digest)).pipeThrough(
         new TransformStream<Uint8Array, Uint8Array>({
           transform: (chunk, ctl) => {
             sent += chunk.byteLength;
+            scavenger.passed(chunk.byteLength);
             ctl.enqueue(chunk);
           },
         }),

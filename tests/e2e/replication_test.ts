@@ -1,5 +1,6 @@
 // Replication from Wharf to Debian's docker-registry (CNCF distribution) as the downstream:
-// skopeo pushes the make-images.sh content (a multi-arch index and a single image) to Wharf, and
+// skopeo pushes the make-images.sh content (a multi-arch index, a single image and its SBOM
+// referrer) to Wharf, and
 // skopeo reads the same digests back from docker-registry; a tag move and deletes follow; a
 // downstream behind htpasswd; and a Wharf killed with SIGKILL in the middle of a 256 MiB
 // transfer converges after a restart (its job's lease is taken over).
@@ -123,6 +124,18 @@ Deno.test({
         } finally {
           await Deno.remove(dir, { recursive: true });
         }
+        // a referrer (the SBOM artifact whose subject is v1), pushed by digest, follows its subject
+        await skopeoOk([
+          "copy",
+          "--preserve-digests",
+          "--dest-tls-verify=false",
+          `oci:${i.layout}:sbom`,
+          `docker://127.0.0.1:${s.port}/app/site@${i.sbom.digest}`,
+        ], s);
+        await until(
+          "the referrer downstream",
+          async () => (await remoteDigest(dist.url, "app/site", i.sbom.digest)) === i.sbom.digest,
+        );
         // a tag move
         await pushTo(s, "v1", "app/site:multi");
         await until(

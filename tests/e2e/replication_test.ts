@@ -1,7 +1,7 @@
 // Replication from Wharf to Debian's docker-registry (CNCF distribution) as the downstream:
 // skopeo pushes the make-images.sh content (a multi-arch index, a single image and its SBOM
-// referrer) to Wharf, and
-// skopeo reads the same digests back from docker-registry; a tag move and deletes follow; a
+// referrer) to Wharf, and skopeo reads the same digests back from docker-registry; a tag move
+// and deletes follow; a
 // downstream behind htpasswd; and a Wharf killed with SIGKILL in the middle of a 256 MiB
 // transfer converges after a restart (its job's lease is taken over).
 import assert from "node:assert/strict";

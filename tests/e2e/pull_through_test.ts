@@ -2,7 +2,7 @@
 // Basic auth, and a second Wharf behind its token service (the Bearer dance), each holding the
 // make-images.sh content. skopeo pulls through Wharf byte for byte; the cache serves while the
 // upstream is down and names the failure for what it never cached; containerd pulls through a
-// hosts.toml mirror that sends `?ns=docker.io`.
+// hosts.toml mirror that sends `?ns=docker.io`; podman through a registries.conf mirror.
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { req } from "../helpers/api.ts";
@@ -19,6 +19,7 @@ import {
 import { distributionMissing, freePort, startDistribution } from "./_distribution.ts";
 import { containerdMissing, startContainerd } from "./_containerd.ts";
 import { ALICE, startAliceOnlyServer } from "./_token_server.ts";
+import { makePodman, podmanMissing } from "./_podman.ts";
 
 const skipReason = missingTools() ?? distributionMissing();
 const images: Images | null = skipReason ? null : await buildImages();
@@ -240,6 +241,58 @@ Deno.test({
       });
     } finally {
       await ctd.stop();
+      await up.stop();
+    }
+  },
+});
+
+Deno.test({
+  ...base,
+  ignore: base.ignore || podmanMissing() !== null,
+  name: "pull-through e2e: podman through a registries.conf mirror of docker.io",
+  fn: async () => {
+    const i = img();
+    const up = await startDistribution();
+    const podman = await makePodman();
+    try {
+      await skopeoOk([
+        "copy",
+        "--dest-tls-verify=false",
+        `oci:${i.layout}:v1`,
+        `docker://${up.host}/library/app:v1`,
+      ]);
+      await withServer({ config: hubConfig(up.url) }, async (s) => {
+        // docker.io itself is unreachable from here: only the mirror can answer.
+        await Deno.writeTextFile(
+          join(podman.dir, "registries.conf"),
+          `unqualified-search-registries = []
+
+[[registry]]
+prefix = "docker.io"
+location = "docker.io"
+
+[[registry.mirror]]
+location = "127.0.0.1:${s.port}/hub"
+insecure = true
+`,
+        );
+        const r = await podman.run(["pull", "docker.io/library/app:v1"], 120_000);
+        assert.equal(r.code, 0, `${r.stderr}\n--- wharf ---\n${s.output().slice(-2000)}`);
+        const inspect = await podman.run([
+          "image",
+          "inspect",
+          "--format",
+          "{{.Digest}}",
+          "docker.io/library/app:v1",
+        ]);
+        assert.equal(inspect.code, 0, inspect.stderr);
+        assert.equal(inspect.stdout.trim(), i.v1.digest);
+        // the pull went through the cache: the tag is now cached in hub/
+        const tags = await (await req(s, "/v2/hub/library/app/tags/list")).json();
+        assert.deepEqual(tags.tags, ["v1"]);
+      });
+    } finally {
+      await podman.cleanup();
       await up.stop();
     }
   },

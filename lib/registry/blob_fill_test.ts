@@ -2,9 +2,10 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import { openTestKv } from "../../tests/helpers/kv.ts";
 import { BlobMeta } from "../metadata/mod.ts";
+import { RegistryError } from "../oci/errors.ts";
 import { FsBlobStore } from "../storage/mod.ts";
 import { digestBytes } from "../streams/hasher.ts";
-import { BlobFill, FillError, Fills, type FillSource } from "./blob_fill.ts";
+import { BlobFill, FILL_MEMORY_BOUND, FillError, Fills, type FillSource } from "./blob_fill.ts";
 
 async function withFills(
   fn: (fills: Fills, store: FsBlobStore, blobs: BlobMeta, dir: string) => Promise<void>,
@@ -204,5 +205,149 @@ Deno.test("an upstream that fails to answer is shared by the callers waiting on 
     await fill.settled;
     assert.equal(fill.state, "done");
     assert.ok(fill instanceof BlobFill);
+  });
+});
+
+/** A store whose upload writes take `delayMs` each: a disk slower than the upstream. */
+function slowWrites(store: FsBlobStore, delayMs: number): FsBlobStore {
+  return new Proxy(store, {
+    get(target, prop, receiver) {
+      if (prop !== "appendUpload") return Reflect.get(target, prop, receiver);
+      return (
+        uuid: string,
+        offset: number,
+        body: ReadableStream<Uint8Array> | null,
+        opts: Parameters<FsBlobStore["appendUpload"]>[3],
+      ) =>
+        target.appendUpload(
+          uuid,
+          offset,
+          body?.pipeThrough(
+            new TransformStream(
+              {
+                async transform(c, ctl) {
+                  const copy = c.slice(); // the fill lends each chunk only until the next pull
+                  await new Promise((r) => setTimeout(r, delayMs));
+                  ctl.enqueue(copy);
+                },
+              },
+            ),
+          ) ?? null,
+          opts,
+        );
+    },
+  });
+}
+
+Deno.test("a disk slower than the upstream holds the upstream back: memory stays bounded", async () => {
+  await withFills(async (_fills, store, blobs) => {
+    const fills = new Fills({ store: slowWrites(store, 2), blobs, maxBlobSize: null });
+    const data = random(40 << 20);
+    const digest = digestBytes("sha256", data);
+    const fill = await fills.begin(
+      "ns/slow",
+      digest,
+      () => Promise.resolve(source(data, { chunk: 64 * 1024 })),
+    );
+    let peak = 0;
+    const sample = setInterval(() => (peak = Math.max(peak, fill.inMemory)), 1);
+    try {
+      assert.deepEqual(await bytes(await fill.follow()), data);
+      await fill.settled;
+    } finally {
+      clearInterval(sample);
+    }
+    assert.ok(peak > 0, "the follower was served from memory");
+    assert.ok(
+      peak <= FILL_MEMORY_BOUND + 2 * 64 * 1024,
+      `held ${peak} bytes, bound ${FILL_MEMORY_BOUND}`,
+    );
+    assert.equal(fill.inMemory, 0, "nothing held once stored");
+    assert.deepEqual(await store.readAll(digest), data);
+  });
+});
+
+Deno.test("followers at every pace and range, some far behind the memory window, all get exact bytes", async () => {
+  await withFills(async (fills, store) => {
+    for (let round = 0; round < 3; round++) {
+      const data = random(12 << 20);
+      const digest = digestBytes("sha256", data);
+      // Uneven chunk sizes, with pauses, the way a network delivers them.
+      let off = 0;
+      const body = new ReadableStream<Uint8Array>({
+        async pull(ctl) {
+          if (off >= data.byteLength) return ctl.close();
+          const n = 1 + Math.floor(Math.random() * 200_000);
+          ctl.enqueue(data.slice(off, off + n));
+          off += n;
+          if (Math.random() < 0.05) await new Promise((r) => setTimeout(r, 3));
+        },
+      });
+      const fill = await fills.begin(
+        `ns/pace${round}`,
+        digest,
+        () => Promise.resolve({ body, size: data.byteLength }),
+      );
+      const readers = Array.from({ length: 12 }, async (_, i) => {
+        const start = i % 3 === 0 ? 0 : Math.floor(Math.random() * data.byteLength);
+        const end = i % 4 === 0 ? null : Math.min(
+          data.byteLength - 1,
+          start + Math.floor(Math.random() * (4 << 20)),
+        );
+        // Some start late, some read slowly: they fall behind the window onto the file.
+        if (i % 2 === 1) await new Promise((r) => setTimeout(r, Math.random() * 40));
+        const s = await fill.follow(start, end);
+        const got: Uint8Array[] = [];
+        let n = 0;
+        for await (const c of s) {
+          got.push(c.slice()); // chunks are only lent
+          n += c.byteLength;
+          if (i % 3 === 2) await new Promise((r) => setTimeout(r, 1));
+        }
+        const all = new Uint8Array(n);
+        let at = 0;
+        for (const c of got) {
+          all.set(c, at);
+          at += c.byteLength;
+        }
+        assert.deepEqual(
+          all,
+          data.subarray(start, end === null ? data.byteLength : end + 1),
+          `follower ${i} [${start}, ${end}]`,
+        );
+      });
+      await Promise.all(readers);
+      await fill.settled;
+      assert.deepEqual(await store.readAll(digest), data);
+    }
+  });
+});
+
+Deno.test("a follower's stream never ends cleanly before the bytes hashed to the digest", async () => {
+  await withFills(async (fills) => {
+    const data = random(3 << 20);
+    const wrong = digestBytes("sha256", data.subarray(1));
+    // The upstream sends every byte of the declared length, then pauses before it ends.
+    let off = 0;
+    const body = new ReadableStream<Uint8Array>({
+      async pull(ctl) {
+        if (off >= data.byteLength) {
+          await new Promise((r) => setTimeout(r, 100));
+          return ctl.close();
+        }
+        ctl.enqueue(data.slice(off, off + 65536));
+        off += 65536;
+      },
+    });
+    const fill = await fills.begin(
+      "ns/v",
+      wrong,
+      () => Promise.resolve({ body, size: data.byteLength }),
+    );
+    await assert.rejects(
+      bytes(await fill.follow()),
+      (e) => e instanceof RegistryError && /hash to/.test(e.detail),
+    );
+    await assert.rejects(bytes(await fill.follow(0, 99)).then(() => fill.settled));
   });
 });

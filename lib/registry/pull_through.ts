@@ -272,12 +272,12 @@ export class PullThrough {
       const f = await this.startFill(up, ns, digest);
       // Should this process die mid-fill, the job fetches the blob again; once the fill is
       // done the job is dropped, and when it failed the job retries (or dead-letters) now.
-      const job = await this.queueFill(ns, digest, CACHE_FILL_DELAY_MS);
-      if (job !== null) {
+      // Queued without holding up the response (a KV commit); the fill does not wait for it.
+      this.queueFill(ns, digest, CACHE_FILL_DELAY_MS).then((job) => {
+        if (job === null) return;
         const cache = this.d.jobs.queue("cache");
-        f.settled.then(() => cache.deletePending(job), () => cache.expedite(job))
-          .catch(() => {});
-      }
+        return f.settled.then(() => cache.deletePending(job), () => cache.expedite(job));
+      }).catch(() => {});
       this.d.observe?.("blob", "miss");
       return await this.followFill(f, rangeHeader, withBody);
     } catch (e) {

@@ -57,7 +57,9 @@ export interface BlobStore {
   delete(digest: string): Promise<void>;
 
   /** Writes `body` at `offset` of upload `uuid` (truncating anything past offset first),
-   * calling `onChunk` for each chunk written. Stops with TooLargeError past `maxBytes`. */
+   * calling `onChunk` for each chunk written. Stops with TooLargeError past `maxBytes`.
+   * A store is done with a chunk of `body` once it asks for the next one (it copies what it
+   * must keep): callers may refill that chunk's memory then (the pull-through fill does). */
   appendUpload(
     uuid: string,
     offset: number,

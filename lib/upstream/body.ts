@@ -39,10 +39,32 @@ export function guardBody(res: Response, g: BodyGuard): ReadableStream<Uint8Arra
   const declared = declaredLength(res);
   const reader = res.body?.getReader();
   const of = declared === null ? "" : ` of ${declared}`;
+  const stallError = () =>
+    g.error(
+      "timeout",
+      `${g.what}: body stalled for ${secs(g.readTimeoutMs)} after ${received}${of} bytes`,
+    );
   let received = 0;
   let ended = false;
+  // One timer for the whole body rather than one per chunk (a setTimeout, a Promise.race and a
+  // clearTimeout for each of a 256 MiB blob's ~4,500 chunks): it wakes once per read timeout and
+  // checks how long the current read has been waiting.
+  let waitingSince = -1;
+  let stalled = false;
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const watch = (ms: number) => {
+    timer = setTimeout(() => {
+      timer = undefined;
+      if (ended || waitingSince < 0) return;
+      const waited = performance.now() - waitingSince;
+      if (waited < g.readTimeoutMs) return watch(g.readTimeoutMs - waited);
+      stalled = true;
+      reader?.cancel().catch(() => {});
+    }, ms);
+  };
   const end = (c: ReadableStreamDefaultController<Uint8Array>, err: UpstreamError | null) => {
     ended = true;
+    clearTimeout(timer);
     if (err) {
       g.abort();
       reader?.cancel().catch(() => {});
@@ -58,14 +80,13 @@ export function guardBody(res: Response, g: BodyGuard): ReadableStream<Uint8Arra
         const short = declared !== null && declared > 0;
         return end(c, short ? g.error("invalid", `${g.what}: no body`) : null);
       }
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      const stall = new Promise<"stall">((resolve) => {
-        timer = setTimeout(() => resolve("stall"), g.readTimeoutMs);
-      });
-      let r: ReadableStreamReadResult<Uint8Array> | "stall";
+      waitingSince = performance.now();
+      if (timer === undefined) watch(g.readTimeoutMs);
+      let r: ReadableStreamReadResult<Uint8Array>;
       try {
-        r = await Promise.race([reader.read(), stall]);
+        r = await reader.read();
       } catch (e) {
+        if (stalled) return end(c, stallError());
         // The connection broke mid-body: a network fault, worth retrying.
         return end(
           c,
@@ -76,17 +97,9 @@ export function guardBody(res: Response, g: BodyGuard): ReadableStream<Uint8Arra
           ),
         );
       } finally {
-        clearTimeout(timer);
+        waitingSince = -1;
       }
-      if (r === "stall") {
-        return end(
-          c,
-          g.error(
-            "timeout",
-            `${g.what}: body stalled for ${secs(g.readTimeoutMs)} after ${received}${of} bytes`,
-          ),
-        );
-      }
+      if (stalled) return end(c, stallError());
       if (r.done) {
         if (declared !== null && received < declared) {
           return end(
@@ -110,6 +123,7 @@ export function guardBody(res: Response, g: BodyGuard): ReadableStream<Uint8Arra
     async cancel(reason) {
       if (ended) return;
       ended = true;
+      clearTimeout(timer);
       g.abort();
       await reader?.cancel(reason).catch(() => {});
       g.onEnd?.(null);

@@ -137,6 +137,7 @@ export function buildConfig(doc: Table, paths: string[]): Config {
     "repository",
     "auth",
     "ui",
+    "scan",
   ]);
 
   const server = r.table(doc.server, "server");
@@ -216,6 +217,14 @@ export function buildConfig(doc: Table, paths: string[]): Config {
   cfg.global.index.maxEntries = r.int(ix, "max_entries", "global.index", 1) ??
     cfg.global.index.maxEntries;
   readUi(r, r.table(doc.ui, "ui"), cfg);
+  const sc = r.table(doc.scan, "scan");
+  r.only(sc, "scan", ["advisories_dir", "on_push", "reload_interval_secs", "max_database_size"]);
+  cfg.scan.advisoriesDir = r.str(sc, "advisories_dir", "scan") ?? null;
+  cfg.scan.onPush = r.bool(sc, "on_push", "scan") ?? cfg.scan.onPush;
+  cfg.scan.reloadIntervalSecs = r.int(sc, "reload_interval_secs", "scan", 1) ??
+    cfg.scan.reloadIntervalSecs;
+  cfg.scan.maxDatabaseSize = r.int(sc, "max_database_size", "scan", 1) ??
+    cfg.scan.maxDatabaseSize;
 
   const repos = r.table(doc.repository, "repository");
   const namespaces = new Map<string, string>();

@@ -92,6 +92,27 @@ export function defaultIndexConfig(): IndexConfig {
   };
 }
 
+/** `[scan]`: image reports (packages, advisories, config secrets). */
+export interface ScanConfig {
+  /** OSV dumps: `<Ecosystem>/all.zip` or folders of OSV JSON; null = no advisory data */
+  advisoriesDir: string | null;
+  /** scan platform images when pushed (hosted repositories) */
+  onPush: boolean;
+  /** how often the advisory files are checked for changes */
+  reloadIntervalSecs: number;
+  /** package databases larger than this are reported as skipped */
+  maxDatabaseSize: number;
+}
+
+export function defaultScanConfig(): ScanConfig {
+  return {
+    advisoriesDir: null,
+    onPush: true,
+    reloadIntervalSecs: 300,
+    maxDatabaseSize: 256 * 1024 * 1024,
+  };
+}
+
 export interface RepositoryConfig {
   name: string;
   accessPolicy?: PolicyConfig;
@@ -173,6 +194,7 @@ export interface Config {
     jobQueue: JobQueueConfig;
     index: IndexConfig;
   };
+  scan: ScanConfig;
   ui: {
     name: string;
     /** UI sign-in; the provider must be a configured [auth.oidc.<name>] */
@@ -207,6 +229,7 @@ export function defaultConfig(): Config {
       jobQueue: defaultJobQueue(),
       index: defaultIndexConfig(),
     },
+    scan: defaultScanConfig(),
     ui: { name: "Wharf", oidc: null },
     repositories: new Map(),
     sources: [],

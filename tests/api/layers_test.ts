@@ -12,6 +12,7 @@ import { openTestKv } from "../helpers/kv.ts";
 import { INDEX_VERSION, indexKey, type IndexRecord } from "../../lib/index/mod.ts";
 import { jsonBytes, OCI_CONFIG } from "../helpers/oci_content.ts";
 import { FakeRegistry } from "../helpers/fake_registry.ts";
+import { tarHeader } from "../helpers/tar.ts";
 
 const FAST = `
 [global.job_queue]
@@ -27,26 +28,6 @@ on_push = "none"
 `;
 
 // ---- building layers ------------------------------------------------------------------------
-
-function tarHeader(name: string, size: number, type = "0", mode = 0o644): Uint8Array {
-  const h = new Uint8Array(512);
-  const enc = new TextEncoder();
-  const put = (off: number, s: string) => h.set(enc.encode(s), off);
-  const oct = (off: number, len: number, v: number) =>
-    put(off, v.toString(8).padStart(len - 1, "0") + "\0");
-  put(0, name);
-  oct(100, 8, mode);
-  oct(108, 8, 0);
-  oct(116, 8, 0);
-  oct(124, 12, size);
-  oct(136, 12, 1_700_000_000);
-  put(156, type);
-  put(257, "ustar\u000000");
-  let sum = 0;
-  for (let i = 0; i < 512; i++) sum += i >= 148 && i < 156 ? 32 : h[i];
-  put(148, sum.toString(8).padStart(6, "0") + "\0 ");
-  return h;
-}
 
 /** A tar of `files` (path → bytes) with a directory entry first. */
 function makeTar(files: [string, Uint8Array][], end = true): Uint8Array {

@@ -1,6 +1,6 @@
 // Wharf's composition root: reads config, opens KV and the blob store, serves.
-// Usage: main.ts [serve|worker|replicate|reindex|scrub|hash-password] [-c FILE]... [--dry-run]
-//        [--force] [--queue Q]...
+// Usage: main.ts [serve|worker|replicate|reindex|scan|scrub|hash-password] [-c FILE]...
+//        [--dry-run] [--force] [--queue Q]... [--namespace N] [--rescan] [--status]
 // (later config files win)
 import {
   type Config,
@@ -14,6 +14,7 @@ import { isQueueName, JobQueues } from "./lib/jobs/mod.ts";
 import { isUpstreamError } from "./lib/upstream/mod.ts";
 import { reconcile, type ReconcileSummary, Replicator } from "./lib/replication/mod.ts";
 import { LayerIndex } from "./lib/index/mod.ts";
+import { Reports } from "./lib/scan/mod.ts";
 import {
   countUploadSessions,
   instrumentKv,
@@ -37,10 +38,25 @@ interface Cli {
   queues: QueueName[];
   /** `reindex --force` */
   force: boolean;
+  /** `scan --namespace N` */
+  namespace: string | null;
+  /** `scan --rescan`: queue every image, not only those without a current report */
+  rescan: boolean;
+  /** `scan --status` */
+  status: boolean;
 }
 
 function parseArgs(args: string[]): Cli {
-  const cli: Cli = { command: "serve", configFiles: [], dryRun: false, queues: [], force: false };
+  const cli: Cli = {
+    command: "serve",
+    configFiles: [],
+    dryRun: false,
+    queues: [],
+    force: false,
+    namespace: null,
+    rescan: false,
+    status: false,
+  };
   let i = 0;
   if (args[0] && !args[0].startsWith("-")) cli.command = args[i++];
   for (; i < args.length; i++) {
@@ -53,6 +69,14 @@ function parseArgs(args: string[]): Cli {
       cli.dryRun = true;
     } else if (a === "--force") {
       cli.force = true;
+    } else if (a === "--rescan") {
+      cli.rescan = true;
+    } else if (a === "--status") {
+      cli.status = true;
+    } else if (a === "--namespace") {
+      const n = args[++i];
+      if (!n) throw new ConfigError(`--namespace needs a repository name`);
+      cli.namespace = n;
     } else if (a === "--queue" || a.startsWith("--queue=")) {
       const q = a === "--queue" ? args[++i] : a.slice("--queue=".length);
       if (!q || !isQueueName(q)) {
@@ -95,6 +119,10 @@ async function serve(cfg: Config): Promise<void> {
   const replicator = registerJobHandlers(cfg, registry, metrics);
   const layers = new LayerIndex(cfg, registry);
   layers.register();
+  const reports = new Reports(cfg, registry);
+  reports.register();
+  reports.watchAdvisories();
+  metrics.advisoriesWith(() => reports.status());
   jobs.start(holderName("serve"));
   const app = createApp({
     registry,
@@ -103,6 +131,7 @@ async function serve(cfg: Config): Promise<void> {
     authenticator: new Authenticator(cfg),
     clientIp: new ClientIpResolver(cfg.server.trustedProxies),
     layers,
+    reports,
   });
   const ac = new AbortController();
   const stopScrub = scheduleScrub(
@@ -113,6 +142,7 @@ async function serve(cfg: Config): Promise<void> {
   );
   const stopReconcile = scheduleReconcile(cfg, registry, replicator, ac.signal);
   const stop = () => {
+    reports.stop();
     stopScrub();
     stopReconcile();
     ac.abort();
@@ -278,6 +308,48 @@ async function reindex(cfg: Config, dryRun: boolean, force: boolean): Promise<nu
   }
 }
 
+/**
+ * `main.ts scan [--namespace N] [--rescan] [--dry-run]`: queues scans of the images without a
+ * current report (every image with --rescan); `scan --status` prints the advisory snapshot.
+ */
+async function scan(cfg: Config, cli: Cli): Promise<number> {
+  const store = new FsBlobStore(cfg.blobStore.fs.rootDir);
+  await store.init();
+  const kv = await openMetadata(cfg.metadataStore.path);
+  const registry = new Registry(cfg, kv, store);
+  const reports = new Reports(cfg, registry);
+  try {
+    if (cli.status) {
+      const m = await reports.status();
+      console.log(
+        m
+          ? `advisories: snapshot ${m.snapshot} loaded ${
+            new Date(m.loaded_at).toISOString()
+          } in ${m.load_ms} ms; ${m.records} records, ${m.affected} package entries; ${m.error_count} problem(s)\n` +
+            Object.entries(m.ecosystems).map(([e, n]) => `  ${e}: ${n}`).join("\n") +
+            (m.errors.length ? `\nproblems:\n  ${m.errors.join("\n  ")}` : "")
+          : `advisories: none loaded${
+            cfg.scan.advisoriesDir
+              ? ` (dir ${cfg.scan.advisoriesDir})`
+              : " ([scan] advisories_dir unset)"
+          }`,
+      );
+      return 0;
+    }
+    const n = await reports.rescanAll({
+      namespace: cli.namespace ?? undefined,
+      dryRun: cli.dryRun,
+      onlyStale: !cli.rescan,
+      report: (line) => console.log(`${cli.dryRun ? "would " : ""}${line}`),
+    });
+    console.log(`scan: ${cli.dryRun ? "would queue" : "queued"} ${n} image(s)`);
+    return 0;
+  } finally {
+    await registry.close();
+    kv.close();
+  }
+}
+
 /** `main.ts replicate [--dry-run]`: one reconcile pass over every downstream; jobs do the work. */
 async function replicate(cfg: Config, dryRun: boolean): Promise<number> {
   const store = new FsBlobStore(cfg.blobStore.fs.rootDir);
@@ -318,6 +390,9 @@ async function worker(cfg: Config, queues: QueueName[]): Promise<void> {
   );
   const replicator = registerJobHandlers(cfg, registry, metrics);
   new LayerIndex(cfg, registry).register();
+  const reports = new Reports(cfg, registry);
+  reports.register();
+  reports.watchAdvisories();
   const drained = queues.length ? queues : [...JOB_QUEUES];
   const runner = jobs.start(holderName("worker"), drained);
   console.log(
@@ -329,6 +404,7 @@ async function worker(cfg: Config, queues: QueueName[]): Promise<void> {
     Deno.addSignalListener("SIGTERM", resolve);
     Deno.addSignalListener("SIGINT", resolve);
   });
+  reports.stop();
   await jobs.stop();
   replicator.close();
   await registry.close();
@@ -440,6 +516,8 @@ async function main(): Promise<number> {
       return await replicate(cfg, cli.dryRun);
     case "reindex":
       return await reindex(cfg, cli.dryRun, cli.force);
+    case "scan":
+      return await scan(cfg, cli);
     case "worker":
       try {
         await worker(cfg, cli.queues);
@@ -454,7 +532,7 @@ async function main(): Promise<number> {
       return 0;
     default:
       console.error(
-        `wharf: unknown command ${cli.command} (commands: serve, worker, replicate, reindex, scrub, hash-password)`,
+        `wharf: unknown command ${cli.command} (commands: serve, worker, replicate, reindex, scan, scrub, hash-password)`,
       );
       return 2;
   }

@@ -31,7 +31,8 @@ export type ActionName =
   | "list-jobs"
   | "list-failed-jobs"
   | "retry-job"
-  | "delete-job";
+  | "delete-job"
+  | "get-report";
 
 export interface Action {
   name: ActionName;
@@ -41,7 +42,14 @@ export interface Action {
   tag?: string;
   uuid?: string;
   /** which extension listing a shared action serves (the pulls listing is `list-revisions`) */
-  resource?: "pulls" | "pending" | "failed" | "layer-entries" | "layer-file" | "layer-details";
+  resource?:
+    | "pulls"
+    | "pending"
+    | "failed"
+    | "layer-entries"
+    | "layer-file"
+    | "layer-details"
+    | "vulnerabilities";
 }
 
 type Method = "GET" | "HEAD" | "POST" | "PUT" | "PATCH" | "DELETE";
@@ -87,6 +95,11 @@ const ROUTES: Route[] = [
     re: /^\/v2\/(.+)\/_svc\/layers\/([^/]+)\/details$/,
     methods: READ("get-blob"),
     resource: "layer-details",
+  },
+  {
+    re: /^\/v2\/(.+)\/_svc\/vulnerabilities\/([^/]+)$/,
+    methods: READ("get-report"),
+    resource: "vulnerabilities",
   },
   { re: /^\/v2\/(.+)\/blobs\/uploads\/?$/, methods: { POST: "start-upload" } },
   {
@@ -155,6 +168,7 @@ export function parseAction(method: string, path: string): Action | null {
     switch (name) {
       case "get-blob":
       case "delete-blob":
+      case "get-report":
       case "get-referrers": {
         const d = parseDigest(arg);
         if (!d && name !== "get-referrers") {

@@ -21,6 +21,8 @@ import type { PolicySet } from "../lib/policy/mod.ts";
 import type { Metrics } from "../lib/metrics/mod.ts";
 import type { LayerIndex } from "../lib/index/mod.ts";
 import { layerHandler } from "./layers.ts";
+import { vulnerabilitiesHandler } from "./vulnerabilities.ts";
+import type { Reports } from "../lib/scan/mod.ts";
 import { countAuth, instrumentFetch, metricsHandler, noteAction } from "./metrics.ts";
 
 export interface Services {
@@ -32,6 +34,7 @@ export interface Services {
   metrics?: Metrics;
   /** absent: the layer endpoints answer 404 */
   layers?: LayerIndex;
+  reports?: Reports;
 }
 
 /** What the listener knows about the connection (Deno.serve or the TLS listener). */
@@ -135,6 +138,9 @@ export function createApp(services: Services): Hono<{ Bindings: ConnEnv }> {
       );
     }
     if (action.name === "metrics") return await metricsHandler(req, services.metrics);
+    if (action.name === "get-report") {
+      return await vulnerabilitiesHandler(req, url, action, services.reports, extra);
+    }
     if (action.resource?.startsWith("layer-")) {
       return await layerHandler(req, url, action, services.layers, extra);
     }
@@ -212,6 +218,7 @@ function dispatch(
     case "mount-blob":
     case "get-token":
     case "metrics":
+    case "get-report":
       throw new Error(`${a.name} is not dispatched here`);
   }
 }

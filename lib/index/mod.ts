@@ -19,6 +19,8 @@ import { isElf, readElf } from "./elf.ts";
 import { pemBlocks } from "./pem.ts";
 
 export { detectCompression, indexLayer } from "./indexer.ts";
+export { type SecretFinding, SecretScanner } from "./secrets.ts";
+export { LayerReader } from "./layer_store.ts";
 
 /** SPEC Layer file 2: a listing without a media type: guessed from the name. */
 export const typeFromName = (path: string): string => mimeType(path, new Uint8Array(0));

@@ -94,6 +94,23 @@ export class Metrics {
   readonly uploadSessions = this.set.add(
     new Gauge("wharf_upload_sessions_open", "Upload sessions recorded in the metadata store", []),
   );
+  readonly advisoryRecords = this.set.add(
+    new Gauge(
+      "wharf_advisory_records",
+      "OSV records and package entries in the current advisory snapshot",
+      ["kind"],
+    ),
+  );
+  readonly advisoryLoad = this.set.add(
+    new Gauge("wharf_advisory_load_seconds", "Duration of the current snapshot's load", []),
+  );
+  readonly advisoryLoadedAt = this.set.add(
+    new Gauge(
+      "wharf_advisory_loaded_timestamp_seconds",
+      "When the current advisory snapshot was loaded (0: none)",
+      [],
+    ),
+  );
   readonly kvDuration = this.set.add(
     new Histogram(
       "wharf_kv_operation_duration_seconds",
@@ -278,6 +295,21 @@ export class Metrics {
   /** Counted lazily at scrape time; the callback bounds its own work. */
   countUploadSessionsWith(count: () => Promise<number>): void {
     this.uploadSessions.collect = async () => this.uploadSessions.set(await count());
+  }
+
+  /** The advisory snapshot's figures, read at scrape time (one KV get). */
+  advisoriesWith(
+    meta: () => Promise<
+      { records: number; affected: number; load_ms: number; loaded_at: number } | null
+    >,
+  ): void {
+    this.advisoryRecords.collect = async () => {
+      const m = await meta();
+      this.advisoryRecords.set(m?.records ?? 0, ["records"]);
+      this.advisoryRecords.set(m?.affected ?? 0, ["package_entries"]);
+      this.advisoryLoad.set((m?.load_ms ?? 0) / 1000);
+      this.advisoryLoadedAt.set((m?.loaded_at ?? 0) / 1000);
+    };
   }
 
   /** Job census read at scrape time; `census` bounds its own work. */

@@ -16,6 +16,7 @@ import {
 } from "../metadata/mod.ts";
 import type { ReplicationTriggers } from "./replication_triggers.ts";
 import type { IndexTriggers } from "./index_triggers.ts";
+import type { ScanTriggers } from "./scan_triggers.ts";
 
 export interface ManifestBody {
   digest: string;
@@ -57,6 +58,7 @@ export class Manifests {
     /** absent: writes cause no replication jobs (tools that only read) */
     private readonly triggers?: ReplicationTriggers,
     private readonly indexTriggers?: IndexTriggers,
+    private readonly scanTriggers?: ScanTriggers,
   ) {}
 
   async resolve(ns: string, reference: string): Promise<{ digest: string; rev: RevisionRecord }> {
@@ -116,6 +118,8 @@ export class Manifests {
     const lww = byDigest ? null : parseSourceTimestamp(input.sourceTimestamp);
     const immutable = this.immutability(ns);
     const index = this.indexTriggers?.plan(ns, parsed) ?? { mutations: [], after: [] };
+    const scan = this.scanTriggers?.plan(ns, digest, parsed) ?? [];
+    let scanPlanned = false;
     await this.meta.commit({
       ns,
       digest,
@@ -127,7 +131,10 @@ export class Manifests {
       placed: () => this.store.exists(digest),
       owned: strict ? () => this.blobs.requireOwned(ns, parsed.blobs) : undefined,
       ...this.jobHooks(ns, digest),
-      newRevisionJobs: () => index.mutations,
+      newRevisionJobs: () => {
+        scanPlanned = scan.length > 0;
+        return [...index.mutations, ...scan];
+      },
       guard: (tag, existing) => {
         if (!existing) return;
         if (lww !== null && existing.createdAt !== undefined && existing.createdAt > lww) {
@@ -143,6 +150,7 @@ export class Manifests {
     });
     this.triggers?.committed();
     this.indexTriggers?.committed();
+    if (scanPlanned) this.scanTriggers?.committed(scan);
     if (index.after.length) await this.indexTriggers!.enqueue(index.after).catch(() => {});
     return { digest, subject: parsed.subject, tags };
   }

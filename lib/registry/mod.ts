@@ -23,9 +23,11 @@ import type { BlobRead } from "./blobs.ts";
 import type { ReferrerDescriptor } from "./listings.ts";
 import { ReplicationTriggers } from "./replication_triggers.ts";
 import { IndexTriggers } from "./index_triggers.ts";
+import { ScanTriggers } from "./scan_triggers.ts";
 
 export { type BlobRead } from "./blobs.ts";
 export { INDEX_KIND, indexLayerJob, isTarLayer, tarLayers } from "./index_triggers.ts";
+export { isImage, SCAN_KIND, scanImageJob } from "./scan_triggers.ts";
 export {
   deleteTagJob,
   downstreamsOf,
@@ -77,6 +79,7 @@ export class Registry {
       blobMeta,
       new ReplicationTriggers(cfg, this.jobs),
       new IndexTriggers(cfg, this.jobs),
+      new ScanTriggers(cfg, this.jobs),
     );
     this.uploads = new Uploads({
       store,

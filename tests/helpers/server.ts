@@ -22,6 +22,8 @@ export interface TestServer {
   port: number;
   dataDir: string;
   configPath: string;
+  /** the server process (benches read its RSS from /proc) */
+  pid: number;
   /** graceful stop (SIGTERM) */
   stop(): Promise<void>;
   /** SIGKILL, no cleanup */
@@ -98,6 +100,7 @@ ${opts.config ?? ""}
   };
   return {
     url: `${scheme}://127.0.0.1:${port}`,
+    pid: child.pid,
     port,
     dataDir,
     configPath,

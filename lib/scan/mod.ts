@@ -1,0 +1,233 @@
+// Image reports (packages, advisories, config secrets): the `scan` queue's two jobs, the advisory
+// watch, and the reads behind `/v2/<ns>/_svc/vulnerabilities/<digest>`.
+import type { Config } from "../config/mod.ts";
+import { ManifestMeta } from "../metadata/mod.ts";
+import { type JobContext, PermanentJobError } from "../jobs/mod.ts";
+import { isImage, type Registry, SCAN_KIND, scanImageJob } from "../registry/mod.ts";
+import { parseManifest, RegistryError, truncate } from "../oci/mod.ts";
+import { LayerReader } from "../index/mod.ts";
+import { log } from "../log.ts";
+import { type AdvisoryMeta, AdvisoryStore } from "./advisory_store.ts";
+import { type ImageReport, SCAN_VERSION, Scanner, type ScanRecord } from "./scanner.ts";
+
+export { type AdvisoryMeta, AdvisoryStore } from "./advisory_store.ts";
+export {
+  type ConfigSecret,
+  type Finding,
+  type ImageReport,
+  SCAN_VERSION,
+  type ScanRecord,
+  SEVERITY_RANK,
+} from "./scanner.ts";
+export { SEVERITIES, type Severity } from "./osv.ts";
+export { reportCsv, reportCycloneDx, reportSpdx } from "./formats.ts";
+
+export const LOAD_KIND = "load-advisories";
+const LOAD_LOCK = "advisories";
+
+export interface PlatformSummary {
+  digest: string;
+  platform: { os?: string; architecture?: string; variant?: string } | null;
+  status: "ready" | "scanning" | "not-an-image";
+  counts?: ScanRecord["counts"];
+  scanned_at?: string;
+  report: string;
+}
+
+export type ReportAnswer =
+  | { status: 202 }
+  | { status: 200; kind: "image"; report: ImageReport; refreshing: boolean }
+  | { status: 200; kind: "index"; digest: string; manifests: PlatformSummary[] };
+
+export class Reports {
+  readonly scanner: Scanner;
+  readonly advisories: AdvisoryStore;
+  private readonly meta: ManifestMeta;
+  private timer: ReturnType<typeof setInterval> | undefined;
+
+  constructor(private readonly cfg: Config, private readonly registry: Registry) {
+    this.scanner = new Scanner(registry, new LayerReader(registry.store), {
+      maxDatabaseSize: cfg.scan.maxDatabaseSize,
+    });
+    this.advisories = this.scanner.advisories;
+    this.meta = new ManifestMeta(registry.kv);
+  }
+
+  register(): void {
+    this.registry.jobs.handle("scan", SCAN_KIND, (job) => this.scanner.run(job));
+    this.registry.jobs.handle("scan", LOAD_KIND, (job) => this.loadJob(job));
+  }
+
+  /** Checks `advisories_dir` now and every `reload_interval_secs`; a change queues a load. */
+  watchAdvisories(): void {
+    const dir = this.cfg.scan.advisoriesDir;
+    if (!dir) return;
+    const check = async () => {
+      try {
+        if (await this.advisories.changed(dir)) await this.queueLoad();
+      } catch (e) {
+        log.warn("advisory check failed", { dir, error: String(e) });
+      }
+    };
+    check();
+    const timer = setInterval(check, this.cfg.scan.reloadIntervalSecs * 1000);
+    Deno.unrefTimer(timer as unknown as number);
+    this.timer = timer;
+  }
+
+  stop(): void {
+    clearInterval(this.timer);
+  }
+
+  async queueLoad(force = false): Promise<void> {
+    await this.registry.jobs.queue("scan").enqueue({
+      kind: LOAD_KIND,
+      payload: { force },
+      lockKey: LOAD_LOCK,
+    });
+  }
+
+  private async loadJob(job: JobContext): Promise<void> {
+    const dir = this.cfg.scan.advisoriesDir;
+    if (!dir) throw new PermanentJobError("[scan] advisories_dir is not set");
+    const force = (job.payload as { force?: unknown } | null)?.force === true;
+    const r = await this.advisories.load(dir, { force, signal: job.signal });
+    if (!r.loaded) return;
+    log.info("advisories loaded", {
+      snapshot: r.meta.snapshot,
+      records: r.meta.records,
+      affected: r.meta.affected,
+      errors: r.meta.error_count,
+      ms: r.meta.load_ms,
+    });
+    await this.rescanAll();
+  }
+
+  /**
+   * Queues a scan of every platform image (of `namespace` only, when given). Returns how many
+   * were queued; a digest held by several namespaces is queued once.
+   */
+  async rescanAll(
+    opts: {
+      namespace?: string;
+      dryRun?: boolean;
+      /** only images without a report of the current advisory snapshot */
+      onlyStale?: boolean;
+      report?: (line: string) => void;
+    } = {},
+  ): Promise<number> {
+    const seen = new Set<string>();
+    let queued = 0;
+    let last: string | null = null;
+    for (;;) {
+      const page: { names: string[]; more: boolean } = opts.namespace
+        ? { names: [opts.namespace], more: false }
+        : await this.meta.catalog(200, last, () => true);
+      for (const ns of page.names) {
+        for await (const { digest, rec } of this.meta.revisions(ns)) {
+          if (seen.has(digest)) continue;
+          let parsed;
+          try {
+            parsed = parseManifest(await this.registry.manifests.body(digest, rec), rec.mediaType);
+          } catch {
+            continue;
+          }
+          if (!isImage(parsed)) continue;
+          seen.add(digest);
+          if (opts.onlyStale && !(await this.stale(digest))) continue;
+          queued++;
+          opts.report?.(`scan ${ns}@${digest}`);
+          if (!opts.dryRun) {
+            await this.registry.jobs.queue("scan").enqueue(scanImageJob(digest, ns));
+          }
+        }
+      }
+      if (!page.more) break;
+      last = page.names[page.names.length - 1];
+    }
+    return queued;
+  }
+
+  private async stale(digest: string): Promise<boolean> {
+    const rec = await this.scanner.record(digest);
+    const adv = await this.advisories.meta();
+    return !rec || rec.version < SCAN_VERSION || (adv?.snapshot ?? null) !== rec.snapshot;
+  }
+
+  async status(): Promise<AdvisoryMeta | null> {
+    return await this.advisories.meta();
+  }
+
+  /** The report of a manifest of `ns`: an image's, or one summary per platform of an index. */
+  async report(ns: string, digest: string): Promise<ReportAnswer> {
+    const rev = await this.meta.revision(ns, digest);
+    if (!rev) {
+      throw new RegistryError("MANIFEST_UNKNOWN", `${truncate(ns)}@${truncate(digest)}`);
+    }
+    const parsed = parseManifest(await this.registry.manifests.body(digest, rev), rev.mediaType);
+    if (parsed.children.length > 0) {
+      const manifests: PlatformSummary[] = [];
+      for (const child of parsed.children.slice(0, 256)) {
+        const link = `/v2/${ns}/_svc/vulnerabilities/${child.digest}`;
+        const platform = child.platform
+          ? {
+            os: child.platform.os,
+            architecture: child.platform.architecture,
+            ...(child.platform.variant ? { variant: child.platform.variant } : {}),
+          }
+          : null;
+        const childRev = await this.meta.revision(ns, child.digest);
+        let image = false;
+        if (childRev) {
+          try {
+            image = isImage(
+              parseManifest(
+                await this.registry.manifests.body(child.digest, childRev),
+                childRev.mediaType,
+              ),
+            );
+          } catch {
+            image = false;
+          }
+        }
+        if (!image) {
+          manifests.push({ digest: child.digest, platform, status: "not-an-image", report: link });
+          continue;
+        }
+        const rec = await this.current(ns, child.digest);
+        manifests.push(
+          rec
+            ? {
+              digest: child.digest,
+              platform,
+              status: "ready",
+              counts: rec.counts,
+              scanned_at: new Date(rec.scanned_at).toISOString(),
+              report: link,
+            }
+            : { digest: child.digest, platform, status: "scanning", report: link },
+        );
+      }
+      return { status: 200, kind: "index", digest, manifests };
+    }
+    if (!isImage(parsed)) {
+      throw new RegistryError("UNSUPPORTED", `${truncate(digest)} is not an image: no report`, {
+        status: 404,
+      });
+    }
+    const rec = await this.current(ns, digest);
+    if (!rec) return { status: 202 };
+    const adv = await this.advisories.meta();
+    const refreshing = (adv?.snapshot ?? null) !== rec.snapshot;
+    return { status: 200, kind: "image", report: await this.scanner.report(rec), refreshing };
+  }
+
+  /** The stored record, queueing a scan when there is none or it is out of date. */
+  private async current(ns: string, digest: string): Promise<ScanRecord | null> {
+    const rec = await this.scanner.record(digest);
+    if (await this.stale(digest)) {
+      await this.registry.jobs.queue("scan").enqueue(scanImageJob(digest, ns));
+    }
+    return rec;
+  }
+}

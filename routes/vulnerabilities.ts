@@ -1,0 +1,123 @@
+// `/v2/<ns>/_svc/vulnerabilities/<digest>` (image reports, docs/api.md#image-reports): parse the
+// query, call lib/scan, write the answer in the asked format. Bad query values are 404, as on
+// every extension GET.
+import type { Action } from "./actions.ts";
+import { RegistryError } from "../lib/oci/mod.ts";
+import {
+  type Finding,
+  type ImageReport,
+  reportCsv,
+  reportCycloneDx,
+  type Reports,
+  reportSpdx,
+  SEVERITIES,
+  type Severity,
+  SEVERITY_RANK,
+} from "../lib/scan/mod.ts";
+import { jsonResponse } from "./request.ts";
+
+const badQuery = (detail: string) => new RegistryError("NAME_UNKNOWN", detail);
+const FORMATS = ["json", "csv", "cyclonedx", "spdx"] as const;
+const SORTS = ["severity", "package", "id"] as const;
+
+function one(url: URL, name: string): string | null {
+  const all = url.searchParams.getAll(name);
+  if (all.length > 1) throw badQuery(`${name} given more than once`);
+  return all[0] ?? null;
+}
+
+export interface ReportQuery {
+  format: typeof FORMATS[number];
+  severities: Set<Severity> | null;
+  sort: typeof SORTS[number];
+}
+
+export function parseReportQuery(url: URL): ReportQuery {
+  const format = (one(url, "format") ?? "json").toLowerCase();
+  if (!(FORMATS as readonly string[]).includes(format)) {
+    throw badQuery(`format must be one of ${FORMATS.join(", ")}`);
+  }
+  const sev = one(url, "severity");
+  let severities: Set<Severity> | null = null;
+  if (sev !== null) {
+    severities = new Set();
+    for (const s of sev.split(",")) {
+      const v = s.trim().toUpperCase();
+      if (!(SEVERITIES as readonly string[]).includes(v)) {
+        throw badQuery(`severity must be a list of ${SEVERITIES.join(", ")}`);
+      }
+      severities.add(v as Severity);
+    }
+  }
+  const sort = (one(url, "sort") ?? "severity").toLowerCase();
+  if (!(SORTS as readonly string[]).includes(sort)) {
+    throw badQuery(`sort must be one of ${SORTS.join(", ")}`);
+  }
+  return {
+    format: format as ReportQuery["format"],
+    severities,
+    sort: sort as ReportQuery["sort"],
+  };
+}
+
+const cmp = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
+
+function findingsOf(report: ImageReport, q: ReportQuery): Finding[] {
+  const f = report.findings.filter((x) => !q.severities || q.severities.has(x.severity));
+  const bySeverity = (a: Finding, b: Finding) =>
+    SEVERITY_RANK[a.severity] - SEVERITY_RANK[b.severity];
+  if (q.sort === "package") {
+    f.sort((a, b) => cmp(a.package, b.package) || bySeverity(a, b) || cmp(a.id, b.id));
+  } else if (q.sort === "id") f.sort((a, b) => cmp(a.id, b.id) || cmp(a.package, b.package));
+  else f.sort((a, b) => bySeverity(a, b) || cmp(a.package, b.package) || cmp(a.id, b.id));
+  return f;
+}
+
+export async function vulnerabilitiesHandler(
+  req: Request,
+  url: URL,
+  a: Action,
+  reports: Reports | undefined,
+  extra: Headers,
+): Promise<Response> {
+  if (!reports) throw new RegistryError("NAME_UNKNOWN", "image reports are not enabled");
+  const q = parseReportQuery(url);
+  const head = req.method === "HEAD";
+  const r = await reports.report(a.namespace!, a.digest!);
+  if (r.status === 202) {
+    extra.set("Content-Type", "application/json");
+    extra.set("Retry-After", "2");
+    return new Response(head ? null : JSON.stringify({ status: "scanning" }), {
+      status: 202,
+      headers: extra,
+    });
+  }
+  if (r.kind === "index") {
+    if (q.format !== "json") throw badQuery(`an index has no ${q.format} report: ask a platform`);
+    return jsonResponse({ digest: r.digest, manifests: r.manifests }, extra, head);
+  }
+  const report = { ...r.report, findings: findingsOf(r.report, q) };
+  switch (q.format) {
+    case "csv": {
+      extra.set("Content-Type", "text/csv; charset=utf-8");
+      return new Response(head ? null : reportCsv(report.findings), {
+        status: 200,
+        headers: extra,
+      });
+    }
+    case "cyclonedx":
+      extra.set("Content-Type", "application/vnd.cyclonedx+json");
+      return new Response(head ? null : JSON.stringify(reportCycloneDx(report)), {
+        status: 200,
+        headers: extra,
+      });
+    case "spdx":
+      extra.set("Content-Type", "application/spdx+json");
+      return new Response(
+        head ? null : JSON.stringify(reportSpdx(report, `${url.origin}/v2/${a.namespace}/sbom`)),
+        { status: 200, headers: extra },
+      );
+    default:
+      return jsonResponse({ ...report, refreshing: r.refreshing }, extra, head);
+  }
+}

@@ -32,7 +32,8 @@ export type ActionName =
   | "list-failed-jobs"
   | "retry-job"
   | "delete-job"
-  | "get-report";
+  | "get-report"
+  | "diff-images";
 
 export interface Action {
   name: ActionName;
@@ -49,7 +50,8 @@ export interface Action {
     | "layer-entries"
     | "layer-file"
     | "layer-details"
-    | "vulnerabilities";
+    | "vulnerabilities"
+    | "diff";
 }
 
 type Method = "GET" | "HEAD" | "POST" | "PUT" | "PATCH" | "DELETE";
@@ -96,6 +98,7 @@ const ROUTES: Route[] = [
     methods: READ("get-blob"),
     resource: "layer-details",
   },
+  { re: /^\/v2\/(.+)\/_svc\/diff$/, methods: READ("diff-images"), resource: "diff" },
   {
     re: /^\/v2\/(.+)\/_svc\/vulnerabilities\/([^/]+)$/,
     methods: READ("get-report"),

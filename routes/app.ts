@@ -21,7 +21,7 @@ import type { PolicySet } from "../lib/policy/mod.ts";
 import type { Metrics } from "../lib/metrics/mod.ts";
 import type { LayerIndex } from "../lib/index/mod.ts";
 import { layerHandler } from "./layers.ts";
-import { vulnerabilitiesHandler } from "./vulnerabilities.ts";
+import { diffHandler, vulnerabilitiesHandler } from "./vulnerabilities.ts";
 import type { Reports } from "../lib/scan/mod.ts";
 import { countAuth, instrumentFetch, metricsHandler, noteAction } from "./metrics.ts";
 
@@ -141,6 +141,9 @@ export function createApp(services: Services): Hono<{ Bindings: ConnEnv }> {
     if (action.name === "get-report") {
       return await vulnerabilitiesHandler(req, url, action, services.reports, extra);
     }
+    if (action.name === "diff-images") {
+      return await diffHandler(req, url, action, services.reports, extra);
+    }
     if (action.resource?.startsWith("layer-")) {
       return await layerHandler(req, url, action, services.layers, extra);
     }
@@ -219,6 +222,7 @@ function dispatch(
     case "get-token":
     case "metrics":
     case "get-report":
+    case "diff-images":
       throw new Error(`${a.name} is not dispatched here`);
   }
 }

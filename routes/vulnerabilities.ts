@@ -2,8 +2,10 @@
 // query, call lib/scan, write the answer in the asked format. Bad query values are 404, as on
 // every extension GET.
 import type { Action } from "./actions.ts";
-import { RegistryError } from "../lib/oci/mod.ts";
+import { isValidTag, parseDigest, RegistryError } from "../lib/oci/mod.ts";
 import {
+  DIFF_DEFAULT_N,
+  DIFF_MAX_N,
   type Finding,
   type ImageReport,
   reportCsv,
@@ -120,4 +122,39 @@ export async function vulnerabilitiesHandler(
     default:
       return jsonResponse({ ...report, refreshing: r.refreshing }, extra, head);
   }
+}
+
+/** `/v2/<ns>/_svc/diff?from=<ref>&to=<ref>[&n=]` (docs/api.md#image-diff). */
+export async function diffHandler(
+  req: Request,
+  url: URL,
+  a: Action,
+  reports: Reports | undefined,
+  extra: Headers,
+): Promise<Response> {
+  if (!reports) throw new RegistryError("NAME_UNKNOWN", "image reports are not enabled");
+  const from = one(url, "from"), to = one(url, "to");
+  if (from === null || to === null) throw badQuery("from and to are required");
+  for (const ref of [from, to]) {
+    if (!(ref.includes(":") ? parseDigest(ref) : isValidTag(ref))) {
+      throw badQuery(`invalid reference ${JSON.stringify(ref.slice(0, 100))}`);
+    }
+  }
+  const nRaw = one(url, "n");
+  let n = DIFF_DEFAULT_N;
+  if (nRaw !== null) {
+    if (!/^\d{1,9}$/.test(nRaw) || Number(nRaw) < 1) throw badQuery("n must be a positive integer");
+    n = Math.min(Number(nRaw), DIFF_MAX_N);
+  }
+  const head = req.method === "HEAD";
+  const r = await reports.diff(a.namespace!, from, to, n);
+  if (r.status === 202) {
+    extra.set("Content-Type", "application/json");
+    extra.set("Retry-After", "1");
+    return new Response(head ? null : JSON.stringify({ status: "indexing" }), {
+      status: 202,
+      headers: extra,
+    });
+  }
+  return jsonResponse(r.diff, extra, head);
 }

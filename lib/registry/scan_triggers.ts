@@ -1,5 +1,5 @@
 // The scan jobs a push causes (`[scan] on_push`): one `scan-image` job per new platform image
-// manifest of a hosted repository, in the push's own commit (lock key = the digest: the report
+// manifest of a hosted repository whose layers are indexed on push, in the push's own commit (lock key = the digest: the report
 // is shared by every namespace holding the image). Indexes get no job: their report is made of
 // their platforms' reports.
 import type { Config } from "../config/schema.ts";
@@ -7,7 +7,7 @@ import { repositoryOf } from "../config/repositories.ts";
 import type { ParsedManifest } from "../oci/manifest.ts";
 import type { JobQueues } from "../jobs/mod.ts";
 import type { PlannedMutation } from "../metadata/mod.ts";
-import { tarLayers } from "./index_triggers.ts";
+import { indexesOnPush, tarLayers } from "./index_triggers.ts";
 
 export const SCAN_KIND = "scan-image";
 
@@ -26,6 +26,9 @@ export class ScanTriggers {
   plan(ns: string, digest: string, parsed: ParsedManifest): PlannedMutation[] {
     if (!this.cfg.scan.onPush || !isImage(parsed)) return [];
     if (repositoryOf(this.cfg, ns).upstreams?.length) return [];
+    // A scan indexes the layers it reads: where the index is told not to run on push, neither
+    // does the scan (the first report request starts both).
+    if (!indexesOnPush(this.cfg, ns)) return [];
     return this.jobs.queue("scan").plan(scanImageJob(digest, ns));
   }
 

@@ -5,7 +5,10 @@ import { ManifestMeta } from "../metadata/mod.ts";
 import { type JobContext, PermanentJobError } from "../jobs/mod.ts";
 import { isImage, type Registry, SCAN_KIND, scanImageJob } from "../registry/mod.ts";
 import { parseManifest, RegistryError, truncate } from "../oci/mod.ts";
-import { LayerReader } from "../index/mod.ts";
+import { INDEX_VERSION, indexKey, type IndexRecord, LayerReader } from "../index/mod.ts";
+import { indexLayerJob, tarLayers } from "../registry/mod.ts";
+import { diffImages, type ImageDiff } from "./image_diff.ts";
+import { mergeLayers } from "./merged_fs.ts";
 import { log } from "../log.ts";
 import { type AdvisoryMeta, AdvisoryStore } from "./advisory_store.ts";
 import { type ImageReport, SCAN_VERSION, Scanner, type ScanRecord } from "./scanner.ts";
@@ -22,7 +25,12 @@ export {
 export { SEVERITIES, type Severity } from "./osv.ts";
 export { reportCsv, reportCycloneDx, reportSpdx } from "./formats.ts";
 
+export { type DiffEntry, type DiffSide, type ImageDiff } from "./image_diff.ts";
+
 export const LOAD_KIND = "load-advisories";
+/** `n` of the diff: entries per list (added, removed, modified) */
+export const DIFF_DEFAULT_N = 1000;
+export const DIFF_MAX_N = 10_000;
 const LOAD_LOCK = "advisories";
 
 export interface PlatformSummary {
@@ -220,6 +228,65 @@ export class Reports {
     const adv = await this.advisories.meta();
     const refreshing = (adv?.snapshot ?? null) !== rec.snapshot;
     return { status: 200, kind: "image", report: await this.scanner.report(rec), refreshing };
+  }
+
+  /**
+   * Two images of `ns` compared (refs are tags or digests). 202 while a layer of either is not
+   * indexed yet (its index job is queued).
+   */
+  async diff(
+    ns: string,
+    fromRef: string,
+    toRef: string,
+    limit: number,
+  ): Promise<{ status: 202 } | { status: 200; diff: ImageDiff }> {
+    const sides = [];
+    for (const ref of [fromRef, toRef]) {
+      const { digest, rev } = await this.registry.manifests.resolve(ns, ref);
+      const parsed = parseManifest(await this.registry.manifests.body(digest, rev), rev.mediaType);
+      if (!isImage(parsed)) {
+        throw new RegistryError(
+          "UNSUPPORTED",
+          `${truncate(ref)} is not an image${
+            parsed.children.length ? ": name one platform's manifest" : ""
+          }`,
+          { status: 404 },
+        );
+      }
+      sides.push({ digest, layers: tarLayers(parsed) });
+    }
+    let waiting = false;
+    const recs: IndexRecord[][] = [];
+    for (const s of sides) {
+      const got: IndexRecord[] = [];
+      for (const d of s.layers) {
+        const rec = (await this.registry.kv.get<IndexRecord>(indexKey(d))).value;
+        if (!rec || rec.version < INDEX_VERSION) {
+          waiting = true;
+          await this.registry.jobs.queue("index").enqueue(indexLayerJob(d));
+        } else got.push(rec);
+      }
+      recs.push(got);
+    }
+    if (waiting) return { status: 202 };
+    const reader = new LayerReader(this.registry.store);
+    const merged = await Promise.all(
+      recs.map((rs) =>
+        mergeLayers(
+          rs.map((rec) => () =>
+            rec.state === "unsupported" ? (async function* () {})() : reader.entries(rec)
+          ),
+        )
+      ),
+    );
+    return {
+      status: 200,
+      diff: diffImages(
+        { ...sides[0], merged: merged[0] },
+        { ...sides[1], merged: merged[1] },
+        limit,
+      ),
+    };
   }
 
   /** The stored record, queueing a scan when there is none or it is out of date. */

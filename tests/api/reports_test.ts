@@ -438,3 +438,108 @@ Deno.test({
       assert.deepEqual(report.platform, { os: "linux", architecture: "arm64" });
     }),
 });
+
+async function pushLayers(s: TestServer, ns: string, tag: string, tars: Uint8Array[]) {
+  const cfg = jsonBytes({ architecture: "amd64", os: "linux", tag });
+  const config = await pushBlob(s.url, ns, cfg);
+  const layers = [];
+  for (const t of tars) {
+    const b = new Uint8Array(gzipSync(t));
+    layers.push({
+      mediaType: "application/vnd.oci.image.layer.v1.tar+gzip",
+      digest: await pushBlob(s.url, ns, b),
+      size: b.length,
+    });
+  }
+  const r = await req(s, `/v2/${ns}/manifests/${tag}`, {
+    method: "PUT",
+    headers: { "content-type": OCI_MANIFEST },
+    body: jsonBytes({
+      schemaVersion: 2,
+      mediaType: OCI_MANIFEST,
+      config: { mediaType: OCI_CONFIG, digest: config, size: cfg.length },
+      layers,
+    }) as BodyInit,
+  });
+  assert.equal(r.status, 201, await r.text());
+  return { digest: r.headers.get("docker-content-digest")!, layers: layers.map((l) => l.digest) };
+}
+
+Deno.test({
+  ...serverTestOpts,
+  name: "diff API: added, removed and modified paths with their layers; waste and efficiency",
+  fn: () =>
+    withServer({ config: FAST }, async (s) => {
+      const base = tarOf([
+        { path: "a.txt", data: "aaaa" },
+        { path: "b.txt", data: "bb" },
+        { path: "d", type: "5" },
+        { path: "d/x", data: "x" },
+        { path: "l", type: "2", link: "a.txt" },
+      ]);
+      const a = await pushLayers(s, "diff/app", "a", [
+        base,
+        tarOf([{ path: "a.txt", data: "AAAAAA" }, { path: ".wh.b.txt", data: "" }]),
+      ]);
+      const b = await pushLayers(s, "diff/app", "b", [
+        base,
+        tarOf([
+          { path: "a.txt", data: "AAAAAA", mode: 0o755 },
+          { path: "c.txt", data: "new" },
+          { path: "d/.wh..wh..opq", data: "" },
+        ]),
+      ]);
+      const path = "/v2/diff/app/_svc/diff?from=a&to=b";
+      let r: Response;
+      for (let i = 0;; i++) {
+        r = await req(s, path);
+        if (r.status !== 202) break;
+        assert.deepEqual(await r.json(), { status: "indexing" });
+        if (i > 300) assert.fail("diff still 202");
+        await new Promise((res) => setTimeout(res, 100));
+      }
+      assert.equal(r.status, 200, await r.clone().text());
+      const d = await r.json();
+      const names = (xs: { path: string; layer: string }[]) =>
+        xs.map((x) => `${x.path}@${x.layer}`);
+      assert.deepEqual(names(d.added), [`b.txt@${b.layers[0]}`, `c.txt@${b.layers[1]}`]);
+      assert.deepEqual(names(d.removed), [`d/x@${a.layers[0]}`]);
+      assert.equal(d.modified.length, 1);
+      assert.equal(d.modified[0].path, "a.txt");
+      assert.deepEqual(d.modified[0].changes, ["mode"]);
+      assert.equal(d.modified[0].from.layer, a.layers[1]);
+      assert.equal(d.modified[0].to.layer, b.layers[1]);
+      assert.equal(d.modified[0].from.sha256, d.modified[0].to.sha256);
+      assert.deepEqual(
+        [d.from.digest, d.from.total_bytes, d.from.wasted_bytes, d.from.efficiency],
+        [a.digest, 13, 6, 0.5385],
+      );
+      assert.deepEqual(
+        [d.to.digest, d.to.total_bytes, d.to.wasted_bytes, d.to.efficiency],
+        [b.digest, 16, 5, 0.6875],
+      );
+      assert.equal(d.truncated, false);
+      // n cuts each list and says so; digests work as refs.
+      const cut = await (await req(s, `/v2/diff/app/_svc/diff?from=${a.digest}&to=b&n=1`)).json();
+      assert.equal(cut.added.length, 1);
+      assert.equal(cut.truncated, true);
+      // bad queries 404; unknown refs MANIFEST_UNKNOWN
+      for (
+        const q of [
+          "?from=a",
+          "?to=b",
+          "?from=a&to=b&n=0",
+          "?from=a&to=b&n=x",
+          "?from=a&from=a&to=b",
+          "?from=%20&to=b",
+        ]
+      ) {
+        await assertErrorCode(await req(s, `/v2/diff/app/_svc/diff${q}`), 404, "NAME_UNKNOWN");
+      }
+      await assertErrorCode(
+        await req(s, "/v2/diff/app/_svc/diff?from=a&to=nope"),
+        404,
+        "MANIFEST_UNKNOWN",
+      );
+    }),
+});

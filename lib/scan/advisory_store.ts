@@ -6,7 +6,8 @@
 import { join, relative } from "node:path";
 import { createHash } from "node:crypto";
 import { type Affected, OsvError, parseOsv } from "./osv.ts";
-import { zipMembers, zipRead } from "./zip.ts";
+import { zipMembers, zipRead, ZipWindow } from "./zip.ts";
+import { Scavenger } from "../streams/scavenge.ts";
 
 export interface AdvisoryMeta {
   snapshot: string;
@@ -162,6 +163,8 @@ export class AdvisoryStore {
       }
     };
     const dec = new TextDecoder();
+    // Each member leaves an inflated buffer and its JSON behind; V8 frees those late.
+    const scavenger = new Scavenger();
     try {
       for (const f of files) {
         opts.signal?.throwIfAborted();
@@ -171,16 +174,18 @@ export class AdvisoryStore {
           try {
             fh = await Deno.open(f.path);
             const members = await zipMembers(fh, f.size);
+            const window = new ZipWindow(fh);
             for (const m of members) {
               opts.signal?.throwIfAborted();
               if (!/\.json$/i.test(m.name)) continue;
               let bytesOf: Uint8Array;
               try {
-                bytesOf = await zipRead(fh, m, MAX_RECORD_BYTES);
+                bytesOf = await zipRead(window, m, MAX_RECORD_BYTES);
               } catch (e) {
                 problem(`${rel}!${m.name}: ${(e as Error).message}`);
                 continue;
               }
+              scavenger.passed(bytesOf.length * 8);
               await add(dec.decode(bytesOf), `${rel}!${m.name}`);
             }
           } catch (e) {

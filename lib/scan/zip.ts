@@ -134,21 +134,45 @@ export async function zipMembers(
   return out;
 }
 
+/**
+ * Reads members in order through one window of the file: an OSV dump holds ~100k small members
+ * stored one after another, and two small reads per member (header, then data) cost ~90 µs each
+ * in async file ops here (17 s for 100k members) against ~1 s through a 4 MiB window.
+ */
+export class ZipWindow {
+  private at = 0;
+  private buf: Uint8Array = new Uint8Array(0);
+  constructor(private readonly f: Deno.FsFile, private readonly size = 4 << 20) {}
+
+  async bytes(pos: number, len: number): Promise<Uint8Array> {
+    if (pos < this.at || pos + len > this.at + this.buf.length) {
+      this.buf = await readAt(this.f, pos, Math.max(this.size, len));
+      this.at = pos;
+    }
+    return this.buf.subarray(pos - this.at, pos - this.at + len);
+  }
+}
+
 /** A member's bytes, refused past `maxSize` before anything is inflated. */
-export async function zipRead(f: Deno.FsFile, m: ZipMember, maxSize: number): Promise<Uint8Array> {
+export async function zipRead(
+  f: Deno.FsFile | ZipWindow,
+  m: ZipMember,
+  maxSize: number,
+): Promise<Uint8Array> {
   if (m.size > maxSize) throw new ZipError(`${m.name}: ${m.size} bytes (max ${maxSize})`);
   if (m.method !== 0 && m.method !== 8) {
     throw new ZipError(`${m.name}: compression method ${m.method} not supported`);
   }
-  const lh = await readAt(f, m.headerOffset, 30);
+  const w = f instanceof ZipWindow ? f : new ZipWindow(f, 0);
+  const lh = await w.bytes(m.headerOffset, 30);
   const lv = new DataView(lh.buffer, lh.byteOffset, lh.byteLength);
   if (lh.length < 30 || lv.getUint32(0, true) !== LFH_SIG) {
     throw new ZipError(`${m.name}: corrupt local header`);
   }
   const dataAt = m.headerOffset + 30 + lv.getUint16(26, true) + lv.getUint16(28, true);
-  const raw = await readAt(f, dataAt, m.compressedSize);
+  const raw = await w.bytes(dataAt, m.compressedSize);
   if (raw.length < m.compressedSize) throw new ZipError(`${m.name}: truncated`);
-  if (m.method === 0) return raw;
+  if (m.method === 0) return raw.slice();
   try {
     // maxOutputLength refuses a member that inflates past what its header declared.
     return new Uint8Array(inflateRawSync(raw, { maxOutputLength: Math.max(1, m.size) }));

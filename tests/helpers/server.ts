@@ -15,6 +15,9 @@ export interface ServerOptions {
   port?: number;
   /** reuse an existing data directory (for restart tests) */
   dataDir?: string;
+  /** run without the test-only KV limit wrapper (benches: it serializes every value to size it,
+   * which costs time and, under load, hundreds of MiB) */
+  unchecked?: boolean;
 }
 
 export interface TestServer {
@@ -54,7 +57,11 @@ ${opts.config ?? ""}
     cwd: ROOT,
     stdout: "piped",
     stderr: "piped",
-    env: { RUST_BACKTRACE: "0", NO_COLOR: "1", WHARF_STRICT_KV_LIMITS: "1" },
+    env: {
+      RUST_BACKTRACE: "0",
+      NO_COLOR: "1",
+      WHARF_STRICT_KV_LIMITS: opts.unchecked ? "0" : "1",
+    },
   }).spawn();
   let out = "";
   let scheme = "http";

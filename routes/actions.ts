@@ -33,7 +33,8 @@ export type ActionName =
   | "retry-job"
   | "delete-job"
   | "get-report"
-  | "diff-images";
+  | "diff-images"
+  | "search-files";
 
 export interface Action {
   name: ActionName;
@@ -72,6 +73,7 @@ const ROUTES: Route[] = [
   { re: /^\/v2\/_svc\/repositories\/list$/, methods: READ("list-repositories") },
   { re: /^\/v2\/_svc\/namespaces\/list$/, methods: READ("list-namespaces") },
   { re: /^\/v2\/_svc\/ui\/config$/, methods: READ("ui-config") },
+  { re: /^\/v2\/_svc\/files\/search$/, methods: READ("search-files") },
   { re: /^\/v2\/_svc\/jobs\/list$/, methods: READ("list-jobs"), resource: "pending" },
   {
     re: /^\/v2\/_svc\/jobs\/failed$/,

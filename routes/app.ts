@@ -22,6 +22,7 @@ import type { Metrics } from "../lib/metrics/mod.ts";
 import type { LayerIndex } from "../lib/index/mod.ts";
 import { layerHandler } from "./layers.ts";
 import { diffHandler, vulnerabilitiesHandler } from "./vulnerabilities.ts";
+import { filesSearchHandler } from "./files.ts";
 import type { Reports } from "../lib/scan/mod.ts";
 import { countAuth, instrumentFetch, metricsHandler, noteAction } from "./metrics.ts";
 
@@ -141,6 +142,9 @@ export function createApp(services: Services): Hono<{ Bindings: ConnEnv }> {
     if (action.name === "get-report") {
       return await vulnerabilitiesHandler(req, url, action, services.reports, extra);
     }
+    if (action.name === "search-files") {
+      return await filesSearchHandler(req, url, action, reg, extra, h.canRead, h.canListTags);
+    }
     if (action.name === "diff-images") {
       return await diffHandler(req, url, action, services.reports, extra);
     }
@@ -223,6 +227,7 @@ function dispatch(
     case "metrics":
     case "get-report":
     case "diff-images":
+    case "search-files":
       throw new Error(`${a.name} is not dispatched here`);
   }
 }

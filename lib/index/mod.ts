@@ -16,9 +16,18 @@ import {
   readAllStream,
 } from "./layer_store.ts";
 import { isElf, readElf } from "./elf.ts";
+import { writeFileIndex } from "./file_search.ts";
 import { pemBlocks } from "./pem.ts";
 
 export { detectCompression, indexLayer } from "./indexer.ts";
+export {
+  FILE_INDEX_VERSION,
+  type SearchField,
+  searchFiles,
+  type SearchHit,
+  type SearchPage,
+  writeFileIndex,
+} from "./file_search.ts";
 export { type SecretFinding, SecretScanner } from "./secrets.ts";
 export { LayerReader } from "./layer_store.ts";
 
@@ -65,7 +74,13 @@ export class LayerIndex {
     const digest = p?.digest;
     if (typeof digest !== "string") throw new PermanentJobError("payload needs a digest");
     const current = (await this.registry.kv.get<IndexRecord>(indexKey(digest))).value;
-    if (current && current.version >= INDEX_VERSION && p?.force !== true) return;
+    if (current && current.version >= INDEX_VERSION && p?.force !== true) {
+      // Layers listed before the file index existed get it now (a no-op once written).
+      if (current.state !== "unsupported") {
+        await writeFileIndex(this.registry.kv, this.reader, digest, current, job.signal);
+      }
+      return;
+    }
     const blob = await this.blobs.blob(digest);
     if (!blob) throw new PermanentJobError(`blob ${digest} is not stored`);
     const r = await indexLayer(
@@ -76,6 +91,10 @@ export class LayerIndex {
       blob.size,
       job.signal,
     );
+    // What was listed is searchable, a partial listing's files included.
+    if (r.record.state !== "unsupported") {
+      await writeFileIndex(this.registry.kv, this.reader, digest, r.record, job.signal);
+    }
     // A partial listing is served; the job still ends with the reason, for the failed list.
     if (r.record.state === "partial") throw new PermanentJobError(r.error ?? "partial listing");
   }

@@ -43,6 +43,15 @@ export class ManifestMeta {
     return deleteTag(this.kv, ns, tag, guard, jobs);
   }
 
+  /** Manifests of `ns` that reference blob `digest` (a config or layer), at most `limit`. */
+  async manifestsUsing(ns: string, digest: string, limit = 100): Promise<string[]> {
+    const out: string[] = [];
+    for await (const e of this.kv.list({ prefix: K.brefs(ns, digest) }, { limit })) {
+      out.push(e.key[3] as string);
+    }
+    return out;
+  }
+
   /** Tags pointing at a revision. */
   async tagsOf(ns: string, digest: string): Promise<string[]> {
     return (await listAll(this.kv, { prefix: K.tagrevs(ns, digest) })).map((e) =>

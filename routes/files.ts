@@ -1,0 +1,76 @@
+// `GET /v2/_svc/files/search` (docs/api.md#file-search): which images anywhere hold a file,
+// by content digest, exact path or basename. Each result is shown only to a caller who may read
+// the layer (get-blob) and list the namespace's tags (list-tags), as the catalog filters.
+import type { Action } from "./actions.ts";
+import { RegistryError } from "../lib/oci/mod.ts";
+import { type SearchField, searchFiles } from "../lib/index/mod.ts";
+import type { Registry } from "../lib/registry/mod.ts";
+import { jsonResponse } from "./request.ts";
+
+const badQuery = (detail: string) => new RegistryError("NAME_UNKNOWN", detail);
+export const SEARCH_DEFAULT_N = 100;
+export const SEARCH_MAX_N = 1000;
+
+function one(url: URL, name: string): string | null {
+  const all = url.searchParams.getAll(name);
+  if (all.length > 1) throw badQuery(`${name} given more than once`);
+  return all[0] ?? null;
+}
+
+export async function filesSearchHandler(
+  req: Request,
+  url: URL,
+  _a: Action,
+  reg: Registry,
+  extra: Headers,
+  canRead: (ns: string, digest: string) => boolean,
+  canListTags: (ns: string) => boolean,
+): Promise<Response> {
+  const given = (["sha256", "path", "name"] as SearchField[])
+    .map((f) => [f, one(url, f)] as const)
+    .filter(([, v]) => v !== null) as [SearchField, string][];
+  if (given.length !== 1) throw badQuery("exactly one of sha256, path or name is required");
+  let [field, value] = given[0];
+  if (field === "sha256") {
+    value = value.toLowerCase().replace(/^sha256:/, "");
+    if (!/^[0-9a-f]{64}$/.test(value)) throw badQuery("sha256 must be 64 hex digits");
+  } else if (field === "path") {
+    value = value.replace(/^\.?\/+/, "").replace(/\/+$/, "");
+    if (!value || value.length > 1024 || value.split("/").includes("..")) {
+      throw badQuery("path must be a non-empty path inside a layer");
+    }
+  } else if (!value || value.includes("/") || value.length > 255) {
+    throw badQuery("name must be a basename (no /)");
+  }
+  const nRaw = one(url, "n");
+  let n = SEARCH_DEFAULT_N;
+  if (nRaw !== null) {
+    if (!/^\d{1,9}$/.test(nRaw) || Number(nRaw) < 1) throw badQuery("n must be a positive integer");
+    n = Math.min(Number(nRaw), SEARCH_MAX_N);
+  }
+  const next = one(url, "next");
+  if (next !== null && !/^[A-Za-z0-9+/=_-]{1,4096}$/.test(next)) throw badQuery("invalid next");
+  let page;
+  try {
+    page = await searchFiles(
+      reg.kv,
+      field,
+      value,
+      n,
+      next ?? undefined,
+      (ns, layer) => Promise.resolve(canRead(ns, layer) && canListTags(ns)),
+    );
+  } catch (e) {
+    // A cursor KV cannot decode (or one from another query) is a bad query value.
+    if (next !== null && e instanceof Error && !(e instanceof RegistryError)) {
+      throw badQuery("invalid next");
+    }
+    throw e;
+  }
+  if (page.next) {
+    const u = new URL(url);
+    u.searchParams.set("next", page.next);
+    extra.set("Link", `<${u.pathname}${u.search}>; rel="next"`);
+  }
+  return jsonResponse(page, extra, req.method === "HEAD");
+}

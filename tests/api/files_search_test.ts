@@ -1,0 +1,136 @@
+// Registry-wide file search over HTTP: one file in images of three namespaces (one hidden from
+// the caller by policy), by sha256, exact path and basename; paging with `next` and Link; a
+// deleted manifest leaving the answers; and the 404 rules for malformed queries.
+import assert from "node:assert/strict";
+import { createHash } from "node:crypto";
+import { gzipSync } from "node:zlib";
+import { assertErrorCode, req, serverTestOpts } from "../helpers/api.ts";
+import { pushBlob, type TestServer, withServer } from "../helpers/server.ts";
+import { jsonBytes, OCI_CONFIG, OCI_MANIFEST } from "../helpers/oci_content.ts";
+import { tarOf } from "../helpers/tar.ts";
+
+const CONFIG = `
+[global.job_queue]
+poll_interval_ms = 100
+[global.access_policy]
+default = "allow"
+rules = ['request.action == "get-blob" && request.namespace == "hidden/app"']
+`;
+
+async function push(s: TestServer, ns: string, tag: string, tars: Uint8Array[]) {
+  const cfg = jsonBytes({ architecture: "amd64", os: "linux", ns, tag });
+  const config = await pushBlob(s.url, ns, cfg);
+  const layers = [];
+  for (const t of tars) {
+    const b = new Uint8Array(gzipSync(t));
+    layers.push({
+      mediaType: "application/vnd.oci.image.layer.v1.tar+gzip",
+      digest: await pushBlob(s.url, ns, b),
+      size: b.length,
+    });
+  }
+  const r = await req(s, `/v2/${ns}/manifests/${tag}`, {
+    method: "PUT",
+    headers: { "content-type": OCI_MANIFEST },
+    body: jsonBytes({
+      schemaVersion: 2,
+      mediaType: OCI_MANIFEST,
+      config: { mediaType: OCI_CONFIG, digest: config, size: cfg.length },
+      layers,
+    }) as BodyInit,
+  });
+  assert.equal(r.status, 201, await r.text());
+  return { digest: r.headers.get("docker-content-digest")!, layers: layers.map((l) => l.digest) };
+}
+
+type Row = { namespace: string; manifest: string; tags: string[]; layer: string; path: string };
+const rows = (b: { results: Row[] }) =>
+  b.results.map((r) => `${r.namespace} ${r.manifest} ${r.tags.join(",")} ${r.layer} ${r.path}`)
+    .sort();
+
+Deno.test({
+  ...serverTestOpts,
+  name: "file search: by sha256, path and name across namespaces, policy-filtered, paged",
+  fn: () =>
+    withServer({ config: CONFIG }, async (s) => {
+      const content = "shared=true\n";
+      const sha = createHash("sha256").update(content).digest("hex");
+      const base = tarOf([{ path: "etc", type: "5" }, { path: "etc/shared.conf", data: content }]);
+      const extra = tarOf([{ path: "opt/shared.conf", data: content }, {
+        path: "opt/other",
+        data: "o",
+      }]);
+      const a = await push(s, "one/app", "v1", [base]);
+      const b = await push(s, "one/app", "v2", [base, extra]);
+      const c = await push(s, "two/app", "v1", [base]);
+      await push(s, "hidden/app", "v1", [base]);
+      const L = a.layers[0], L2 = b.layers[1];
+      const want = [
+        `one/app ${a.digest} v1 ${L} etc/shared.conf`,
+        `one/app ${b.digest} v2 ${L} etc/shared.conf`,
+        `one/app ${b.digest} v2 ${L2} opt/shared.conf`,
+        `two/app ${c.digest} v1 ${L} etc/shared.conf`,
+      ].sort();
+      // The index jobs run in the background: wait until every layer is searchable.
+      let got: string[] = [];
+      for (let i = 0; i < 300; i++) {
+        const r = await req(s, `/v2/_svc/files/search?sha256=${sha}`);
+        assert.equal(r.status, 200);
+        got = rows(await r.json());
+        if (got.length === want.length) break;
+        await new Promise((res) => setTimeout(res, 100));
+      }
+      assert.deepEqual(got, want, "hidden/app is left out (no get-blob there)");
+      // sha256: prefix and upper case are accepted
+      const up = await req(s, `/v2/_svc/files/search?sha256=sha256:${sha.toUpperCase()}`);
+      assert.deepEqual(rows(await up.json()), want);
+      // exact path (a leading / is ignored)
+      const byPath = await (await req(s, "/v2/_svc/files/search?path=/etc/shared.conf")).json();
+      assert.deepEqual(rows(byPath), want.filter((w) => w.endsWith("etc/shared.conf")));
+      // basename
+      const byName = await (await req(s, "/v2/_svc/files/search?name=shared.conf")).json();
+      assert.deepEqual(rows(byName), want);
+      assert.deepEqual(
+        (await (await req(s, "/v2/_svc/files/search?name=nothing")).json()).results,
+        [],
+      );
+
+      // paging: one (layer, path) hit per page
+      const p1 = await req(s, `/v2/_svc/files/search?sha256=${sha}&n=1`);
+      const b1 = await p1.json();
+      assert.ok(b1.next, "a next cursor");
+      const link = p1.headers.get("link")!;
+      assert.match(link, /rel="next"/);
+      const p2 = await req(s, link.slice(1, link.indexOf(">")));
+      const b2 = await p2.json();
+      assert.equal(b2.next, undefined);
+      assert.deepEqual([...rows(b1), ...rows(b2)].sort(), want);
+
+      // a deleted manifest leaves the answers at once
+      const del = await req(s, `/v2/one/app/manifests/${b.digest}`, { method: "DELETE" });
+      assert.equal(del.status, 202);
+      const after = await (await req(s, `/v2/_svc/files/search?sha256=${sha}`)).json();
+      assert.deepEqual(rows(after), want.filter((w) => !w.includes(b.digest)));
+
+      // malformed queries: 404 NAME_UNKNOWN
+      for (
+        const q of [
+          "",
+          `?sha256=${sha}&name=x`,
+          "?sha256=abc",
+          "?name=a/b",
+          "?name=",
+          "?path=../etc",
+          `?sha256=${sha}&n=0`,
+          `?sha256=${sha}&n=-1`,
+          `?sha256=${sha}&next=%00%01`,
+          `?sha256=${sha}&sha256=${sha}`,
+        ]
+      ) {
+        await assertErrorCode(await req(s, `/v2/_svc/files/search${q}`), 404, "NAME_UNKNOWN");
+      }
+      const post = await req(s, `/v2/_svc/files/search?sha256=${sha}`, { method: "POST" });
+      assert.equal(post.status, 400);
+      await post.body?.cancel();
+    }),
+});

@@ -13,8 +13,8 @@ import {
 import { isQueueName, JobQueues } from "./lib/jobs/mod.ts";
 import { isUpstreamError } from "./lib/upstream/mod.ts";
 import { reconcile, type ReconcileSummary, Replicator } from "./lib/replication/mod.ts";
-import { LayerIndex } from "./lib/index/mod.ts";
-import { Reports } from "./lib/scan/mod.ts";
+import { forgetLayerIndex, LayerIndex } from "./lib/index/mod.ts";
+import { Reports, sweepReports } from "./lib/scan/mod.ts";
 import {
   countUploadSessions,
   instrumentKv,
@@ -411,9 +411,14 @@ async function worker(cfg: Config, queues: QueueName[]): Promise<void> {
   kv.close();
 }
 
-/** A scrubber that also applies pull-history retention; `holder` as in Scrubber. */
+/**
+ * A scrubber that also applies pull-history retention and drops what was derived from reclaimed
+ * bytes (layer index, file-search keys, image report); `holder` as in Scrubber.
+ */
 function scrubberFor(cfg: Config, kv: Deno.Kv, store: BlobStore, holder?: string): Scrubber {
-  return new Scrubber(cfg, kv, store, (dryRun) => sweepPullHistory(kv, cfg, { dryRun }), holder);
+  return new Scrubber(cfg, kv, store, (dryRun) => sweepPullHistory(kv, cfg, { dryRun }), holder)
+    .onReclaim((d) => forgetLayerIndex(kv, store, d))
+    .onManifestRecords((dryRun, live, since) => sweepReports(kv, store, dryRun, live, since));
 }
 
 /** The server's own lease name: a restarted server resumes the scrub lease of the one it replaces. */

@@ -44,11 +44,8 @@ export async function writeFileIndex(
     if (e.kind !== "file" && e.kind !== "symlink" && e.kind !== "hardlink") continue;
     if (new TextEncoder().encode(e.path).length > MAX_PATH_KEY) continue;
     const v = { size: e.size, kind: e.kind };
-    op.set([PREFIX.path, e.path, layer], v);
-    op.set([PREFIX.name, basename(e.path), layer, e.path], v);
-    n += 2;
-    if (e.content?.sha256) {
-      op.set([PREFIX.sha256, e.content.sha256, layer, e.path], v);
+    for (const k of entryKeys(layer, e)) {
+      op.set(k, v);
       n++;
     }
     files++;
@@ -121,4 +118,56 @@ export async function searchFiles(
     }
   }
   return more && atN ? { results, next: atN } : { results };
+}
+
+/** The file-index keys of one listed entry (what writeFileIndex sets, forgetLayer deletes). */
+function entryKeys(layer: string, e: { path: string; content?: { sha256?: string } }): Deno.KvKey[] {
+  const keys: Deno.KvKey[] = [
+    [PREFIX.path, e.path, layer],
+    [PREFIX.name, basename(e.path), layer, e.path],
+  ];
+  if (e.content?.sha256) keys.push([PREFIX.sha256, e.content.sha256, layer, e.path]);
+  return keys;
+}
+
+/**
+ * Removes a reclaimed layer from the file index and drops its listing (scrub calls this once
+ * the layer's bytes are claimed for deletion and before they go, so a scrub killed half-way
+ * finds the claim again and repeats it). Returns how many index keys were deleted.
+ */
+export async function forgetLayer(
+  kv: Deno.Kv,
+  reader: LayerReader,
+  layer: string,
+  rec: IndexRecord | null,
+): Promise<number> {
+  let deleted = 0;
+  if (rec && rec.state !== "unsupported") {
+    let op = kv.atomic();
+    let n = 0;
+    try {
+      for await (const e of reader.entries(rec)) {
+        if (e.kind !== "file" && e.kind !== "symlink" && e.kind !== "hardlink") continue;
+        for (const k of entryKeys(layer, e)) {
+          op.delete(k);
+          n++;
+        }
+        if (n >= BATCH) {
+          await op.commit();
+          deleted += n;
+          op = kv.atomic();
+          n = 0;
+        }
+      }
+    } catch {
+      // An unreadable listing: its keys cannot be derived, and searches already drop hits on
+      // layers no namespace owns.
+    }
+    if (n > 0) {
+      await op.commit();
+      deleted += n;
+    }
+  }
+  await kv.delete(fileIndexDoneKey(layer));
+  return deleted;
 }

@@ -1,6 +1,7 @@
 // The layer index (issue: layer index; SPEC §Layer listing, Layer entries 1–4, Layer file 1–7,
 // §Layer file details): the `index-layer` job and the reads behind the three endpoints.
 import type { Config } from "../config/mod.ts";
+import type { BlobStore } from "../storage/mod.ts";
 import { parseManifest, RegistryError, resolveRange, truncate } from "../oci/mod.ts";
 import { mimeType } from "./mime.ts";
 import { BlobMeta, ManifestMeta } from "../metadata/mod.ts";
@@ -16,7 +17,7 @@ import {
   readAllStream,
 } from "./layer_store.ts";
 import { isElf, readElf } from "./elf.ts";
-import { writeFileIndex } from "./file_search.ts";
+import { forgetLayer, writeFileIndex } from "./file_search.ts";
 import { pemBlocks } from "./pem.ts";
 
 export { detectCompression, indexLayer } from "./indexer.ts";
@@ -54,6 +55,25 @@ export interface FileAnswer {
   length: number;
   range: { start: number; end: number } | null;
   body: ReadableStream<Uint8Array>;
+}
+
+/**
+ * Everything derived from a layer whose bytes scrub is reclaiming: its file-search keys, its
+ * index record and its listing, checkpoints and side copy. Idempotent (a scrub killed half-way
+ * repeats it).
+ */
+export async function forgetLayerIndex(
+  kv: Deno.Kv,
+  store: BlobStore,
+  digest: string,
+): Promise<void> {
+  const rec = (await kv.get<IndexRecord>(indexKey(digest))).value;
+  await forgetLayer(kv, new LayerReader(store), digest, rec);
+  await kv.delete(indexKey(digest));
+  const [alg, hex] = digest.split(":");
+  if (alg && hex && /^[a-z0-9]+$/.test(alg) && /^[a-f0-9]+$/.test(hex)) {
+    await store.deleteDerived(`index/${alg}/${hex}`);
+  }
 }
 
 export class LayerIndex {

@@ -13,6 +13,8 @@ export interface References {
   linked: Set<string>;
   /** digests a revision keeps its manifest body under */
   bodies: Set<string>;
+  /** every manifest digest some namespace holds a revision of (inline bodies included) */
+  manifests: Set<string>;
   /** derived keys fixed (or that would be, in a dry run) */
   repaired: number;
   scanned: number;
@@ -40,7 +42,13 @@ export class ScrubMeta {
    * key per link, a body key per out-of-line revision, neither without its source.
    */
   async references(dryRun: boolean): Promise<References> {
-    const out: References = { linked: new Set(), bodies: new Set(), repaired: 0, scanned: 0 };
+    const out: References = {
+      linked: new Set(),
+      bodies: new Set(),
+      manifests: new Set(),
+      repaired: 0,
+      scanned: 0,
+    };
     const links = new Set<string>();
     for await (const e of this.list(K.linksAll())) {
       out.scanned++;
@@ -72,8 +80,9 @@ export class ScrubMeta {
     const revBodies = new Set<string>();
     for await (const e of this.list<{ body?: Uint8Array }>(K.revsAll())) {
       out.scanned++;
-      if (e.value.body !== undefined) continue;
       const [, ns, digest] = e.key as [string, string, string];
+      out.manifests.add(digest);
+      if (e.value.body !== undefined) continue;
       out.bodies.add(digest);
       revBodies.add(`${digest}\0${ns}`);
     }

@@ -173,6 +173,8 @@ export class Registry {
 export {
   formatSummary,
   type PullSweep,
+  type ManifestRecordSweep,
+  type ReclaimHook,
   Scrubber,
   type ScrubOptions,
   type ScrubSummary,

@@ -22,6 +22,8 @@ export interface ScrubSummary {
   namespaces: number;
   pulls: number;
   repaired: number;
+  /** records derived from deleted manifests (image reports) dropped */
+  derived: number;
   /** KV keys and stored objects examined */
   scanned: number;
   seconds: number;
@@ -36,9 +38,31 @@ export interface ScrubOptions {
 /** Pull-history retention, supplied by the pull-history module (run after the sweep). */
 export type PullSweep = (dryRun: boolean) => Promise<{ dropped: number; scanned: number }>;
 
+/**
+ * What else goes with a digest's bytes (its layer index, file-search keys, image report),
+ * supplied by the modules that derive them. Runs once the digest is claimed and confirmed
+ * unreferenced, before the bytes go: a scrub killed in between finds the claim again and
+ * repeats it, so hooks must be idempotent.
+ */
+export type ReclaimHook = (digest: string) => Promise<void>;
+
+/**
+ * A sweep of records derived from manifests (image reports), run after the references walk:
+ * `manifests` holds every manifest digest a namespace held when the walk began at `since` (ms).
+ * A record for a digest outside it, written before `since`, belongs to a deleted manifest.
+ * Returns how many records were (or would be) dropped.
+ */
+export type ManifestRecordSweep = (
+  dryRun: boolean,
+  manifests: ReadonlySet<string>,
+  since: number,
+) => Promise<number>;
+
 export class Scrubber {
   private readonly meta: ScrubMeta;
   private readonly reclaim: ReclaimMeta;
+  private readonly hooks: ReclaimHook[] = [];
+  private readonly manifestSweeps: ManifestRecordSweep[] = [];
   /**
    * `holder` names this scrubber in the one-scrub-at-a-time lease. A fresh id (the default, as
    * for `main.ts scrub`) waits out a holder that died, up to LEASE_MS; the server passes a name
@@ -54,6 +78,18 @@ export class Scrubber {
   ) {
     this.meta = new ScrubMeta(kv);
     this.reclaim = new ReclaimMeta(kv);
+  }
+
+  /** Adds a hook run for every reclaimed digest (see ReclaimHook). */
+  onReclaim(hook: ReclaimHook): this {
+    this.hooks.push(hook);
+    return this;
+  }
+
+  /** Adds a sweep of manifest-derived records (see ManifestRecordSweep). */
+  onManifestRecords(sweep: ManifestRecordSweep): this {
+    this.manifestSweeps.push(sweep);
+    return this;
   }
 
   /** Runs one scrub; null when another scrub holds the lease. */
@@ -83,11 +119,13 @@ export class Scrubber {
       namespaces: 0,
       pulls: 0,
       repaired: 0,
+      derived: 0,
       scanned: 0,
       seconds: 0,
     };
     if (!dryRun) await this.finishAbandonedClaims();
 
+    const walkStart = Date.now();
     const refs = await this.meta.references(dryRun);
     s.repaired += refs.repaired;
     s.scanned += refs.scanned;
@@ -131,6 +169,9 @@ export class Scrubber {
       if (!dryRun) await this.meta.dropRecord(rec);
     }
 
+    for (const sweep of this.manifestSweeps) {
+      s.derived += await sweep(dryRun, refs.manifests, walkStart);
+    }
     s.uploads = await this.sweepUploads(dryRun, now);
     for await (const e of this.meta.emptiedNamespaces()) {
       s.scanned++;
@@ -157,6 +198,7 @@ export class Scrubber {
       await this.reclaim.release(digest);
       return false;
     }
+    await this.runHooks(digest);
     await this.store.delete(digest);
     await this.reclaim.finish(digest);
     return true;
@@ -169,9 +211,14 @@ export class Scrubber {
         await this.reclaim.release(m.digest);
         continue;
       }
+      await this.runHooks(m.digest);
       await this.store.delete(m.digest);
       await this.reclaim.finish(m.digest);
     }
+  }
+
+  private async runHooks(digest: string): Promise<void> {
+    for (const h of this.hooks) await h(digest);
   }
 
   private async sweepUploads(dryRun: boolean, now: number): Promise<number> {
@@ -208,7 +255,7 @@ export function formatSummary(s: ScrubSummary): string {
   const keysPerSec = s.seconds > 0 ? Math.round(s.scanned / s.seconds) : s.scanned;
   return `scrub${s.dryRun ? " (dry run)" : ""}: ${s.blobs} blob(s) ${
     s.dryRun ? "reclaimable" : "reclaimed"
-  } (${s.bytes} bytes), ${s.uploads} upload(s), ${s.namespaces} namespace key(s), ${s.pulls} pull(s), ${s.repaired} repair(s); kept ${s.young} young, ${s.raced} raced; ${s.scanned} keys/objects in ${
+  } (${s.bytes} bytes), ${s.uploads} upload(s), ${s.namespaces} namespace key(s), ${s.pulls} pull(s), ${s.repaired} repair(s), ${s.derived} report(s); kept ${s.young} young, ${s.raced} raced; ${s.scanned} keys/objects in ${
     s.seconds.toFixed(2)
   }s (${keysPerSec}/s)`;
 }

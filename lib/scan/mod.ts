@@ -1,6 +1,7 @@
 // Image reports (packages, advisories, config secrets): the `scan` queue's two jobs, the advisory
 // watch, and the reads behind `/v2/<ns>/_svc/vulnerabilities/<digest>`.
 import type { Config } from "../config/mod.ts";
+import type { BlobStore } from "../storage/mod.ts";
 import { ManifestMeta } from "../metadata/mod.ts";
 import { type JobContext, PermanentJobError } from "../jobs/mod.ts";
 import { isImage, type Registry, SCAN_KIND, scanImageJob } from "../registry/mod.ts";
@@ -46,6 +47,37 @@ export type ReportAnswer =
   | { status: 202 }
   | { status: 200; kind: "image"; report: ImageReport; refreshing: boolean }
   | { status: 200; kind: "index"; digest: string; manifests: PlatformSummary[] };
+
+/**
+ * Scrub's sweep of image reports (a ManifestRecordSweep): drops the report of every manifest no
+ * namespace holds any more, with its files. A report written after the walk began (`since`)
+ * may be a manifest pushed since, so it stays for the next scrub; each drop is guarded by the
+ * versionstamp read, so a rescan landing meanwhile wins.
+ */
+export async function sweepReports(
+  kv: Deno.Kv,
+  store: BlobStore,
+  dryRun: boolean,
+  manifests: ReadonlySet<string>,
+  since: number,
+): Promise<number> {
+  let dropped = 0;
+  for await (const e of kv.list<ScanRecord>({ prefix: ["scanrep"] })) {
+    const digest = e.key[1] as string;
+    if (manifests.has(digest) || e.value.scanned_at >= since) continue;
+    dropped++;
+    if (dryRun) continue;
+    if (!(await kv.atomic().check(e).delete(e.key).commit()).ok) {
+      dropped--;
+      continue;
+    }
+    const [alg, hex] = digest.split(":");
+    if (alg && hex && /^[a-z0-9]+$/.test(alg) && /^[a-f0-9]+$/.test(hex)) {
+      await store.deleteDerived(`reports/${alg}/${hex}`);
+    }
+  }
+  return dropped;
+}
 
 export class Reports {
   readonly scanner: Scanner;

@@ -5,13 +5,16 @@ import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import { gzipSync } from "node:zlib";
 import { assertErrorCode, req, serverTestOpts } from "../helpers/api.ts";
-import { pushBlob, type TestServer, withServer } from "../helpers/server.ts";
+import { join } from "node:path";
+import { pushBlob, runCli, type TestServer, withServer } from "../helpers/server.ts";
 import { jsonBytes, OCI_CONFIG, OCI_MANIFEST } from "../helpers/oci_content.ts";
 import { tarOf } from "../helpers/tar.ts";
 
 const CONFIG = `
 [global.job_queue]
 poll_interval_ms = 100
+[global.scrub]
+grace_secs = 0
 [global.access_policy]
 default = "allow"
 rules = ['request.action == "get-blob" && request.namespace == "hidden/app"']
@@ -106,11 +109,58 @@ Deno.test({
       assert.equal(b2.next, undefined);
       assert.deepEqual([...rows(b1), ...rows(b2)].sort(), want);
 
+      // b's image report exists before it is deleted (scrub drops it with the manifest's bytes)
+      const reportDir = join(s.dataDir, "blobs", "derived", "reports", ...b.digest.split(":"));
+      for (let i = 0; i < 300; i++) {
+        const r = await req(s, `/v2/one/app/_svc/vulnerabilities/${b.digest}`);
+        await r.body?.cancel();
+        if (r.status === 200) break;
+        await new Promise((res) => setTimeout(res, 100));
+      }
+      assert.ok((await Deno.stat(reportDir)).isDirectory);
+
       // a deleted manifest leaves the answers at once
       const del = await req(s, `/v2/one/app/manifests/${b.digest}`, { method: "DELETE" });
       assert.equal(del.status, 202);
       const after = await (await req(s, `/v2/_svc/files/search?sha256=${sha}`)).json();
       assert.deepEqual(rows(after), want.filter((w) => !w.includes(b.digest)));
+
+      // ...and once its only layer L2 is unowned and scrubbed, its file-index keys, index
+      // record, listing files and b's report go with the bytes; L (still used) keeps its own.
+      const delBlob = await req(s, `/v2/one/app/blobs/${L2}`, { method: "DELETE" });
+      assert.equal(delBlob.status, 202);
+      const scrub = await runCli(s, "scrub");
+      assert.equal(scrub.code, 0, scrub.stderr);
+      const kv = await Deno.openKv(join(s.dataDir, "metadata.kv"));
+      try {
+        const keysOf = async (prefix: Deno.KvKey) => {
+          const out: Deno.KvKey[] = [];
+          for await (const e of kv.list({ prefix })) out.push(e.key);
+          return out;
+        };
+        const shaKeys = await keysOf(["fsha", sha]);
+        assert.ok(shaKeys.length > 0 && shaKeys.every((k) => k[2] === L), String(shaKeys));
+        assert.deepEqual(await keysOf(["fpath", "opt/shared.conf"]), []);
+        assert.deepEqual(await keysOf(["fname", "other"]), []);
+        assert.equal((await kv.get(["layeridx", L2])).value, null);
+        assert.notEqual((await kv.get(["layeridx", L])).value, null);
+        assert.equal((await kv.get(["scanrep", b.digest])).value, null);
+      } finally {
+        kv.close();
+      }
+      const gone = async (p: string) => {
+        try {
+          await Deno.stat(p);
+          return false;
+        } catch (e) {
+          return e instanceof Deno.errors.NotFound;
+        }
+      };
+      assert.ok(await gone(join(s.dataDir, "blobs", "derived", "index", ...L2.split(":"))));
+      assert.ok(!(await gone(join(s.dataDir, "blobs", "derived", "index", ...L.split(":")))));
+      assert.ok(await gone(reportDir));
+      const afterScrub = await (await req(s, "/v2/_svc/files/search?path=opt/shared.conf")).json();
+      assert.deepEqual(afterScrub.results, []);
 
       // malformed queries: 404 NAME_UNKNOWN
       for (

@@ -172,8 +172,8 @@ export class Registry {
 }
 export {
   formatSummary,
-  type PullSweep,
   type ManifestRecordSweep,
+  type PullSweep,
   type ReclaimHook,
   Scrubber,
   type ScrubOptions,

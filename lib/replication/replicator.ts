@@ -234,7 +234,8 @@ export class Replicator {
     if (await c.hasBlob(name, digest)) return;
     // Not readable here (a manifest pushed with references it does not own): the downstream
     // gets the manifest and decides, as a client push would.
-    if (!(await this.blobs.link(ns, digest))) return;
+    const link = await this.blobs.link(ns, digest);
+    if (!link) return;
     const hints = this.hintsOf(d.cfg.name);
     const from = hints.get(digest);
     const started = await c.mountOrStart(name, digest, from && from !== name ? from : null);
@@ -252,7 +253,7 @@ export class Replicator {
         }),
       );
       try {
-        await c.upload(name, started, digest, counted);
+        await c.upload(name, started, digest, link.size, counted);
       } finally {
         this.events.bytes?.(d.cfg.name, sent);
       }

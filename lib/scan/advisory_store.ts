@@ -8,6 +8,16 @@ import { createHash } from "node:crypto";
 import { type Affected, OsvError, parseOsv } from "./osv.ts";
 import { zipMembers, zipRead, ZipWindow } from "./zip.ts";
 import { Scavenger } from "../streams/scavenge.ts";
+import { keySize, KV_LIMITS } from "../metadata/mod.ts";
+import { normalizePypiName } from "./language_pkgs.ts";
+
+/**
+ * The name entries are stored and looked up under: PyPI's normalised project name (OSV writes
+ * `Django`, a wheel's metadata directory `django` or `Django`), others as published.
+ */
+export function lookupName(ecosystem: string, name: string): string {
+  return ecosystem === "PyPI" ? normalizePypiName(name) : name;
+}
 
 export interface AdvisoryMeta {
   snapshot: string;
@@ -38,6 +48,8 @@ const MAX_ERRORS_KEPT = 20;
 const MAX_VALUE = 60 * 1024;
 /** A commit of sets stays well inside 1,000 mutations and 800 KiB. */
 const BATCH_MUTATIONS = 500;
+/** Longest entry key stored (KV's own limit is 2,048 bytes). */
+const MAX_KEY = 1800;
 const BATCH_BYTES = 600 * 1024;
 
 interface SourceFile {
@@ -134,6 +146,7 @@ export class AdvisoryStore {
     let op = this.kv.atomic();
     let n = 0;
     let bytes = 0;
+    let keyBytes = 0;
     const flush = async () => {
       if (n === 0) return;
       const r = await op.commit();
@@ -141,6 +154,7 @@ export class AdvisoryStore {
       op = this.kv.atomic();
       n = 0;
       bytes = 0;
+      keyBytes = 0;
     };
     const add = async (text: string, where: string) => {
       let entries: Affected[];
@@ -152,12 +166,26 @@ export class AdvisoryStore {
       }
       meta.records++;
       for (const a of entries) {
+        const key = [
+          ...entryPrefix(snapshot, a.ecosystem, lookupName(a.ecosystem, a.package)),
+          a.id,
+        ];
+        const k = keySize(key);
+        // KV refuses keys past 2 KiB; no real ecosystem, package or id comes near that.
+        if (k > MAX_KEY) {
+          problem(`${where}: ${a.id.slice(0, 100)}: package or id too long to index`);
+          continue;
+        }
         const v = stored(a);
-        const size = JSON.stringify(v).length * 3 + 200;
-        if (n + 1 > BATCH_MUTATIONS || bytes + size > BATCH_BYTES) await flush();
-        op.set([...entryPrefix(snapshot, a.ecosystem, a.package), a.id], v);
+        const size = JSON.stringify(v).length * 3 + 2 * k;
+        if (
+          n + 1 > BATCH_MUTATIONS || bytes + size > BATCH_BYTES ||
+          keyBytes + k > KV_LIMITS.keyBytes
+        ) await flush();
+        op.set(key, v);
         n++;
         bytes += size;
+        keyBytes += k;
         meta.affected++;
         meta.ecosystems[a.ecosystem] = (meta.ecosystems[a.ecosystem] ?? 0) + 1;
       }
@@ -235,8 +263,19 @@ export class AdvisoryStore {
         keys.push(e.key);
       }
       if (keys.length === 0) return;
-      const op = this.kv.atomic();
-      for (const k of keys) op.delete(k);
+      // Deletes count their keys toward a commit's 800 KiB: long keys take several commits.
+      let op = this.kv.atomic();
+      let bytes = 0;
+      for (const k of keys) {
+        const size = keySize(k);
+        if (bytes + size > BATCH_BYTES) {
+          await op.commit();
+          op = this.kv.atomic();
+          bytes = 0;
+        }
+        op.delete(k);
+        bytes += size;
+      }
       await op.commit();
     }
   }

@@ -130,3 +130,42 @@ Deno.test({
     }
   },
 });
+
+Deno.test("advisories with hostile package names stay inside KV's per-commit key limits", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "wharf-osv-long-" });
+  const t = await openTestKv();
+  try {
+    await Deno.mkdir(join(dir, "adv", "npm"), { recursive: true });
+    // 400 records whose package names are at the 256-character cap: a commit batched by count
+    // alone carried ~130 KiB of keys (KV allows 80 KiB); and one whose ecosystem, name and id,
+    // in 3-byte characters, make a key past KV's 2 KiB limit.
+    for (let i = 0; i < 400; i++) {
+      await Deno.writeTextFile(
+        join(dir, "adv", "npm", `GHSA-${i}.json`),
+        osv(`GHSA-${i}`, "npm", `${"p".repeat(250)}${i}`, "1.0.0"),
+      );
+    }
+    await Deno.writeTextFile(
+      join(dir, "adv", "npm", "GHSA-huge.json"),
+      osv(`GHSA-huge${"€".repeat(240)}`, "€".repeat(250), "€".repeat(250), "1.0.0"),
+    );
+    const store = new AdvisoryStore(t.kv);
+    const first = await store.load(join(dir, "adv"));
+    assert.equal(first.meta.affected, 400, JSON.stringify(first.meta).slice(0, 600));
+    assert.equal(first.meta.error_count, 1);
+    assert.match(
+      first.meta.errors[0],
+      /GHSA-huge\.json: GHSA-huge.*: package or id too long to index/,
+    );
+    assert.equal((await store.lookup(first.meta.snapshot, "npm", `${"p".repeat(250)}7`)).length, 1);
+    // A reload drops the old snapshot's long keys, again inside the limits.
+    await Deno.remove(join(dir, "adv", "npm", "GHSA-0.json"));
+    const second = await store.load(join(dir, "adv"));
+    assert.equal(second.meta.affected, 399);
+    assert.deepEqual(await store.lookup(first.meta.snapshot, "npm", `${"p".repeat(250)}7`), []);
+    assert.deepEqual(t.violations, []);
+  } finally {
+    await t.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+});

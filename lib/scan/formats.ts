@@ -3,7 +3,13 @@
 import type { Finding, ImageReport } from "./scanner.ts";
 import type { Package } from "./package_dbs.ts";
 
-const PURL_TYPE: Record<Package["type"], string> = { deb: "deb", apk: "apk", rpm: "rpm" };
+const PURL_TYPE: Record<Package["type"], string> = {
+  deb: "deb",
+  apk: "apk",
+  rpm: "rpm",
+  npm: "npm",
+  pypi: "pypi",
+};
 
 /** purl-spec: percent-encode everything but the unreserved characters. */
 const enc = (s: string) =>
@@ -13,6 +19,16 @@ const enc = (s: string) =>
   );
 
 export function purl(p: Package, report: Pick<ImageReport, "os">): string {
+  // purl-spec: an npm scope is the namespace; a PyPI name is lowercased with `_` as `-`.
+  if (p.type === "npm") {
+    const slash = p.name.startsWith("@") ? p.name.indexOf("/") : -1;
+    return slash > 0
+      ? `pkg:npm/${enc(p.name.slice(0, slash))}/${enc(p.name.slice(slash + 1))}@${enc(p.version)}`
+      : `pkg:npm/${enc(p.name)}@${enc(p.version)}`;
+  }
+  if (p.type === "pypi") {
+    return `pkg:pypi/${enc(p.name.toLowerCase().replaceAll("_", "-"))}@${enc(p.version)}`;
+  }
   const ns = report.os?.id ?? (p.type === "deb" ? "debian" : p.type === "apk" ? "alpine" : "rpm");
   const q: string[] = [];
   if (p.arch) q.push(`arch=${enc(p.arch)}`);

@@ -170,7 +170,9 @@ export function parseOsv(text: string): Affected[] {
         : []
     ) {
       const type = (rg as { type?: unknown })?.type;
-      if (type !== "ECOSYSTEM") continue;
+      // GIT ranges name commits, which an installed package does not carry. SEMVER ranges (npm,
+      // crates, Go) are ordered by the package's own scheme, semver for npm.
+      if (type !== "ECOSYSTEM" && type !== "SEMVER") continue;
       const events: RangeEvent[] = [];
       for (
         const ev of Array.isArray((rg as { events?: unknown }).events)

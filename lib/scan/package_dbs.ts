@@ -11,7 +11,7 @@ export interface Package {
   source_name?: string;
   source_version?: string;
   arch?: string;
-  type: "deb" | "apk" | "rpm";
+  type: "deb" | "apk" | "rpm" | "npm" | "pypi";
   /** the database file it came from */
   location: string;
 }

@@ -20,7 +20,8 @@ import {
 import { SecretScanner } from "../index/mod.ts";
 import { mergeLayers, resolvePath } from "./merged_fs.ts";
 import { type Affected, affects, SEVERITIES, type Severity } from "./osv.ts";
-import { type AdvisoryMeta, AdvisoryStore } from "./advisory_store.ts";
+import { type AdvisoryMeta, AdvisoryStore, lookupName } from "./advisory_store.ts";
+import { MAX_LOCKFILES, npmLockfiles, parseNpmLock, pythonPackages } from "./language_pkgs.ts";
 import { inventory, type Package, PACKAGE_DB_PATHS, STATUS_D_PREFIX } from "./package_dbs.ts";
 import { advisoryEcosystems, type OsInfo } from "./os_release.ts";
 import { compareVersions, type VersionScheme } from "./vercmp.ts";
@@ -92,8 +93,22 @@ export const SEVERITY_RANK: Record<Severity, number> = {
   UNKNOWN: 4,
 };
 
+const SCHEMES: Record<Package["type"], VersionScheme> = {
+  deb: "dpkg",
+  apk: "apk",
+  rpm: "rpm",
+  npm: "semver",
+  pypi: "pep440",
+};
+
+/** OSV's ecosystem for each language package type (distro packages go by the OS release). */
+const LANGUAGE_ECOSYSTEMS: Partial<Record<Package["type"], string>> = { npm: "npm", pypi: "PyPI" };
+
+const PY_META_PATH = /(^|\/)(site|dist)-packages\/[^/]+\.(dist|egg)-info(\/|$)/;
+const LOCKFILE_NAMES = new Set(["package-lock.json", ".package-lock.json"]);
+
 function schemeOf(p: Package): VersionScheme {
-  return p.type === "deb" ? "dpkg" : p.type === "apk" ? "apk" : "rpm";
+  return SCHEMES[p.type];
 }
 
 const zeroCounts = (): Record<Severity, number> =>
@@ -156,7 +171,9 @@ export function sortFindings(f: Finding[]): Finding[] {
   return f.sort((a, b) =>
     SEVERITY_RANK[a.severity] - SEVERITY_RANK[b.severity] ||
     (a.package < b.package ? -1 : a.package > b.package ? 1 : 0) ||
-    (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)
+    (a.id < b.id ? -1 : a.id > b.id ? 1 : 0) ||
+    // two copies of one package (npm nests them): by version, then as listed
+    (a.installed < b.installed ? -1 : a.installed > b.installed ? 1 : 0)
   );
 }
 
@@ -252,9 +269,11 @@ export class Scanner {
         warnings.push(`layer ${layers[i]} is ${recs[i].state}: ${recs[i].error ?? ""}`.trim());
       }
     }
-    const wanted = (e: ListedEntry) =>
-      e.kind === "symlink" || DB_BASENAMES.has(e.path.slice(e.path.lastIndexOf("/") + 1)) ||
-      e.path.startsWith(STATUS_D_PREFIX);
+    const wanted = (e: ListedEntry) => {
+      const base = e.path.slice(e.path.lastIndexOf("/") + 1);
+      return e.kind === "symlink" || DB_BASENAMES.has(base) || LOCKFILE_NAMES.has(base) ||
+        e.path.startsWith(STATUS_D_PREFIX) || PY_META_PATH.test(e.path);
+    };
     const merged = await mergeLayers(
       recs.map((rec) => () =>
         rec.state === "unsupported" ? (async function* () {})() : this.reader.entries(rec)
@@ -262,7 +281,7 @@ export class Scanner {
       wanted,
     );
     const files = new Map<string, Uint8Array>();
-    const readMerged = async (path: string) => {
+    const readMerged = async (path: string, into = files) => {
       const real = resolvePath(merged.files, path);
       if (real === null) return;
       const m = merged.files.get(real);
@@ -286,7 +305,7 @@ export class Scanner {
         entry.offset,
         entry.offset + entry.size - 1,
       );
-      files.set(path, new Uint8Array(await new Response(s).arrayBuffer()));
+      into.set(path, new Uint8Array(await new Response(s).arrayBuffer()));
     };
     for (const path of PACKAGE_DB_PATHS) {
       signal?.throwIfAborted();
@@ -299,6 +318,24 @@ export class Scanner {
     }
     const inv = inventory(files);
     warnings.push(...inv.warnings);
+    // Language packages: Python metadata directories by name, npm lockfiles by content.
+    const langFiles = new Map<string, Uint8Array>();
+    const lockfiles = npmLockfiles(merged.files.keys());
+    if (lockfiles.length > MAX_LOCKFILES) {
+      warnings.push(`${lockfiles.length} npm lockfiles: the first ${MAX_LOCKFILES} are read`);
+    }
+    for (const path of lockfiles.slice(0, MAX_LOCKFILES)) {
+      signal?.throwIfAborted();
+      await readMerged(path, langFiles);
+    }
+    const language = [pythonPackages(merged.files.keys())];
+    for (const [path, bytes] of langFiles) {
+      language.push(parseNpmLock(new TextDecoder().decode(bytes), path));
+    }
+    for (const r of language) {
+      inv.packages.push(...r.packages);
+      warnings.push(...r.warnings);
+    }
     const adv = await this.advisories.meta();
     const findings = adv ? await this.match(adv, inv.os, inv.packages) : [];
     const counts = zeroCounts();
@@ -336,17 +373,20 @@ export class Scanner {
     os: OsInfo | null,
     packages: Package[],
   ): Promise<Finding[]> {
-    if (!os) return [];
-    const ecosystems = advisoryEcosystems(os).filter((e) => adv.ecosystems[e]);
-    if (ecosystems.length === 0) return [];
+    const distro = os ? advisoryEcosystems(os).filter((e) => adv.ecosystems[e]) : [];
     const out: Finding[] = [];
     for (const pkg of packages) {
+      const lang = LANGUAGE_ECOSYSTEMS[pkg.type];
+      const ecosystems = lang ? (adv.ecosystems[lang] ? [lang] : []) : distro;
+      if (ecosystems.length === 0) continue;
       const names = [...new Set([pkg.source_name ?? pkg.name, pkg.name])];
       const byEcosystem = [];
       for (const ecosystem of ecosystems) {
         const entries: Affected[] = [];
         for (const n of names) {
-          entries.push(...await this.advisories.lookup(adv.snapshot, ecosystem, n));
+          entries.push(
+            ...await this.advisories.lookup(adv.snapshot, ecosystem, lookupName(ecosystem, n)),
+          );
         }
         byEcosystem.push({ ecosystem, entries });
       }

@@ -4,8 +4,14 @@
 // only well-formed versions (throwing or guessing on the rest) and none covers all three. Every
 // function runs in one pass over its inputs (no regex backtracking, no recursion) and never
 // throws: anything a package database can hold has a place in the order.
+//
+// Language packages use their ecosystem's maintained reference libraries instead: npm's own
+// `semver` and renovate's PEP 440 port (checked against Python's `packaging` in the tests). Those
+// throw on a version outside their grammar, which the matcher takes as no evidence.
+import semver from "semver";
+import { compare as pep440Compare, valid as pep440Valid } from "@renovatebot/pep440";
 
-export type VersionScheme = "dpkg" | "rpm" | "apk";
+export type VersionScheme = "dpkg" | "rpm" | "apk" | "semver" | "pep440";
 
 const isDigit = (c: number) => c >= 48 && c <= 57;
 const isAlpha = (c: number) => (c >= 65 && c <= 90) || (c >= 97 && c <= 122);
@@ -265,10 +271,26 @@ export function compareApk(a: string, b: string): number {
   return x.rest < y.rest ? -1 : x.rest > y.rest ? 1 : 0;
 }
 
+export function comparePep440(a: string, b: string): number {
+  if (!pep440Valid(a) || !pep440Valid(b)) throw new Error(`not a PEP 440 version: ${a} / ${b}`);
+  return Math.sign(pep440Compare(a, b));
+}
+
+export function compareSemver(a: string, b: string): number {
+  return semver.compare(a, b, { loose: true });
+}
+
 export function compareVersions(scheme: VersionScheme, a: string, b: string): number {
-  return scheme === "dpkg"
-    ? compareDpkg(a, b)
-    : scheme === "rpm"
-    ? compareRpm(a, b)
-    : compareApk(a, b);
+  switch (scheme) {
+    case "dpkg":
+      return compareDpkg(a, b);
+    case "rpm":
+      return compareRpm(a, b);
+    case "apk":
+      return compareApk(a, b);
+    case "semver":
+      return compareSemver(a, b);
+    case "pep440":
+      return comparePep440(a, b);
+  }
 }

@@ -3,7 +3,15 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { missingReason, runs } from "../../tests/e2e/_tools.ts";
-import { compareApk, compareDpkg, compareRpm, dpkgValid, rpmvercmp } from "./vercmp.ts";
+import {
+  compareApk,
+  compareDpkg,
+  comparePep440,
+  compareRpm,
+  compareSemver,
+  dpkgValid,
+  rpmvercmp,
+} from "./vercmp.ts";
 
 const dpkgMissing = missingReason(
   "dpkg version order",
@@ -14,6 +22,16 @@ const rpmMissing = missingReason(
   "rpm version order",
   runs("rpm", ["--version"]) ? [] : ["rpm"],
   "apt-get install rpm",
+);
+
+// Debian's python3 with python3-packaging (CI installs both); another python3 on PATH will do.
+const python = ["/usr/bin/python3", "python3"].find((p) =>
+  runs(p, ["-c", "import packaging.version"])
+);
+const pythonMissing = missingReason(
+  "PEP 440 version order",
+  python ? [] : ["python3 with packaging"],
+  "apt-get install python3-packaging",
 );
 
 /** A seeded generator, so a failure names a reproducible pair. */
@@ -243,4 +261,89 @@ Deno.test("apk: every pair of a list in apk's documented order compares consiste
   // Garbage still has a place, and never throws.
   assert.equal(compareApk("junk", "junk"), 0);
   assert.equal(typeof compareApk("1.0_whatever", "1.0"), "number");
+});
+
+/** Valid PEP 440 versions from the grammar's parts: epochs, pre, post, dev, local, zero pads. */
+function pep440Versions(n: number, seed: number): string[] {
+  const r = rng(seed);
+  const pick = <T>(xs: T[]) => xs[Math.floor(r() * xs.length)];
+  const out: string[] = [];
+  for (let i = 0; i < n; i++) {
+    let v = r() < 0.1 ? `${Math.floor(r() * 3)}!` : "";
+    const parts = 1 + Math.floor(r() * 4);
+    v += Array.from({ length: parts }, () => pick(["0", "1", "2", "10", "01", "3"])).join(".");
+    if (r() < 0.35) {
+      v += pick(["a", "b", "rc", "alpha", "beta", "c", "pre", "preview"]) +
+        pick(["", "0", "1", "2"]);
+    }
+    if (r() < 0.25) v += pick([".post", "-post", "post", "-", ".rev", "r"]) + pick(["1", "2", "0"]);
+    if (r() < 0.2) v += pick([".dev", "dev"]) + pick(["", "0", "1"]);
+    if (r() < 0.1) v += "+" + pick(["local", "ubuntu1", "1.2", "abc.5"]);
+    out.push(r() < 0.05 ? v.toUpperCase() : v);
+  }
+  return out;
+}
+
+Deno.test({
+  name: "PEP 440: 3,000 generated pairs ordered as Python's packaging orders them",
+  ignore: pythonMissing !== null,
+  fn: async () => {
+    const a = pep440Versions(3000, 7);
+    const b = pep440Versions(3000, 11).map((v, i) => (i % 10 === 0 ? a[i] : v));
+    const dir = await Deno.makeTempDir();
+    try {
+      const f = join(dir, "pairs.json");
+      await Deno.writeTextFile(f, JSON.stringify(a.map((x, i) => [x, b[i]])));
+      const py = [
+        "import json, sys",
+        "from packaging.version import Version",
+        "for x, y in json.load(open(sys.argv[1])):",
+        "    vx, vy = Version(x), Version(y)",
+        "    print((vx > vy) - (vx < vy))",
+      ].join("\n");
+      const o = await new Deno.Command(python!, { args: ["-c", py, f] }).output();
+      assert.equal(o.code, 0, new TextDecoder().decode(o.stderr));
+      const want = new TextDecoder().decode(o.stdout).trim().split("\n").map(Number);
+      assert.equal(want.length, a.length);
+      const wrong = a.map((x, i) => [x, b[i], comparePep440(x, b[i]), want[i]])
+        .filter(([, , got, w]) => got !== w);
+      assert.deepEqual(wrong.slice(0, 10), [], `${wrong.length} of ${a.length} pairs differ`);
+    } finally {
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+});
+
+Deno.test("PEP 440 and semver: documented orders; invalid versions throw (no evidence)", () => {
+  const pep = [
+    "1.0.dev0",
+    "1.0a1",
+    "1.0a2.dev1",
+    "1.0b1",
+    "1.0rc1",
+    "1.0",
+    "1.0+local",
+    "1.0.post1",
+    "1.1",
+    "1!0.1",
+  ];
+  for (let i = 1; i < pep.length; i++) assert.equal(comparePep440(pep[i - 1], pep[i]), -1, pep[i]);
+  assert.equal(comparePep440("1.0", "1.0.0"), 0);
+  assert.throws(() => comparePep440("not a version", "1.0"));
+  const sem = [
+    "1.0.0-alpha",
+    "1.0.0-alpha.1",
+    "1.0.0-alpha.beta",
+    "1.0.0-beta",
+    "1.0.0-beta.2",
+    "1.0.0-beta.11",
+    "1.0.0-rc.1",
+    "1.0.0",
+    "1.0.1",
+    "1.10.0",
+    "2.0.0",
+  ];
+  for (let i = 1; i < sem.length; i++) assert.equal(compareSemver(sem[i - 1], sem[i]), -1, sem[i]);
+  assert.equal(compareSemver("v1.2.3", "1.2.3"), 0);
+  assert.throws(() => compareSemver("latest", "1.0.0"));
 });

@@ -543,3 +543,112 @@ Deno.test({
       );
     }),
 });
+
+Deno.test({
+  ...serverTestOpts,
+  name: "reports API: npm and Python packages matched against npm and PyPI advisories",
+  fn: async () => {
+    const adv = await Deno.makeTempDir({ prefix: "wharf-adv-lang-" });
+    try {
+      await Deno.mkdir(join(adv, "npm"), { recursive: true });
+      await Deno.mkdir(join(adv, "PyPI"), { recursive: true });
+      const semverOsv = (id: string, name: string, events: object[]) =>
+        JSON.stringify({
+          id,
+          modified: "2024-06-01T00:00:00Z",
+          summary: `${id} in ${name}`,
+          affected: [{ package: { ecosystem: "npm", name }, ranges: [{ type: "SEMVER", events }] }],
+        });
+      const files: Record<string, string> = {
+        // affected: 4.17.20 < 4.17.21, and the nested copy 3.10.1 too
+        "npm/GHSA-lodash.json": semverOsv("GHSA-lodash", "lodash", [
+          { introduced: "0" },
+          { fixed: "4.17.21" },
+        ]),
+        // not affected: 3.10.1 is below the range's start, 4.17.20 past its fix
+        "npm/GHSA-lodash-old.json": semverOsv("GHSA-lodash-old", "lodash", [
+          { introduced: "4.0.0" },
+          { fixed: "4.1.0" },
+        ]),
+        // affected: a prerelease sorts before its release
+        "npm/GHSA-scoped.json": semverOsv("GHSA-scoped", "@acme/core", [
+          { introduced: "0" },
+          { fixed: "2.0.0" },
+        ]),
+        // affected: OSV spells the project `PyYAML`, the wheel `pyyaml`; 5.4rc1 < 5.4
+        "PyPI/PYSEC-yaml.json": osv("PYSEC-yaml", "PyPI", "PyYAML", [
+          { introduced: "0" },
+          { fixed: "5.4" },
+        ], { aliases: ["CVE-2020-14343"], severity: CRITICAL }),
+        // not affected: 2.28.1 is the fixed version, and 2.28.1 > 2.3 (a string compare says no)
+        "PyPI/PYSEC-requests.json": osv("PYSEC-requests", "PyPI", "requests", [
+          { introduced: "0" },
+          { fixed: "2.28.1" },
+        ]),
+        "PyPI/PYSEC-requests-2.json": osv("PYSEC-requests-2", "PyPI", "requests", [
+          { introduced: "0" },
+          { fixed: "2.3" },
+        ]),
+      };
+      for (const [n, t] of Object.entries(files)) await Deno.writeTextFile(join(adv, n), t);
+      const config = `${FAST}\n[scan]\nadvisories_dir = ${JSON.stringify(adv)}\n`;
+      await withServer({ config }, async (s) => {
+        const lock = JSON.stringify({
+          lockfileVersion: 3,
+          packages: {
+            "node_modules/lodash": { version: "4.17.20" },
+            "node_modules/a/node_modules/lodash": { version: "3.10.1" },
+            "node_modules/@acme/core": { version: "2.0.0-beta.1" },
+          },
+        });
+        const site = "usr/local/lib/python3.11/site-packages";
+        const img = await pushLayers(s, "lang/app", "v1", [
+          tarOf([
+            { path: "app/node_modules/.package-lock.json", data: lock },
+            { path: "app/package-lock.json", data: '{"lockfileVersion":3,"packages":{}}' },
+            { path: `${site}/pyyaml-5.4rc1.dist-info/METADATA`, data: "Name: PyYAML\n" },
+            { path: `${site}/requests-2.28.1.dist-info/METADATA`, data: "Name: requests\n" },
+          ]),
+        ]);
+        let report;
+        for (let i = 0; i < 300; i++) {
+          const r = await settle(s, vuln("lang/app", img.digest));
+          report = await r.json();
+          if (report.advisories) break;
+          await new Promise((res) => setTimeout(res, 100));
+        }
+        assert.ok(report.advisories, "advisories loaded");
+        assert.deepEqual(
+          report.packages.map((p: { type: string; name: string; version: string }) =>
+            `${p.type} ${p.name} ${p.version}`
+          ).sort(),
+          [
+            "npm @acme/core 2.0.0-beta.1",
+            "npm lodash 3.10.1",
+            "npm lodash 4.17.20",
+            "pypi pyyaml 5.4rc1",
+            "pypi requests 2.28.1",
+          ],
+        );
+        assert.deepEqual(
+          report.findings.map((f: Record<string, string>) =>
+            `${f.id} ${f.package} ${f.installed} ${f.fixed} ${f.ecosystem} ${f.severity}`
+          ),
+          [
+            "PYSEC-yaml pyyaml 5.4rc1 5.4 PyPI CRITICAL",
+            "GHSA-scoped @acme/core 2.0.0-beta.1 2.0.0 npm UNKNOWN",
+            "GHSA-lodash lodash 3.10.1 4.17.21 npm UNKNOWN",
+            "GHSA-lodash lodash 4.17.20 4.17.21 npm UNKNOWN",
+          ],
+        );
+        const sbom = await (await req(s, vuln("lang/app", img.digest, "?format=cyclonedx")))
+          .json();
+        const purls = sbom.components.map((c: { purl: string }) => c.purl).sort();
+        assert.ok(purls.includes("pkg:npm/%40acme/core@2.0.0-beta.1"), purls);
+        assert.ok(purls.includes("pkg:pypi/pyyaml@5.4rc1"), purls);
+      });
+    } finally {
+      await Deno.remove(adv, { recursive: true });
+    }
+  },
+});

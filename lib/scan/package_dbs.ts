@@ -3,7 +3,7 @@
 // database (rpmdb.ts). Parsers take the bytes read from the image; they never throw on what they
 // are given: a damaged database yields what could be read and a warning.
 import { osFromReleaseFiles, type OsInfo } from "./os_release.ts";
-import { parseRpmSqlite } from "./rpmdb.ts";
+import { parseRpmBdb, parseRpmSqlite } from "./rpmdb.ts";
 
 export interface Package {
   name: string;
@@ -190,10 +190,13 @@ export function inventory(files: Map<string, Uint8Array>): Inventory {
     add(parseRpmSqlite(b, p));
     rpmDone = true;
   }
-  for (const p of ["var/lib/rpm/Packages", "var/lib/rpm/Packages.db"]) {
-    if (files.has(p) && !rpmDone) {
-      warnings.push(`${p}: the BerkeleyDB/NDB rpm database format is not read (rpm < 4.16)`);
-    }
+  const bdb = files.get("var/lib/rpm/Packages");
+  if (bdb && !rpmDone) {
+    add(parseRpmBdb(bdb, "var/lib/rpm/Packages"));
+    rpmDone = true;
+  }
+  if (files.has("var/lib/rpm/Packages.db") && !rpmDone) {
+    warnings.push("var/lib/rpm/Packages.db: the NDB rpm database format (SUSE) is not read");
   }
   return { os, packages, warnings };
 }

@@ -2,7 +2,13 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import { missingReason, runs } from "../../tests/e2e/_tools.ts";
 import { inventory, parseApkInstalled, parseDpkgStatus } from "./package_dbs.ts";
-import { parseRpmHeaderBlob, parseRpmSqlite, RpmHeaderError, sourceName } from "./rpmdb.ts";
+import {
+  parseRpmBdb,
+  parseRpmHeaderBlob,
+  parseRpmSqlite,
+  RpmHeaderError,
+  sourceName,
+} from "./rpmdb.ts";
 import { advisoryEcosystems, osFromReleaseFiles, parseOsRelease } from "./os_release.ts";
 
 const enc = new TextEncoder();
@@ -201,6 +207,129 @@ echo hi > %{buildroot}/opt/demo.txt
       // the same through inventory(), found under Fedora's path
       const inv = inventory(new Map([["usr/lib/sysimage/rpm/rpmdb.sqlite", bytes]]));
       assert.equal(inv.packages.length, 1);
+    } finally {
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+});
+
+const bdbMissing = missingReason(
+  "rpm BerkeleyDB",
+  runs("rpmbuild", ["--version"]) && runs("db5.3_load", ["-V"]) ? [] : ["rpmbuild", "db5.3_load"],
+  "apt-get install rpm db5.3-util",
+);
+
+/** Header blobs of `names` packages, built with rpmbuild and installed into an rpm database. */
+async function rpmHeaders(dir: string, names: string[]): Promise<Uint8Array[]> {
+  const top = join(dir, "build");
+  await Deno.mkdir(join(top, "SPECS"), { recursive: true });
+  const db = join(dir, "db");
+  await sh("rpm", ["--initdb", "--dbpath", db]);
+  for (const [i, name] of names.entries()) {
+    const spec = join(top, "SPECS", `${name}.spec`);
+    await Deno.writeTextFile(
+      spec,
+      `Name: ${name}\nVersion: 1.${i}\nRelease: ${i + 1}.el7\n${i === 0 ? "Epoch: 1\n" : ""}` +
+        `Summary: demo\nLicense: MIT\nBuildArch: noarch\n\n%description\ndemo\n\n%install\n` +
+        `mkdir -p %{buildroot}/opt\necho ${name} > %{buildroot}/opt/${name}.txt\n\n%files\n/opt/${name}.txt\n`,
+    );
+    await sh("rpmbuild", [
+      "--define",
+      `_topdir ${top}`,
+      "--define",
+      "_build_id_links none",
+      "-bb",
+      spec,
+    ]);
+    await sh("rpm", [
+      "-i",
+      "--nodeps",
+      "--noscripts",
+      "--justdb",
+      "--ignorearch",
+      "--ignoreos",
+      "--dbpath",
+      db,
+      join(top, "RPMS", "noarch", `${name}-1.${i}-${i + 1}.el7.noarch.rpm`),
+    ]);
+  }
+  const { DatabaseSync } = await import("node:sqlite");
+  const sq = new DatabaseSync(join(db, "rpmdb.sqlite"), { readOnly: true });
+  try {
+    return (sq.prepare("SELECT blob FROM Packages ORDER BY hnum").all() as { blob: Uint8Array }[])
+      .map((r) => r.blob);
+  } finally {
+    sq.close();
+  }
+}
+
+/** A BerkeleyDB hash file written by Berkeley DB itself (db5.3_load) from key/value pairs. */
+async function bdbFile(dir: string, pageSize: number, pairs: [Uint8Array, Uint8Array][]) {
+  const hex = (b: Uint8Array) =>
+    " " + Array.from(b, (x) => x.toString(16).padStart(2, "0")).join("");
+  const dump = [
+    "VERSION=3",
+    "format=bytevalue",
+    "type=hash",
+    `db_pagesize=${pageSize}`,
+    "HEADER=END",
+    ...pairs.flatMap(([k, v]) => [hex(k), hex(v)]),
+    "DATA=END",
+    "",
+  ].join("\n");
+  const file = join(dir, `Packages-${pageSize}`);
+  const p = new Deno.Command("db5.3_load", { args: [file], stdin: "piped", stderr: "piped" })
+    .spawn();
+  const w = p.stdin.getWriter();
+  await w.write(new TextEncoder().encode(dump));
+  await w.close();
+  const o = await p.output();
+  assert.equal(o.code, 0, new TextDecoder().decode(o.stderr));
+  return await Deno.readFile(file);
+}
+
+Deno.test({
+  name: "rpm: a BerkeleyDB Packages written by Berkeley DB, inline and overflow values",
+  ignore: bdbMissing !== null,
+  fn: async () => {
+    const dir = await Deno.makeTempDir({ prefix: "wharf-rpm-bdb-" });
+    try {
+      const headers = await rpmHeaders(dir, ["wharf-base", "wharf-lib", "wharf-tool"]);
+      assert.equal(headers.length, 3);
+      // As rpm lays it out: key 0 holds a counter, keys 1..n (native-endian) the headers; 60
+      // copies so the values spread over many buckets and pages.
+      const key = (n: number) => new Uint8Array(new Uint32Array([n]).buffer);
+      const pairs: [Uint8Array, Uint8Array][] = [[key(0), key(181)]];
+      for (let i = 1; i <= 180; i++) pairs.push([key(i), headers[i % 3]]);
+      // 512-byte pages: every header on an overflow chain; 64 KiB pages: inline items
+      for (const pageSize of [512, 65536]) {
+        const bytes = await bdbFile(dir, pageSize, pairs);
+        const r = parseRpmBdb(bytes, "var/lib/rpm/Packages");
+        assert.deepEqual(r.warnings, [], `page size ${pageSize}`);
+        const count = new Map<string, number>();
+        for (const p of r.packages) {
+          count.set(`${p.name} ${p.version}`, (count.get(`${p.name} ${p.version}`) ?? 0) + 1);
+        }
+        assert.deepEqual(
+          Object.fromEntries(count),
+          { "wharf-base 1:1.0-1.el7": 60, "wharf-lib 1.1-2.el7": 60, "wharf-tool 1.2-3.el7": 60 },
+          `page size ${pageSize}`,
+        );
+        const inv = inventory(new Map([["var/lib/rpm/Packages", bytes]]));
+        assert.equal(inv.packages.length, 180);
+        assert.deepEqual(inv.warnings, []);
+        // truncated: what is readable, and a warning instead of a throw
+        const cut = parseRpmBdb(
+          bytes.slice(0, Math.floor(bytes.length / 2)),
+          "var/lib/rpm/Packages",
+        );
+        assert.ok(cut.packages.length < 180);
+      }
+      for (const junk of [new Uint8Array(4096), enc.encode("x".repeat(600))]) {
+        const r = parseRpmBdb(junk, "var/lib/rpm/Packages");
+        assert.deepEqual(r.packages, []);
+        assert.match(r.warnings[0], /not a readable rpm BerkeleyDB database/);
+      }
     } finally {
       await Deno.remove(dir, { recursive: true });
     }

@@ -5,6 +5,7 @@
 // skipped with a warning.
 import { DatabaseSync } from "node:sqlite";
 import type { Package, ParseResult } from "./package_dbs.ts";
+import { bdbHashValues } from "./rpm_bdb.ts";
 
 const TAG = { NAME: 1000, VERSION: 1001, RELEASE: 1002, EPOCH: 1003, ARCH: 1022, SOURCERPM: 1044 };
 const TYPE_INT32 = 4, TYPE_STRING = 6, TYPE_STRING_ARRAY = 8, TYPE_I18NSTRING = 9;
@@ -70,6 +71,53 @@ export function sourceName(srpm: string): string | null {
   return m ? m[1] : null;
 }
 
+/** Packages of header blobs (null: a row that held no blob); unreadable ones are counted. */
+export function packagesFromHeaders(blobs: (Uint8Array | null)[], location: string): ParseResult {
+  const packages: Package[] = [];
+  let bad = 0;
+  for (const blob of blobs) {
+    let h: RpmHeader;
+    try {
+      if (!blob) throw new RpmHeaderError("no blob");
+      h = parseRpmHeaderBlob(blob);
+    } catch {
+      bad++;
+      continue;
+    }
+    if (h.name === "gpg-pubkey") continue;
+    const evr = `${
+      h.epoch !== null && h.epoch !== 0 ? `${h.epoch}:` : ""
+    }${h.version}-${h.release}`;
+    const p: Package = { name: h.name, version: evr, type: "rpm", location };
+    if (h.arch) p.arch = h.arch;
+    const src = h.sourcerpm ? sourceName(h.sourcerpm) : null;
+    if (src) {
+      p.source_name = src;
+      p.source_version = evr;
+    }
+    packages.push(p);
+  }
+  const warnings = bad ? [`${location}: ${bad} unreadable package header(s) skipped`] : [];
+  return { packages, warnings };
+}
+
+/** rpm's BerkeleyDB `Packages` (rpm < 4.16), through lib/scan/rpm_bdb.ts. */
+export function parseRpmBdb(bytes: Uint8Array, location: string): ParseResult {
+  let r;
+  try {
+    r = bdbHashValues(bytes);
+  } catch (e) {
+    return {
+      packages: [],
+      warnings: [`${location}: not a readable rpm BerkeleyDB database (${(e as Error).message})`],
+    };
+  }
+  // rpm keeps a 4-byte counter under key 0 beside the headers: not a package.
+  const out = packagesFromHeaders(r.values.filter((v) => v.length >= 16), location);
+  if (r.skipped) out.warnings.push(`${location}: ${r.skipped} unreadable database item(s) skipped`);
+  return out;
+}
+
 export function parseRpmSqlite(bytes: Uint8Array, location: string): ParseResult {
   const packages: Package[] = [];
   const warnings: string[] = [];
@@ -82,34 +130,11 @@ export function parseRpmSqlite(bytes: Uint8Array, location: string): ParseResult
     const rows = db.prepare(`SELECT blob FROM Packages LIMIT ${MAX_ROWS + 1}`).all() as {
       blob: Uint8Array;
     }[];
-    let bad = 0;
-    for (const row of rows.slice(0, MAX_ROWS)) {
-      if (!(row.blob instanceof Uint8Array)) {
-        bad++;
-        continue;
-      }
-      let h: RpmHeader;
-      try {
-        h = parseRpmHeaderBlob(row.blob);
-      } catch {
-        bad++;
-        continue;
-      }
-      if (h.name === "gpg-pubkey") continue;
-      const evr = `${
-        h.epoch !== null && h.epoch !== 0 ? `${h.epoch}:` : ""
-      }${h.version}-${h.release}`;
-      const p: Package = { name: h.name, version: evr, type: "rpm", location };
-      if (h.arch) p.arch = h.arch;
-      const src = h.sourcerpm ? sourceName(h.sourcerpm) : null;
-      if (src) {
-        p.source_name = src;
-        p.source_version = evr;
-      }
-      packages.push(p);
-    }
+    const blobs = rows.slice(0, MAX_ROWS).map((r) => r.blob instanceof Uint8Array ? r.blob : null);
+    const r = packagesFromHeaders(blobs, location);
+    packages.push(...r.packages);
+    warnings.push(...r.warnings);
     if (rows.length > MAX_ROWS) warnings.push(`${location}: more than ${MAX_ROWS} packages`);
-    if (bad) warnings.push(`${location}: ${bad} unreadable package header(s) skipped`);
   } catch (e) {
     warnings.push(
       `${location}: not a readable rpm sqlite database (${

@@ -3,7 +3,6 @@
 // reconcile. The HTTP layer (timeouts, redirects, the auth dance, errors) is lib/upstream's;
 // every failure leaves as an UpstreamError labelled `downstream <name>`.
 import type { DownstreamConfig } from "../config/mod.ts";
-import { Scavenger } from "../streams/mod.ts";
 import {
   Authenticator,
   type Exchange,
@@ -13,30 +12,20 @@ import {
   type UpstreamError,
 } from "../upstream/mod.ts";
 
-/** The answer to a write that counts as done without having changed the downstream. */
 /**
- * The largest PATCH a blob upload sends (and the one buffer it holds). fetch copies a buffer
- * body before sending it, and V8 frees those copies late, so the sender's peak grows with the
- * chunk: replicating 4 × 256 MiB at once peaked at 272 MiB RSS with 8 MiB PATCHes, 179 with
- * 2 MiB and 156 with 1 MiB (126–162 MiB/s on loopback in each case; bench/README.md).
+ * Blobs up to this size go up as one PATCH of a buffer (answerable to a 401 by resending); larger
+ * ones as PATCHes of STREAM_PATCH bytes whose bodies stream the stored chunks through.
  */
-const UPLOAD_CHUNK = 1024 * 1024;
+const SMALL_BLOB = 1024 * 1024;
+/**
+ * fetch copies a buffer body before sending it, and V8 frees those copies late: replicating
+ * 4 × 256 MiB at once with 8 MiB buffer PATCHes peaked at 272 MiB RSS (2 MiB: 179, 1 MiB: 156,
+ * 512 KiB: 145–151 at 90 MiB/s). Streamed bodies of 8 MiB with their Content-Length peaked at
+ * 137 MiB at 105 MiB/s, and keep 8 MiB per round trip for a distant downstream.
+ */
+const STREAM_PATCH = 8 * 1024 * 1024;
 
-// Full-size upload buffers are reused across blobs. One fresh 8 MiB buffer per upload was
-// external memory V8 freed late: 200 small replicated pushes left the sender at ~150 MiB RSS
-// (~110 with reuse). Blobs smaller than a chunk get a buffer of their own size instead.
-const bufferPool: Uint8Array[] = [];
-const POOL_MAX = 8;
-
-function takeBuffer(size: number): Uint8Array {
-  if (size < UPLOAD_CHUNK) return new Uint8Array(Math.max(size, 1));
-  return bufferPool.pop() ?? new Uint8Array(UPLOAD_CHUNK);
-}
-
-function returnBuffer(buf: Uint8Array): void {
-  if (buf.length === UPLOAD_CHUNK && bufferPool.length < POOL_MAX) bufferPool.push(buf);
-}
-
+/** The answer to a write that counts as done without having changed the downstream. */
 export type WriteOutcome = "written" | "superseded" | "absent";
 
 const ERROR_BODY_MAX = 16 * 1024;
@@ -176,67 +165,81 @@ export class DownstreamClient {
   }
 
   /**
-   * Sends the blob as PATCHes of at most UPLOAD_CHUNK bytes, each with its Content-Range and
-   * Content-Length (the OCI chunked upload), then completes it with its digest. One buffer is
-   * reused, so memory stays at one chunk whatever the blob's size. A single streamed PATCH was
-   * the first design: Deno's fetch uploading a stream to a Deno server ran at ~8.5 MB/s here
-   * (256 MiB in 29-33 s against 1.7 s into docker-registry, whatever the chunk size), so
-   * Wharf-to-Wharf replication crawled; sized PATCHes take the receiver's fast path.
+   * Sends the blob as PATCHes, each with its Content-Range and Content-Length (the OCI chunked
+   * upload), then completes it with its digest. A large blob's PATCHes stream the stored chunks
+   * through, STREAM_PATCH bytes each, so memory stays at a chunk or two whatever its size. One
+   * streamed PATCH for the whole blob, without a length, was the first design: Deno's fetch sent
+   * it to a Deno server at ~8.5 MB/s here (256 MiB in 29-33 s against 1.7 s into
+   * docker-registry); sized parts take the receiver's fast path.
    */
   async upload(
     name: string,
     location: URL,
     digest: string,
-    /** the blob's size as recorded (a wrong one only costs extra PATCHes) */
+    /** the blob's size as recorded */
     size: number,
     body: ReadableStream<Uint8Array>,
   ): Promise<void> {
     const reader = body.getReader();
-    const buf = takeBuffer(size);
-    // fetch's copy of each PATCH body is garbage once the PATCH is answered: scavenge it young.
-    const scavenger = new Scavenger();
     let offset = 0;
     let rest: Uint8Array | null = null;
-    let ended = false;
     let what = `PATCH upload ${name}@${digest}`;
-    try {
-      while (!ended) {
-        let fill = 0;
-        while (fill < buf.length) {
-          if (!rest) {
-            const r = await reader.read();
-            if (r.done) {
-              ended = true;
-              break;
-            }
-            rest = r.value;
-          }
-          const n = Math.min(rest.length, buf.length - fill);
-          buf.set(rest.subarray(0, n), fill);
-          fill += n;
-          rest = n < rest.length ? rest.subarray(n) : null;
-        }
-        if (fill === 0) break;
-        const ex = await this.request("PATCH", location, name, what, {
-          headers: {
-            "content-type": "application/octet-stream",
-            "content-range": `${offset}-${offset + fill - 1}`,
-            "content-length": String(fill),
-          },
-          body: buf.subarray(0, fill) as BodyInit,
-        });
-        if (ex.response.status !== 202 && ex.response.status !== 204) {
-          throw await this.failure(ex, what);
-        }
-        await ex.discard();
-        scavenger.passed(fill);
-        location = this.location(ex, what);
-        offset += fill;
+    const short = () => new Error(`${digest}: the stored blob is shorter than its record`);
+    const patch = async (len: number, part: BodyInit) => {
+      const ex = await this.request("PATCH", location, name, what, {
+        headers: {
+          "content-type": "application/octet-stream",
+          "content-range": `${offset}-${offset + len - 1}`,
+          "content-length": String(len),
+        },
+        body: part,
+      });
+      if (ex.response.status !== 202 && ex.response.status !== 204) {
+        throw await this.failure(ex, what);
       }
-    } finally {
-      // Every PATCH above was awaited to its answer, so no request still reads the buffer.
-      returnBuffer(buf);
-      await reader.cancel().catch(() => {});
+      await ex.discard();
+      location = this.location(ex, what);
+      offset += len;
+    };
+    if (size > 0 && size <= SMALL_BLOB) {
+      const buf = new Uint8Array(size);
+      let fill = 0;
+      try {
+        while (fill < size) {
+          const r = await reader.read();
+          if (r.done) throw short();
+          const n = Math.min(r.value.length, size - fill);
+          buf.set(r.value.subarray(0, n), fill);
+          fill += n;
+        }
+      } finally {
+        await reader.cancel().catch(() => {});
+      }
+      await patch(size, buf);
+    } else {
+      try {
+        while (offset < size) {
+          const len = Math.min(STREAM_PATCH, size - offset);
+          let sent = 0;
+          const part = new ReadableStream<Uint8Array>({
+            pull: async (ctl) => {
+              if (sent >= len) return ctl.close();
+              if (!rest) {
+                const r = await reader.read();
+                if (r.done) return ctl.error(short());
+                rest = r.value;
+              }
+              const n = Math.min(rest.length, len - sent);
+              ctl.enqueue(n === rest.length ? rest : rest.subarray(0, n));
+              rest = n < rest.length ? rest.subarray(n) : null;
+              sent += n;
+            },
+          }, { highWaterMark: 0 });
+          await patch(len, part);
+        }
+      } finally {
+        await reader.cancel().catch(() => {});
+      }
     }
     location.searchParams.set("digest", digest);
     what = `PUT upload ${name}@${digest}`;

@@ -5,10 +5,9 @@
 // every layer, 10 hits a page), and GET /_svc/diff between two images of ~1k files.
 // Reports p50/p95 per query kind (target p50 < 20 ms), indexing time and Wharf's peak RSS.
 // Run: deno run -A --unstable-kv bench/search_bench.ts [--layers 100] [--files 10000]
-import { gzipSync } from "node:zlib";
 import { createHash } from "node:crypto";
-import { pushBlob, startServer, type TestServer } from "../tests/helpers/server.ts";
-import { jsonBytes, OCI_CONFIG, OCI_MANIFEST } from "../tests/helpers/oci_content.ts";
+import { startServer, type TestServer } from "../tests/helpers/server.ts";
+import { pushTarImage } from "../tests/helpers/tar_image.ts";
 import { tarOf } from "../tests/helpers/tar.ts";
 
 const arg = (name: string, dflt: number) => {
@@ -29,30 +28,8 @@ function vmHwmMiB(pid: number): number {
   return Number(/VmHWM:\s+(\d+)/.exec(s)![1]) / 1024;
 }
 
-async function pushImage(s: TestServer, ns: string, tag: string, layerTar: Uint8Array[]) {
-  const cfg = jsonBytes({ architecture: "amd64", os: "linux", ns, tag });
-  const config = await pushBlob(s.url, ns, cfg);
-  const layers = [];
-  for (const t of layerTar) {
-    const b = new Uint8Array(gzipSync(t));
-    layers.push({
-      mediaType: "application/vnd.oci.image.layer.v1.tar+gzip",
-      digest: await pushBlob(s.url, ns, b),
-      size: b.length,
-    });
-  }
-  const r = await fetch(`${s.url}/v2/${ns}/manifests/${tag}`, {
-    method: "PUT",
-    headers: { "content-type": OCI_MANIFEST },
-    body: jsonBytes({
-      schemaVersion: 2,
-      mediaType: OCI_MANIFEST,
-      config: { mediaType: OCI_CONFIG, digest: config, size: cfg.length },
-      layers,
-    }) as BodyInit,
-  });
-  if (r.status !== 201) throw new Error(`push ${ns}:${tag}: ${r.status} ${await r.text()}`);
-}
+const pushImage = (s: TestServer, ns: string, tag: string, tars: Uint8Array[]) =>
+  pushTarImage(s.url, ns, tag, tars, { ns, tag });
 
 function pct(xs: number[], p: number): number {
   const s = [...xs].sort((a, b) => a - b);

@@ -147,50 +147,8 @@ Deno.test({
   fn: async () => {
     const dir = await Deno.makeTempDir({ prefix: "wharf-rpm-" });
     try {
-      const top = join(dir, "build");
-      await Deno.mkdir(join(top, "SPECS"), { recursive: true });
-      await Deno.writeTextFile(
-        join(top, "SPECS", "demo.spec"),
-        `Name: wharf-demo
-Version: 1.2~rc1
-Release: 3.el9
-Epoch: 2
-Summary: demo
-License: MIT
-BuildArch: noarch
-
-%description
-demo
-
-%install
-mkdir -p %{buildroot}/opt
-echo hi > %{buildroot}/opt/demo.txt
-
-%files
-/opt/demo.txt
-`,
-      );
-      await sh("rpmbuild", [
-        "--define",
-        `_topdir ${top}`,
-        "--define",
-        "_build_id_links none",
-        "-bb",
-        join(top, "SPECS", "demo.spec"),
-      ]);
-      const rpmFile = join(top, "RPMS", "noarch", "wharf-demo-1.2~rc1-3.el9.noarch.rpm");
-      const db = join(dir, "db");
-      await sh("rpm", ["--initdb", "--dbpath", db]);
-      await sh("rpm", [
-        "-i",
-        "--nodeps",
-        "--noscripts",
-        "--justdb",
-        "--ignorearch",
-        "--ignoreos",
-        "--dbpath",
-        db,
-        rpmFile,
+      const db = await rpmDb(dir, [
+        { name: "wharf-demo", version: "1.2~rc1", release: "3.el9", epoch: 2 },
       ]);
       const bytes = await Deno.readFile(join(db, "rpmdb.sqlite"));
       const r = parseRpmSqlite(bytes, "var/lib/rpm/rpmdb.sqlite");
@@ -219,19 +177,28 @@ const bdbMissing = missingReason(
   "apt-get install rpm db5.3-util",
 );
 
-/** Header blobs of `names` packages, built with rpmbuild and installed into an rpm database. */
-async function rpmHeaders(dir: string, names: string[]): Promise<Uint8Array[]> {
+interface RpmSpec {
+  name: string;
+  version: string;
+  release: string;
+  epoch?: number;
+}
+
+/** An rpm database (rpm --initdb) holding `specs`, each built by rpmbuild and installed --justdb. */
+async function rpmDb(dir: string, specs: RpmSpec[]): Promise<string> {
   const top = join(dir, "build");
   await Deno.mkdir(join(top, "SPECS"), { recursive: true });
   const db = join(dir, "db");
   await sh("rpm", ["--initdb", "--dbpath", db]);
-  for (const [i, name] of names.entries()) {
-    const spec = join(top, "SPECS", `${name}.spec`);
+  for (const p of specs) {
+    const spec = join(top, "SPECS", `${p.name}.spec`);
     await Deno.writeTextFile(
       spec,
-      `Name: ${name}\nVersion: 1.${i}\nRelease: ${i + 1}.el7\n${i === 0 ? "Epoch: 1\n" : ""}` +
+      `Name: ${p.name}\nVersion: ${p.version}\nRelease: ${p.release}\n` +
+        (p.epoch !== undefined ? `Epoch: ${p.epoch}\n` : "") +
         `Summary: demo\nLicense: MIT\nBuildArch: noarch\n\n%description\ndemo\n\n%install\n` +
-        `mkdir -p %{buildroot}/opt\necho ${name} > %{buildroot}/opt/${name}.txt\n\n%files\n/opt/${name}.txt\n`,
+        `mkdir -p %{buildroot}/opt\necho ${p.name} > %{buildroot}/opt/${p.name}.txt\n\n` +
+        `%files\n/opt/${p.name}.txt\n`,
     );
     await sh("rpmbuild", [
       "--define",
@@ -250,9 +217,15 @@ async function rpmHeaders(dir: string, names: string[]): Promise<Uint8Array[]> {
       "--ignoreos",
       "--dbpath",
       db,
-      join(top, "RPMS", "noarch", `${name}-1.${i}-${i + 1}.el7.noarch.rpm`),
+      join(top, "RPMS", "noarch", `${p.name}-${p.version}-${p.release}.noarch.rpm`),
     ]);
   }
+  return db;
+}
+
+/** Header blobs of `specs`, as rpm stored them. */
+async function rpmHeaders(dir: string, specs: RpmSpec[]): Promise<Uint8Array[]> {
+  const db = await rpmDb(dir, specs);
   const { DatabaseSync } = await import("node:sqlite");
   const sq = new DatabaseSync(join(db, "rpmdb.sqlite"), { readOnly: true });
   try {
@@ -294,7 +267,11 @@ Deno.test({
   fn: async () => {
     const dir = await Deno.makeTempDir({ prefix: "wharf-rpm-bdb-" });
     try {
-      const headers = await rpmHeaders(dir, ["wharf-base", "wharf-lib", "wharf-tool"]);
+      const headers = await rpmHeaders(dir, [
+        { name: "wharf-base", version: "1.0", release: "1.el7", epoch: 1 },
+        { name: "wharf-lib", version: "1.1", release: "2.el7" },
+        { name: "wharf-tool", version: "1.2", release: "3.el7" },
+      ]);
       assert.equal(headers.length, 3);
       // As rpm lays it out: key 0 holds a counter, keys 1..n (native-endian) the headers; 60
       // copies so the values spread over many buckets and pages.

@@ -3,11 +3,10 @@
 // deleted manifest leaving the answers; and the 404 rules for malformed queries.
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
-import { gzipSync } from "node:zlib";
 import { assertErrorCode, req, serverTestOpts } from "../helpers/api.ts";
 import { join } from "node:path";
-import { pushBlob, runCli, type TestServer, withServer } from "../helpers/server.ts";
-import { jsonBytes, OCI_CONFIG, OCI_MANIFEST } from "../helpers/oci_content.ts";
+import { runCli, type TestServer, withServer } from "../helpers/server.ts";
+import { pushTarImage } from "../helpers/tar_image.ts";
 import { tarOf } from "../helpers/tar.ts";
 
 const CONFIG = `
@@ -20,31 +19,8 @@ default = "allow"
 rules = ['request.action == "get-blob" && request.namespace == "hidden/app"']
 `;
 
-async function push(s: TestServer, ns: string, tag: string, tars: Uint8Array[]) {
-  const cfg = jsonBytes({ architecture: "amd64", os: "linux", ns, tag });
-  const config = await pushBlob(s.url, ns, cfg);
-  const layers = [];
-  for (const t of tars) {
-    const b = new Uint8Array(gzipSync(t));
-    layers.push({
-      mediaType: "application/vnd.oci.image.layer.v1.tar+gzip",
-      digest: await pushBlob(s.url, ns, b),
-      size: b.length,
-    });
-  }
-  const r = await req(s, `/v2/${ns}/manifests/${tag}`, {
-    method: "PUT",
-    headers: { "content-type": OCI_MANIFEST },
-    body: jsonBytes({
-      schemaVersion: 2,
-      mediaType: OCI_MANIFEST,
-      config: { mediaType: OCI_CONFIG, digest: config, size: cfg.length },
-      layers,
-    }) as BodyInit,
-  });
-  assert.equal(r.status, 201, await r.text());
-  return { digest: r.headers.get("docker-content-digest")!, layers: layers.map((l) => l.digest) };
-}
+const push = (s: TestServer, ns: string, tag: string, tars: Uint8Array[]) =>
+  pushTarImage(s.url, ns, tag, tars, { ns, tag });
 
 type Row = { namespace: string; manifest: string; tags: string[]; layer: string; path: string };
 const rows = (b: { results: Row[] }) =>

@@ -10,6 +10,7 @@ import { assertErrorCode, req, serverTestOpts } from "../helpers/api.ts";
 import { pushBlob, runCli, type TestServer, withServer } from "../helpers/server.ts";
 import { jsonBytes, OCI_CONFIG, OCI_INDEX, OCI_MANIFEST } from "../helpers/oci_content.ts";
 import { tarOf } from "../helpers/tar.ts";
+import { pushTarImage } from "../helpers/tar_image.ts";
 
 const FAST = `
 [global.job_queue]
@@ -439,31 +440,8 @@ Deno.test({
     }),
 });
 
-async function pushLayers(s: TestServer, ns: string, tag: string, tars: Uint8Array[]) {
-  const cfg = jsonBytes({ architecture: "amd64", os: "linux", tag });
-  const config = await pushBlob(s.url, ns, cfg);
-  const layers = [];
-  for (const t of tars) {
-    const b = new Uint8Array(gzipSync(t));
-    layers.push({
-      mediaType: "application/vnd.oci.image.layer.v1.tar+gzip",
-      digest: await pushBlob(s.url, ns, b),
-      size: b.length,
-    });
-  }
-  const r = await req(s, `/v2/${ns}/manifests/${tag}`, {
-    method: "PUT",
-    headers: { "content-type": OCI_MANIFEST },
-    body: jsonBytes({
-      schemaVersion: 2,
-      mediaType: OCI_MANIFEST,
-      config: { mediaType: OCI_CONFIG, digest: config, size: cfg.length },
-      layers,
-    }) as BodyInit,
-  });
-  assert.equal(r.status, 201, await r.text());
-  return { digest: r.headers.get("docker-content-digest")!, layers: layers.map((l) => l.digest) };
-}
+const pushLayers = (s: TestServer, ns: string, tag: string, tars: Uint8Array[]) =>
+  pushTarImage(s.url, ns, tag, tars, { tag });
 
 Deno.test({
   ...serverTestOpts,

@@ -630,3 +630,25 @@ Deno.test({
     }
   },
 });
+
+Deno.test({
+  ...serverTestOpts,
+  name: "reports API: a push's scan-image job waits on the scan queue of the jobs admin API",
+  fn: () =>
+    // This process does not drain the scan queue: the job the push enqueued stays pending.
+    withServer({ config: `${FAST}\n[global.job_queue.concurrency]\nscan = 0\n` }, async (s) => {
+      const img = await pushScannable(s, "queued/app");
+      let jobs: { kind: string; lock_key: string }[] = [];
+      for (let i = 0; i < 100 && jobs.length === 0; i++) {
+        jobs = (await (await req(s, "/v2/_svc/jobs/list?queue=scan")).json()).jobs;
+        if (jobs.length === 0) await new Promise((res) => setTimeout(res, 100));
+      }
+      assert.equal(jobs.length, 1, JSON.stringify(jobs));
+      assert.equal(jobs[0].kind, "scan-image");
+      assert.equal(jobs[0].lock_key, img.digest);
+      // ...and the report says it is still scanning
+      const r = await req(s, vuln("queued/app", img.digest));
+      assert.equal(r.status, 202);
+      assert.deepEqual(await r.json(), { status: "scanning" });
+    }),
+});

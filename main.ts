@@ -102,7 +102,9 @@ function describe(cfg: Config): string {
   const source = cfg.sources.length
     ? `config ${cfg.sources.join(", ")}`
     : "embedded default config";
-  return `${source}; blobs ${cfg.blobStore.fs.rootDir}; metadata ${cfg.metadataStore.path}; ${policy}`;
+  return `${source}; blobs ${cfg.blobStore.fs.rootDir}; metadata ${cfg.metadataStore.path}; ${policy}; web UI ${
+    cfg.ui.enabled ? "on at /" : "off"
+  }`;
 }
 
 async function serve(cfg: Config): Promise<void> {
@@ -496,7 +498,12 @@ async function main(): Promise<number> {
   let cfg: Config;
   try {
     cli = parseArgs(Deno.args);
-    cfg = cli.configFiles.length ? await loadConfigFiles(cli.configFiles) : defaultConfig();
+    if (cli.configFiles.length) cfg = await loadConfigFiles(cli.configFiles);
+    else {
+      // No config file at all: a newcomer's browser should find the UI (DESIGN.md §Repositories).
+      cfg = defaultConfig();
+      cfg.ui.enabled = true;
+    }
   } catch (e) {
     if (e instanceof ConfigError) {
       console.error(`wharf: ${e.message}`);

@@ -28,6 +28,7 @@ export type ActionName =
   | "list-revisions"
   | "list-uploads"
   | "ui-config"
+  | "ui-asset"
   | "list-jobs"
   | "list-failed-jobs"
   | "retry-job"

@@ -25,6 +25,7 @@ import { diffHandler, vulnerabilitiesHandler } from "./vulnerabilities.ts";
 import { filesSearchHandler } from "./files.ts";
 import type { Reports } from "../lib/scan/mod.ts";
 import { countAuth, instrumentFetch, metricsHandler, noteAction } from "./metrics.ts";
+import { uiAction, uiHandler } from "./ui.ts";
 
 export interface Services {
   registry: Registry;
@@ -76,7 +77,8 @@ export function createApp(services: Services): Hono<{ Bindings: ConnEnv }> {
   app.all("*", async (c) => {
     const req = c.req.raw;
     const url = new URL(req.url);
-    const action = parseAction(req.method, url.pathname);
+    const action = parseAction(req.method, url.pathname) ??
+      uiAction(reg.cfg.ui.enabled, req.method, url.pathname);
     if (!action) {
       await req.body?.cancel();
       throw notFound(req.method);
@@ -139,6 +141,7 @@ export function createApp(services: Services): Hono<{ Bindings: ConnEnv }> {
       );
     }
     if (action.name === "metrics") return await metricsHandler(req, services.metrics);
+    if (action.name === "ui-asset") return await uiHandler(req, url);
     if (action.name === "get-report") {
       return await vulnerabilitiesHandler(req, url, action, services.reports, extra);
     }
@@ -228,6 +231,7 @@ function dispatch(
     case "get-report":
     case "diff-images":
     case "search-files":
+    case "ui-asset":
       throw new Error(`${a.name} is not dispatched here`);
   }
 }

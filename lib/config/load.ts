@@ -415,7 +415,8 @@ function readConnection(r: Reader, t: Table, p: string): UpstreamConfig {
 }
 
 function readUi(r: Reader, ui: Table, cfg: Config): void {
-  r.only(ui, "ui", ["name", "oidc"]);
+  r.only(ui, "ui", ["enabled", "name", "oidc"]);
+  cfg.ui.enabled = r.bool(ui, "enabled", "ui") ?? false;
   cfg.ui.name = r.str(ui, "name", "ui") ?? cfg.ui.name;
   if (ui.oidc === undefined) return;
   const o = r.table(ui.oidc, "ui.oidc");

@@ -196,6 +196,8 @@ export interface Config {
   };
   scan: ScanConfig;
   ui: {
+    /** serve the web UI on non-API paths (with no config file at all: on) */
+    enabled: boolean;
     name: string;
     /** UI sign-in; the provider must be a configured [auth.oidc.<name>] */
     oidc: { provider: string; clientId: string; scopes: string } | null;
@@ -230,7 +232,7 @@ export function defaultConfig(): Config {
       index: defaultIndexConfig(),
     },
     scan: defaultScanConfig(),
-    ui: { name: "Wharf", oidc: null },
+    ui: { enabled: false, name: "Wharf", oidc: null },
     repositories: new Map(),
     sources: [],
   };

@@ -1,6 +1,7 @@
 // The web UI in a real browser: Debian's chromium driven by playwright-core against a real Wharf.
-// So far the repository list: hosted repositories before pull-through caches, badges, counts and
-// the registry's name in the top bar.
+// So far the first three views: the repository list (hosted before pull-through caches, badges,
+// counts, the registry's name in the top bar), a repository's namespaces and a namespace's
+// manifests (filter and sort over every entry), reached by clicking through.
 import assert from "node:assert/strict";
 import { chromium } from "playwright-core";
 import { withServer } from "../helpers/server.ts";
@@ -30,7 +31,7 @@ const ARGS = [
 
 Deno.test({
   ...base,
-  name: "ui in chromium: the repository list, hosted first, with badges and counts",
+  name: "ui in chromium: repositories → namespaces → manifests, with badges, counts, filter, sort",
   fn: () =>
     // A second Wharf is the upstream of the pull-through cache.
     withServer({}, (up) =>
@@ -47,7 +48,19 @@ Deno.test({
         assert.equal(pulled.status, 200);
         await pulled.body?.cancel();
         await pushTarImage(s.url, "zeta/web", "v1", [layer]);
-        await pushTarImage(s.url, "alpha/one", "v1", [layer]);
+        await pushTarImage(s.url, "alpha/one", "a1", [layer]);
+        await new Promise((r) => setTimeout(r, 20)); // distinct push times
+        const v2 = await pushTarImage(s.url, "alpha/one", "v2", [layer], { v: 2 });
+        const got = await fetch(`${s.url}/v2/alpha/one/manifests/${v2.digest}`, {
+          headers: { accept: OCI_MANIFEST },
+        });
+        const put = await fetch(`${s.url}/v2/alpha/one/manifests/latest`, {
+          method: "PUT",
+          headers: { "content-type": OCI_MANIFEST },
+          body: await got.arrayBuffer(),
+        });
+        assert.equal(put.status, 201);
+        await put.body?.cancel();
         await pushTarImage(s.url, "alpha/two", "v1", [layer]);
         const browser = await chromium.launch({ executablePath: CHROMIUM, args: ARGS });
         try {
@@ -65,8 +78,29 @@ Deno.test({
             ["zetaimmutable", "hosted", "", "1"],
             ["cache", "pull-through cache", up.url, "1"],
           ]);
+          // repository → its namespaces → a namespace's manifests, by clicking
+          await page.click('tr[data-repository="alpha"] a');
+          await page.waitForSelector("tr[data-namespace]");
+          assert.equal(new URL(page.url()).pathname, "/alpha");
+          assert.deepEqual(
+            await page.$$eval("tr[data-namespace]", (trs) => trs.map((tr) => tr.textContent)),
+            ["alpha/one320", "alpha/two110"],
+          );
+          await page.click('tr[data-namespace="alpha/one"] a');
+          await page.waitForSelector("tr[data-digest]");
+          assert.equal(new URL(page.url()).pathname, "/alpha/one");
+          // two manifests, newest push first; the filter and the sort cover every entry
+          const tagsShown = () =>
+            page.$$eval("tr[data-digest] td:first-child", (tds) => tds.map((td) => td.textContent));
+          assert.deepEqual(await tagsShown(), ["latestv2", "a1"]);
+          await page.fill("input[type=search]", "a1");
+          assert.deepEqual(await tagsShown(), ["a1"]);
+          assert.match((await page.textContent(".tools"))!, /1 of 2/);
+          await page.fill("input[type=search]", "");
+          await page.selectOption("select", "tag");
+          assert.deepEqual(await tagsShown(), ["a1", "latestv2"]);
           // a deep link is the app too (its view is still to come)
-          await page.goto(`${s.url}/alpha/one:v1`);
+          await page.goto(`${s.url}/alpha/one:a1`);
           assert.match((await page.textContent("main"))!, /not built yet/);
         } finally {
           await browser.close();

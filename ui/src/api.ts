@@ -33,3 +33,30 @@ export interface RepositorySummary {
   upstream_urls: string[];
   immutable_tags: boolean;
 }
+
+export interface NamespaceSummary {
+  name: string;
+  tag_count: number;
+  manifest_count: number;
+  upload_count: number;
+}
+
+export interface NamespacesListing {
+  repository: string;
+  namespaces: NamespaceSummary[];
+  pull_through_cache: boolean;
+  upstream_urls: string[];
+  immutable_tags: boolean;
+}
+
+export interface Revision {
+  digest: string;
+  tags: string[];
+  parents?: { digest: string; tags: string[]; platform: { os: string; architecture: string } }[];
+  referrers?: { digest: string; artifactType: string }[];
+  pushed_at?: string;
+  last_pulled_at?: string;
+}
+
+/** A namespace's path in API URLs: each segment escaped, the slashes kept. */
+export const nsPath = (ns: string) => ns.split("/").map(encodeURIComponent).join("/");

@@ -1,0 +1,51 @@
+// `/{repository}`: the namespaces of one repository with their tag, manifest and upload counts.
+import { useEffect, useState } from "preact/hooks";
+import { getJson, type NamespacesListing } from "./api.ts";
+import { ErrorState, Loading } from "./states.tsx";
+
+export function Namespaces({ repository }: { repository: string }) {
+  const [listing, setListing] = useState<NamespacesListing | null>(null);
+  const [error, setError] = useState<unknown>(null);
+  const load = () => {
+    setError(null);
+    getJson<NamespacesListing>(
+      `/v2/_svc/namespaces/list?repository=${encodeURIComponent(repository)}`,
+    ).then(setListing).catch(setError);
+  };
+  useEffect(load, [repository]);
+  if (error) return <ErrorState error={error} retry={load} />;
+  if (!listing) return <Loading />;
+  return (
+    <section aria-labelledby="ns-title">
+      <nav class="crumbs" aria-label="Breadcrumb">
+        <a href="/">Repositories</a> / <span>{repository}</span>
+      </nav>
+      <h1 id="ns-title">{repository}</h1>
+      {listing.pull_through_cache && (
+        <p class="muted">Pull-through cache of {listing.upstream_urls.join(", ")}</p>
+      )}
+      <table class="list">
+        <thead>
+          <tr>
+            <th scope="col">Namespace</th>
+            <th scope="col">Tags</th>
+            <th scope="col">Manifests</th>
+            <th scope="col">Uploads</th>
+          </tr>
+        </thead>
+        <tbody>
+          {listing.namespaces.map((n) => (
+            <tr key={n.name} data-namespace={n.name}>
+              <td>
+                <a href={`/${n.name}`}>{n.name}</a>
+              </td>
+              <td class="num">{n.tag_count}</td>
+              <td class="num">{n.manifest_count}</td>
+              <td class="num">{n.upload_count}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </section>
+  );
+}

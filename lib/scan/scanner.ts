@@ -81,6 +81,17 @@ export interface ImageReport {
 }
 
 const MAX_CONFIG = 8 << 20;
+/** The index record a scan uses for a layer whose blob is not stored. */
+const NOT_STORED: IndexRecord = {
+  version: INDEX_VERSION,
+  state: "unsupported",
+  compression: null,
+  uncompressedSize: 0,
+  entries: 0,
+  error: "its blob is not stored here",
+  indexedAt: 0,
+  base: "",
+};
 // A scan waits this long per attempt for missing layer indexes, then retries with backoff.
 const INDEX_WAIT_MS = 60 * 1000;
 const DB_BASENAMES = new Set(PACKAGE_DB_PATHS.map((p) => p.slice(p.lastIndexOf("/") + 1)));
@@ -400,16 +411,26 @@ export class Scanner {
     const deadline = Date.now() + INDEX_WAIT_MS;
     let queued = false;
     for (;;) {
-      const got = await Promise.all(
-        layers.map(async (d) => (await this.registry.kv.get<IndexRecord>(indexKey(d))).value),
-      );
-      const missing = layers.filter((_, i) => !got[i] || got[i]!.version < INDEX_VERSION);
+      const got = await Promise.all(layers.map(async (d) => {
+        const rec = (await this.registry.kv.get<IndexRecord>(indexKey(d))).value;
+        if (rec && rec.version >= INDEX_VERSION) return rec;
+        // A layer whose bytes are not here (a manifest pushed with references it does not own)
+        // will never be indexed: the report says so instead of waiting for it.
+        return (await this.blobs.blob(d)) ? null : NOT_STORED;
+      }));
+      const missing = layers.filter((_, i) => got[i] === null);
       if (missing.length === 0) return got as IndexRecord[];
       if (!queued) {
         for (const d of missing) await this.registry.jobs.queue("index").enqueue(indexLayerJob(d));
         queued = true;
       }
-      if (Date.now() > deadline) throw new Error(`layers not indexed yet: ${missing.join(", ")}`);
+      if (Date.now() > deadline) {
+        throw new Error(
+          `${missing.length} layer(s) not indexed yet: ${missing.slice(0, 5).join(", ")}${
+            missing.length > 5 ? ", …" : ""
+          }`,
+        );
+      }
       signal?.throwIfAborted();
       await new Promise((r) => setTimeout(r, 250));
     }

@@ -656,3 +656,46 @@ Deno.test({
       assert.deepEqual(await r.json(), { status: "scanning" });
     }),
 });
+
+Deno.test({
+  ...serverTestOpts,
+  name: "reports API: a layer whose blob is not stored is named in the report, not waited for",
+  fn: () =>
+    withServer({ config: FAST }, async (s) => {
+      const cfg = jsonBytes({ architecture: "amd64", os: "linux" });
+      const config = await pushBlob(s.url, "thin/app", cfg);
+      const real = new Uint8Array(gzipSync(tarOf([{ path: "etc/os-release", data: OS_RELEASE }])));
+      const realDigest = await pushBlob(s.url, "thin/app", real);
+      const absent = `sha256:${"ab".repeat(32)}`;
+      const put = await req(s, "/v2/thin/app/manifests/v1", {
+        method: "PUT",
+        headers: { "content-type": OCI_MANIFEST },
+        body: jsonBytes({
+          schemaVersion: 2,
+          mediaType: OCI_MANIFEST,
+          config: { mediaType: OCI_CONFIG, digest: config, size: cfg.length },
+          layers: [
+            { mediaType: "application/vnd.oci.image.layer.v1.tar+gzip", digest: absent, size: 9 },
+            {
+              mediaType: "application/vnd.oci.image.layer.v1.tar+gzip",
+              digest: realDigest,
+              size: real.length,
+            },
+          ],
+        }) as BodyInit,
+      });
+      assert.equal(put.status, 201, await put.text());
+      const digest = put.headers.get("docker-content-digest")!;
+      const t0 = Date.now();
+      const r = await settle(s, vuln("thin/app", digest));
+      assert.equal(r.status, 200);
+      // well inside the minute a scan waits for an index that may still come
+      assert.ok(Date.now() - t0 < 30_000, `${Date.now() - t0} ms`);
+      const report = await r.json();
+      assert.equal(report.os.id, "debian");
+      assert.ok(
+        report.warnings.some((w: string) => w.includes(absent) && /not stored/.test(w)),
+        JSON.stringify(report.warnings),
+      );
+    }),
+});

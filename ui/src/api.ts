@@ -6,8 +6,29 @@ export class ApiError extends Error {
   }
 }
 
-export async function getJson<T>(path: string): Promise<T> {
-  const r = await fetch(path, { headers: { accept: "application/json" } });
+/** Where the signed-in user's bearer token comes from; set by the sign-in module. */
+let tokenSource: () => string | null = () => null;
+export function setTokenSource(source: () => string | null) {
+  tokenSource = source;
+}
+
+/**
+ * A request to Wharf's API with the UI's standing headers: the bearer token when signed in, and
+ * `X-Svc-No-Redirect` so blob bytes come inline instead of as a redirect to a store the browser
+ * may not reach (SPEC UI behaviour 9).
+ */
+export function apiFetch(path: string, init: RequestInit = {}): Promise<Response> {
+  const headers = new Headers(init.headers);
+  headers.set("x-svc-no-redirect", "1");
+  const token = tokenSource();
+  if (token) headers.set("authorization", `Bearer ${token}`);
+  // "omit": the UI's only credential is the bearer header above; it also keeps Chromium from
+  // answering a `WWW-Authenticate: Basic` challenge with its own password dialog.
+  return fetch(path, { ...init, headers, credentials: "omit" });
+}
+
+/** Throws an ApiError carrying the status and the OCI error message for a non-2xx answer. */
+export async function checked(r: Response): Promise<Response> {
   if (!r.ok) {
     let message = `${r.status} ${r.statusText}`;
     try {
@@ -18,6 +39,11 @@ export async function getJson<T>(path: string): Promise<T> {
     }
     throw new ApiError(r.status, message);
   }
+  return r;
+}
+
+export async function getJson<T>(path: string): Promise<T> {
+  const r = await checked(await apiFetch(path, { headers: { accept: "application/json" } }));
   return await r.json() as T;
 }
 

@@ -1,65 +1,168 @@
-// The single-page app: a top bar with the registry's name (GET /v2/_svc/ui/config) and the view
-// the path names (SPEC §Web UI routes): `/` repositories, `/{repository}` its namespaces,
-// `/{namespace}` its manifests (a namespace's name begins with its repository's). Manifest
-// details and the jobs views are still to come; their paths say so.
+// The single-page app: a top bar (the registry's name from GET /v2/_svc/ui/config, navigation,
+// theme, sign-in) and the view the location names (SPEC §Web UI routes; route.ts).
 import { render } from "preact";
 import { useEffect, useState } from "preact/hooks";
 import { getJson, type RepositorySummary, type UiConfig } from "./api.ts";
-import { Repositories } from "./repositories.tsx";
-import { Namespaces } from "./namespaces.tsx";
+import { completeSignIn, signedInAs, signIn, signOut } from "./auth.ts";
+import { Compare } from "./compare.tsx";
+import { setUiConfig, uiConfig } from "./config.ts";
+import { ManifestDetails } from "./details/details.tsx";
+import { useLoad } from "./hooks.ts";
+import { Jobs } from "./jobs.tsx";
 import { Manifests } from "./manifests.tsx";
+import { Namespaces } from "./namespaces.tsx";
+import { Repositories } from "./repositories.tsx";
+import {
+  installRouter,
+  navigate,
+  onLocationChange,
+  parseRoute,
+  type Route,
+  SEARCH_PATH,
+} from "./route.ts";
+import { Search } from "./search.tsx";
 import { ErrorState, Loading } from "./states.tsx";
+import { applyTheme, savedTheme, ThemePicker } from "./theme.tsx";
 import "./style.css";
 
 /** A repository's namespace list, or a namespace's manifests: the repositories listing tells. */
 function ByName({ name }: { name: string }) {
-  const [repos, setRepos] = useState<string[] | null>(null);
+  const { data, error, reload } = useLoad(
+    () =>
+      getJson<{ repositories: RepositorySummary[] }>(
+        "/v2/_svc/repositories/list",
+      ),
+    [],
+  );
+  if (error) return <ErrorState error={error} retry={reload} />;
+  if (!data) return <Loading />;
+  return data.repositories.some((r) => r.name === name)
+    ? <Namespaces repository={name} />
+    : <Manifests namespace={name} />;
+}
+
+function SignedIn() {
   const [error, setError] = useState<unknown>(null);
-  const load = () => {
-    setError(null);
-    getJson<{ repositories: RepositorySummary[] }>("/v2/_svc/repositories/list")
-      .then((b) => setRepos(b.repositories.map((r) => r.name))).catch(setError);
-  };
-  useEffect(load, []);
-  if (error) return <ErrorState error={error} retry={load} />;
-  if (!repos) return <Loading />;
-  return repos.includes(name) ? <Namespaces repository={name} /> : <Manifests namespace={name} />;
-}
-
-function view(path: string) {
-  if (path === "/") return <Repositories />;
-  let name = path.slice(1).replace(/\/+$/, "");
-  try {
-    name = decodeURIComponent(name);
-  } catch {
-    // shown as written
-  }
-  const last = name.slice(name.lastIndexOf("/") + 1);
-  if (name === "jobs" || name.startsWith("jobs/") || name.includes("@") || last.includes(":")) {
-    return <p>This view is not built yet: {path}</p>;
-  }
-  return <ByName name={name} />;
-}
-
-function App() {
-  const [name, setName] = useState("Wharf");
   useEffect(() => {
-    getJson<UiConfig>("/v2/_svc/ui/config").then((c) => {
-      setName(c.name);
-      document.title = c.name;
-    }).catch(() => {});
+    if (!uiConfig.oidc) {
+      setError(new Error("this registry's web UI has no sign-in configured"));
+      return;
+    }
+    completeSignIn(uiConfig.oidc).then((to) => navigate(to, true)).catch(
+      setError,
+    );
   }, []);
-  const path = location.pathname;
+  return error ? <ErrorState error={error} /> : <Loading text="Signing in…" />;
+}
+
+function View({ route }: { route: Route }) {
+  switch (route.view) {
+    case "repositories":
+      return <Repositories />;
+    case "name":
+      return <ByName key={route.name} name={route.name} />;
+    case "manifest":
+      return (
+        <ManifestDetails
+          key={`${route.namespace}/${route.reference}`}
+          namespace={route.namespace}
+          reference={route.reference}
+        />
+      );
+    case "jobs":
+      return <Jobs key={route.queue} queue={route.queue} />;
+    case "search":
+      return <Search key={location.search} />;
+    case "compare":
+      return (
+        <Compare
+          key={route.namespace + location.search}
+          namespace={route.namespace}
+        />
+      );
+    case "signed-in":
+      return <SignedIn />;
+  }
+}
+
+function Account() {
+  const [who, setWho] = useState(signedInAs());
+  if (!uiConfig.oidc) return null;
+  return who
+    ? (
+      <span class="account">
+        <span data-user={who}>{who}</span>{" "}
+        <button
+          type="button"
+          onClick={() => {
+            signOut();
+            setWho(null);
+            navigate(location.pathname, true);
+          }}
+        >
+          Sign out
+        </button>
+      </span>
+    )
+    : (
+      <button
+        type="button"
+        onClick={() => signIn(uiConfig.oidc!).catch((e) => alert(String(e)))}
+      >
+        Sign in
+      </button>
+    );
+}
+
+function App({ ready }: { ready: boolean }) {
+  const [path, setPath] = useState(location.pathname);
+  useEffect(() => onLocationChange(() => setPath(location.pathname)), []);
+  const route = parseRoute(path);
   return (
     <>
+      <a class="skip" href="#main">Skip to content</a>
       <header class="top">
-        <a class="brand" href="/">{name}</a>
+        <a class="brand" href="/">{uiConfig.name}</a>
+        <nav aria-label="Main">
+          <a
+            href="/"
+            aria-current={route.view === "repositories" ? "page" : undefined}
+          >
+            Repositories
+          </a>
+          <a
+            href={SEARCH_PATH}
+            aria-current={route.view === "search" ? "page" : undefined}
+          >
+            Search files
+          </a>
+          <a
+            href="/jobs"
+            aria-current={route.view === "jobs" ? "page" : undefined}
+          >
+            Jobs
+          </a>
+        </nav>
+        <span class="spacer"></span>
+        <ThemePicker />
+        {ready && <Account key={path} />}
       </header>
-      <main>
-        {view(path)}
+      <main id="main" tabIndex={-1}>
+        {ready ? <View route={route} /> : <Loading />}
       </main>
     </>
   );
 }
 
-render(<App />, document.getElementById("app")!);
+applyTheme(savedTheme());
+installRouter();
+const root = document.getElementById("app")!;
+render(<App ready={false} />, root);
+getJson<UiConfig>("/v2/_svc/ui/config").then((c) => setUiConfig(c)).catch(
+  () => {
+    // the name stays the default; views report their own errors
+  },
+).finally(() => {
+  document.title = uiConfig.name;
+  render(<App ready />, root);
+});

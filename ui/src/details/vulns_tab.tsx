@@ -1,0 +1,375 @@
+// The Vulnerabilities tab: an image's report (severity counts, findings with filter and sort, CSV
+// and SBOM downloads), or an index's per-platform summaries with `#vulnerabilities/<os>/<arch>`
+// selecting one platform's report.
+import { useMemo, useState } from "preact/hooks";
+import { apiFetch, checked, nsPath } from "../api.ts";
+import { downloadFrom } from "../download.ts";
+import { useInterval, useLoad } from "../hooks.ts";
+import {
+  type FetchedManifest,
+  isIndex,
+  type Platform,
+  platformBadge,
+  shortDigest,
+} from "../oci.ts";
+import { ErrorState, Loading } from "../states.tsx";
+import { vulnPlatform } from "./tabs.ts";
+
+const SEVERITIES = ["CRITICAL", "HIGH", "MEDIUM", "LOW", "UNKNOWN"] as const;
+type Counts = Partial<Record<typeof SEVERITIES[number], number>>;
+
+interface Finding {
+  id: string;
+  aliases: string[];
+  severity: string;
+  package: string;
+  installed: string;
+  fixed: string | null;
+  summary: string;
+  ecosystem: string;
+}
+
+interface Report {
+  digest: string;
+  scanned_at: string;
+  refreshing?: boolean;
+  platform: Platform | null;
+  os: { pretty_name?: string; id?: string; version_id?: string } | null;
+  advisories: { snapshot: string; records: number } | null;
+  note?: string;
+  counts: Counts;
+  packages: { name: string; version: string; type: string }[];
+  findings: Finding[];
+  config_secrets: {
+    source: string;
+    index: number;
+    name?: string;
+    kind: string;
+  }[];
+  warnings: string[];
+}
+
+interface IndexSummary {
+  digest: string;
+  manifests: {
+    digest: string;
+    platform: Platform | null;
+    status: string;
+    counts?: Counts;
+    scanned_at?: string;
+  }[];
+}
+
+type Answer<T> = { scanning: true } | { scanning: false; body: T };
+
+async function loadReport<T>(
+  namespace: string,
+  digest: string,
+): Promise<Answer<T>> {
+  const r = await checked(
+    await apiFetch(`/v2/${nsPath(namespace)}/_svc/vulnerabilities/${digest}`, {
+      headers: { accept: "application/json" },
+    }),
+  );
+  if (r.status === 202) {
+    await r.body?.cancel();
+    return { scanning: true };
+  }
+  return { scanning: false, body: await r.json() as T };
+}
+
+function CountsRow({ counts }: { counts: Counts }) {
+  return (
+    <ul class="severity-counts" aria-label="Findings per severity">
+      {SEVERITIES.map((s) => (
+        <li key={s} class={`sev sev-${s.toLowerCase()}`} data-severity={s}>
+          <span class="sev-name">{s}</span> <strong>{counts[s] ?? 0}</strong>
+        </li>
+      ))}
+    </ul>
+  );
+}
+
+const RANK: Record<string, number> = {
+  CRITICAL: 0,
+  HIGH: 1,
+  MEDIUM: 2,
+  LOW: 3,
+  UNKNOWN: 4,
+};
+
+function ImageReport(
+  { namespace, digest }: { namespace: string; digest: string },
+) {
+  const { data, error, reload } = useLoad(
+    () => loadReport<Report>(namespace, digest),
+    [
+      namespace,
+      digest,
+    ],
+  );
+  useInterval(reload, 2000, data?.scanning === true);
+  const [filter, setFilter] = useState("");
+  const [sort, setSort] = useState<"severity" | "package" | "id">("severity");
+  const [downloadError, setDownloadError] = useState<unknown>(null);
+  const findings = useMemo(() => {
+    if (!data || data.scanning) return [];
+    const f = filter.trim().toLowerCase();
+    const rows = data.body.findings.filter((x) =>
+      !f || x.id.toLowerCase().includes(f) ||
+      x.package.toLowerCase().includes(f) ||
+      x.severity.toLowerCase() === f ||
+      (x.summary ?? "").toLowerCase().includes(f) ||
+      x.aliases.some((a) => a.toLowerCase().includes(f))
+    );
+    const cmp = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
+    return rows.sort((a, b) =>
+      sort === "severity"
+        ? (RANK[a.severity] ?? 9) - (RANK[b.severity] ?? 9) ||
+          cmp(a.package, b.package) ||
+          cmp(a.id, b.id)
+        : sort === "package"
+        ? cmp(a.package, b.package) || cmp(a.id, b.id)
+        : cmp(a.id, b.id)
+    );
+  }, [data, filter, sort]);
+  if (error) return <ErrorState error={error} retry={reload} />;
+  if (!data) return <Loading />;
+  if (data.scanning) return <Loading text="Scanning this image…" />;
+  const rep = data.body;
+  const base = `/v2/${nsPath(namespace)}/_svc/vulnerabilities/${digest}`;
+  const file = digest.replace(":", "-").slice(0, 19);
+  const dl = (format: string, name: string) => () =>
+    downloadFrom(`${base}?format=${format}`, name).catch(setDownloadError);
+  return (
+    <div class="report" data-report={digest}>
+      <p>
+        {rep.os?.pretty_name ?? "Unknown OS"} · {platformBadge(rep.platform)}
+        {" "}
+        · scanned{" "}
+        <time dateTime={rep.scanned_at}>
+          {new Date(rep.scanned_at).toLocaleString()}
+        </time>
+        {rep.advisories
+          ? ` · advisories ${rep.advisories.snapshot} (${rep.advisories.records} records)`
+          : ` · ${rep.note ?? "no advisories loaded"}`}
+        {rep.refreshing && " · a rescan with newer advisories is running"}
+      </p>
+      <CountsRow counts={rep.counts} />
+      <div class="tools">
+        <button type="button" onClick={dl("csv", `${file}-findings.csv`)}>
+          Download CSV
+        </button>
+        <button type="button" onClick={dl("cyclonedx", `${file}.cdx.json`)}>
+          Download SBOM (CycloneDX)
+        </button>
+        <button type="button" onClick={dl("spdx", `${file}.spdx.json`)}>
+          Download SBOM (SPDX)
+        </button>
+      </div>
+      {downloadError ? <ErrorState error={downloadError} /> : null}
+      {rep.warnings.length > 0 && (
+        <ul class="warnings" aria-label="Warnings">
+          {rep.warnings.map((w, i) => <li key={i}>{w}</li>)}
+        </ul>
+      )}
+      {rep.config_secrets.length > 0 && (
+        <>
+          <h3>Secrets in the config</h3>
+          <ul data-section="config-secrets">
+            {rep.config_secrets.map((s, i) => (
+              <li key={i}>
+                {s.kind} in {s.source === "env"
+                  ? `environment variable ${s.name ?? ""}`
+                  : `history line ${s.index + 1}`}
+              </li>
+            ))}
+          </ul>
+        </>
+      )}
+      <h3>Findings</h3>
+      <div class="tools">
+        <label>
+          Filter{" "}
+          <input
+            type="search"
+            value={filter}
+            placeholder="id, package or severity"
+            onInput={(e) => setFilter((e.target as HTMLInputElement).value)}
+          />
+        </label>
+        <label>
+          Sort{" "}
+          <select
+            value={sort}
+            onChange={(e) =>
+              setSort((e.target as HTMLSelectElement).value as typeof sort)}
+          >
+            <option value="severity">severity</option>
+            <option value="package">package</option>
+            <option value="id">id</option>
+          </select>
+        </label>
+        <span class="muted">{findings.length} of {rep.findings.length}</span>
+      </div>
+      {rep.findings.length === 0
+        ? (
+          <p class="empty">
+            No known vulnerabilities in {rep.packages.length} packages.
+          </p>
+        )
+        : (
+          <table class="list" data-section="findings">
+            <thead>
+              <tr>
+                <th scope="col">Severity</th>
+                <th scope="col">ID</th>
+                <th scope="col">Package</th>
+                <th scope="col">Installed</th>
+                <th scope="col">Fixed in</th>
+                <th scope="col">Summary</th>
+              </tr>
+            </thead>
+            <tbody>
+              {findings.map((f) => (
+                <tr
+                  key={`${f.id}/${f.package}/${f.installed}`}
+                  data-finding={f.id}
+                >
+                  <td>
+                    <span class={`sev sev-${f.severity.toLowerCase()}`}>
+                      {f.severity}
+                    </span>
+                  </td>
+                  <td>{f.id}</td>
+                  <td>{f.package}</td>
+                  <td>{f.installed}</td>
+                  <td>{f.fixed ?? "no fix"}</td>
+                  <td>{f.summary}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        )}
+      <details>
+        <summary>{rep.packages.length} packages</summary>
+        <table class="list" data-section="packages">
+          <tbody>
+            {rep.packages.map((p, i) => (
+              <tr key={i}>
+                <td>{p.name}</td>
+                <td>{p.version}</td>
+                <td>{p.type}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      </details>
+    </div>
+  );
+}
+
+const platformPath = (p: Platform | null) =>
+  p ? [p.os, p.architecture, p.variant].filter(Boolean).join("/") : "unknown";
+
+function IndexReport(
+  { namespace, digest, hash }: {
+    namespace: string;
+    digest: string;
+    hash: string;
+  },
+) {
+  const { data, error, reload } = useLoad(
+    () => loadReport<IndexSummary>(namespace, digest),
+    [
+      namespace,
+      digest,
+    ],
+  );
+  const scanning = data?.scanning === true ||
+    (data?.scanning === false &&
+      data.body.manifests.some((m) => m.status === "scanning"));
+  useInterval(reload, 2000, scanning);
+  if (error) return <ErrorState error={error} retry={reload} />;
+  if (!data) return <Loading />;
+  if (data.scanning) return <Loading text="Scanning this index's images…" />;
+  const wanted = vulnPlatform(hash).join("/");
+  const selected = wanted
+    ? data.body.manifests.find((m) => platformPath(m.platform) === wanted)
+    : undefined;
+  return (
+    <>
+      <table class="list" data-section="platform-reports">
+        <thead>
+          <tr>
+            <th scope="col">Platform</th>
+            <th scope="col">Image</th>
+            <th scope="col">Status</th>
+            <th scope="col">Findings</th>
+          </tr>
+        </thead>
+        <tbody>
+          {data.body.manifests.map((m) => (
+            <tr
+              key={m.digest}
+              data-platform={platformPath(m.platform)}
+              aria-current={m === selected ? "true" : undefined}
+            >
+              <td>
+                {m.status === "not-an-image"
+                  ? (
+                    <span class="badge platform">
+                      {platformBadge(m.platform)}
+                    </span>
+                  )
+                  : (
+                    <a href={`#vulnerabilities/${platformPath(m.platform)}`}>
+                      <span class="badge platform">
+                        {platformBadge(m.platform)}
+                      </span>
+                    </a>
+                  )}
+              </td>
+              <td>
+                <code title={m.digest}>{shortDigest(m.digest)}</code>
+              </td>
+              <td>{m.status}</td>
+              <td>{m.counts ? <CountsRow counts={m.counts} /> : null}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+      {wanted && !selected && (
+        <p role="alert">This index has no {wanted} image.</p>
+      )}
+      {selected && selected.status !== "not-an-image" && (
+        <>
+          <h2>{platformBadge(selected.platform)}</h2>
+          <ImageReport namespace={namespace} digest={selected.digest} />
+        </>
+      )}
+    </>
+  );
+}
+
+export function VulnerabilitiesTab(
+  { namespace, fetched, hash }: {
+    namespace: string;
+    fetched: FetchedManifest;
+    hash: string;
+  },
+) {
+  return (
+    <div data-tab="vulnerabilities">
+      {isIndex(fetched.manifest)
+        ? (
+          <IndexReport
+            namespace={namespace}
+            digest={fetched.digest}
+            hash={hash}
+          />
+        )
+        : <ImageReport namespace={namespace} digest={fetched.digest} />}
+    </div>
+  );
+}

@@ -1,0 +1,241 @@
+// `/jobs/{queue}`: the pending and failed jobs of one queue (`/jobs` opens `cache`), with retry,
+// delete (two clicks), load more and auto-refresh.
+import { useEffect, useState } from "preact/hooks";
+import { apiFetch, checked, getJson } from "./api.ts";
+import { DeleteButton } from "./buttons.tsx";
+import { useInterval } from "./hooks.ts";
+import { ErrorState, Loading } from "./states.tsx";
+
+export const QUEUES = ["cache", "replication", "scan", "index"];
+
+interface Job {
+  storage_key: string;
+  id: string;
+  kind: string;
+  lock_key: string;
+  attempts: number;
+  max_attempts: number;
+  created_at: string;
+  not_before?: string;
+  failed_at?: string;
+  last_error?: string;
+}
+
+type Which = "pending" | "failed";
+
+interface ListState {
+  items: Job[];
+  next: string | null;
+  error: unknown;
+  loaded: boolean;
+}
+
+const EMPTY: ListState = { items: [], next: null, error: null, loaded: false };
+
+function useJobList(queue: string, which: Which) {
+  const [state, setState] = useState<ListState>(EMPTY);
+  const path = which === "pending"
+    ? "/v2/_svc/jobs/list"
+    : "/v2/_svc/jobs/failed";
+  const field = which === "pending" ? "jobs" : "failed";
+  // A refresh re-reads as many entries as are shown, so "load more" survives it.
+  const refresh = async (count: number) => {
+    try {
+      const b = await getJson<Record<string, unknown>>(
+        `${path}?queue=${queue}&n=${Math.max(100, count)}`,
+      );
+      setState({
+        items: (b[field] as Job[]) ?? [],
+        next: (b.next as string) ?? null,
+        error: null,
+        loaded: true,
+      });
+    } catch (e) {
+      setState((s) => ({ ...s, error: e, loaded: true }));
+    }
+  };
+  const more = async () => {
+    try {
+      const b = await getJson<Record<string, unknown>>(
+        `${path}?queue=${queue}&n=100&after=${encodeURIComponent(state.next!)}`,
+      );
+      setState((s) => ({
+        items: [...s.items, ...((b[field] as Job[]) ?? [])],
+        next: (b.next as string) ?? null,
+        error: null,
+        loaded: true,
+      }));
+    } catch (e) {
+      setState((s) => ({ ...s, error: e }));
+    }
+  };
+  useEffect(() => {
+    setState(EMPTY);
+    refresh(100);
+  }, [queue]);
+  return { state, refresh: () => refresh(state.items.length), more };
+}
+
+async function mutate(
+  method: string,
+  which: Which,
+  queue: string,
+  key: string,
+) {
+  const r = await apiFetch(
+    `/v2/_svc/jobs/${which}?queue=${queue}&key=${encodeURIComponent(key)}`,
+    { method },
+  );
+  await checked(r);
+  await r.body?.cancel();
+}
+
+function JobTable(
+  { queue, which, list, onChange }: {
+    queue: string;
+    which: Which;
+    list: ReturnType<typeof useJobList>;
+    onChange: () => void;
+  },
+) {
+  const { state, more } = list;
+  const [actionError, setActionError] = useState<unknown>(null);
+  if (!state.loaded) return <Loading />;
+  if (state.error) {
+    return <ErrorState error={state.error} retry={list.refresh} />;
+  }
+  const act = (method: string, w: Which, key: string) => async () => {
+    try {
+      setActionError(null);
+      await mutate(method, w, queue, key);
+    } catch (e) {
+      setActionError(e);
+    }
+    onChange();
+  };
+  return (
+    <>
+      {actionError ? <ErrorState error={actionError} /> : null}
+      {state.items.length === 0
+        ? <p class="empty">No {which} jobs in the {queue} queue.</p>
+        : (
+          <table class="list" data-jobs={which}>
+            <thead>
+              <tr>
+                <th scope="col">Kind</th>
+                <th scope="col">Subject</th>
+                <th scope="col">Attempts</th>
+                <th scope="col">Created</th>
+                <th scope="col">{which === "pending" ? "Due" : "Failed"}</th>
+                {which === "failed" && <th scope="col">Last error</th>}
+                <th scope="col">Actions</th>
+              </tr>
+            </thead>
+            <tbody>
+              {state.items.map((j) => (
+                <tr key={j.storage_key} data-job={j.id}>
+                  <td>{j.kind}</td>
+                  <td>
+                    <code>{j.lock_key}</code>
+                  </td>
+                  <td class="num">{j.attempts}/{j.max_attempts}</td>
+                  <td>{new Date(j.created_at).toLocaleString()}</td>
+                  <td>
+                    {new Date(
+                      (which === "pending" ? j.not_before : j.failed_at) ?? "",
+                    )
+                      .toLocaleString()}
+                  </td>
+                  {which === "failed" && (
+                    <td class="error-text">{j.last_error}</td>
+                  )}
+                  <td class="actions">
+                    {which === "failed" && (
+                      <button
+                        type="button"
+                        onClick={act("POST", "failed", j.storage_key)}
+                      >
+                        Retry
+                      </button>
+                    )}
+                    <DeleteButton
+                      label="Delete"
+                      onConfirm={act("DELETE", which, j.storage_key)}
+                    />
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        )}
+      {state.next && <button type="button" onClick={more}>Load more</button>}
+    </>
+  );
+}
+
+export function Jobs({ queue }: { queue: string }) {
+  const pending = useJobList(queue, "pending");
+  const failed = useJobList(queue, "failed");
+  const [auto, setAuto] = useState(true);
+  const refreshBoth = () => {
+    pending.refresh();
+    failed.refresh();
+  };
+  useInterval(refreshBoth, 3000, auto && QUEUES.includes(queue));
+  if (!QUEUES.includes(queue)) {
+    return (
+      <section>
+        <h1>Jobs</h1>
+        <p role="alert">There is no job queue named “{queue}”.</p>
+        <QueueNav queue={queue} />
+      </section>
+    );
+  }
+  return (
+    <section aria-labelledby="jobs-title">
+      <h1 id="jobs-title">Jobs: {queue}</h1>
+      <QueueNav queue={queue} />
+      <div class="tools">
+        <label>
+          <input
+            type="checkbox"
+            checked={auto}
+            onChange={(e) => setAuto((e.target as HTMLInputElement).checked)}
+          />{" "}
+          Refresh every 3 s
+        </label>
+        <button type="button" onClick={refreshBoth}>Refresh now</button>
+      </div>
+      <h2>Pending and running</h2>
+      <JobTable
+        queue={queue}
+        which="pending"
+        list={pending}
+        onChange={refreshBoth}
+      />
+      <h2>Failed</h2>
+      <JobTable
+        queue={queue}
+        which="failed"
+        list={failed}
+        onChange={refreshBoth}
+      />
+    </section>
+  );
+}
+
+function QueueNav({ queue }: { queue: string }) {
+  return (
+    <nav class="tabs" aria-label="Job queues">
+      {QUEUES.map((q) => (
+        <a
+          key={q}
+          href={`/jobs/${q}`}
+          aria-current={q === queue ? "page" : undefined}
+        >
+          {q}
+        </a>
+      ))}
+    </nav>
+  );
+}

@@ -144,6 +144,8 @@ async function serve(cfg: Config): Promise<void> {
   );
   const stopReconcile = scheduleReconcile(cfg, registry, replicator, ac.signal);
   const stop = () => {
+    if (ac.signal.aborted) return;
+    console.log("wharf stopping: finishing open requests and running jobs");
     reports.stop();
     stopScrub();
     stopReconcile();
@@ -172,6 +174,7 @@ async function serve(cfg: Config): Promise<void> {
     await registry.close();
     await registry.pulls.settled();
     kv.close();
+    console.log("wharf stopped");
     return;
   }
   const server = Deno.serve(
@@ -181,6 +184,7 @@ async function serve(cfg: Config): Promise<void> {
       signal: ac.signal,
       onListen: ({ hostname, port }) => {
         console.log(`wharf listening on http://${hostname}:${port} (${describe(cfg)})`);
+        console.log("press Ctrl+C to stop");
       },
       onError: (e) => {
         log.error("unhandled server error", { error: e instanceof Error ? e.stack : String(e) });
@@ -204,6 +208,7 @@ async function serve(cfg: Config): Promise<void> {
   await registry.close();
   await registry.pulls.settled();
   kv.close();
+  console.log("wharf stopped");
 }
 
 function jobQueues(cfg: Config, kv: Deno.Kv, metrics: Metrics): JobQueues {

@@ -139,7 +139,10 @@ async function texts(page: Page, selector: string): Promise<string[]> {
 }
 
 async function selectedTab(page: Page): Promise<string> {
-  return await page.$eval('[role=tab][aria-selected="true"]', (e) => e.getAttribute("data-tab-link")!);
+  return await page.$eval(
+    '[role=tab][aria-selected="true"]',
+    (e) => e.getAttribute("data-tab-link")!,
+  );
 }
 
 Deno.test({
@@ -151,11 +154,13 @@ Deno.test({
       await writeAdvisories(adv);
       await withServer({ config: CONFIG(adv) }, async (s) => {
         const im = img();
-        for (const [ref, dest, extra] of [
-          ["v1", "e2e/app:v1", []],
-          ["sbom", "e2e/app:sbom", []],
-          ["multi", "e2e/multi:multi", ["--all"]],
-        ] as const) {
+        for (
+          const [ref, dest, extra] of [
+            ["v1", "e2e/app:v1", []],
+            ["sbom", "e2e/app:sbom", []],
+            ["multi", "e2e/multi:multi", ["--all"]],
+          ] as const
+        ) {
           await skopeoOk(
             [
               "copy",
@@ -184,7 +189,10 @@ Deno.test({
           ]);
           assert.equal(await page.textContent("code.digest-full"), im.v1.digest);
           assert.deepEqual(
-            await page.$$eval("tr[data-layer]", (trs) => trs.map((t) => t.getAttribute("data-layer"))),
+            await page.$$eval(
+              "tr[data-layer]",
+              (trs) => trs.map((t) => t.getAttribute("data-layer")),
+            ),
             im.v1.layers,
           );
           await page.waitForSelector(`tr[data-referrer="${im.sbom.digest}"]`);
@@ -222,7 +230,11 @@ Deno.test({
           await page.goto(`${s.url}/e2e/multi:multi#filesystem/etc/passwd@L1`);
           await page.waitForSelector("table[data-section=children]");
           assert.equal(await selectedTab(page), "oci");
-          assert.deepEqual(await texts(page, "[role=tab]"), ["OCI", "Pull history", "Vulnerabilities"]);
+          assert.deepEqual(await texts(page, "[role=tab]"), [
+            "OCI",
+            "Pull history",
+            "Vulnerabilities",
+          ]);
           assert.deepEqual(await texts(page, "tr[data-child] .badge.platform"), [
             "linux/amd64",
             "linux/arm64",
@@ -240,7 +252,10 @@ Deno.test({
           await page.waitForSelector("table[data-section=pulls] tbody tr");
           assert.equal(new URL(page.url()).hash, "#history");
           const clients = await texts(page, "table[data-section=pulls] tbody td:nth-child(2)");
-          assert.ok(clients.length >= 1 && clients.every((c) => c === "anonymous"), String(clients));
+          assert.ok(
+            clients.length >= 1 && clients.every((c) => c === "anonymous"),
+            String(clients),
+          );
           await assertAccessible(page, "details, history tab");
           // a tag never pulled says why it has no entries
           await page.goto(`${s.url}/e2e/app@${im.sbom.digest}#history`);
@@ -255,15 +270,21 @@ Deno.test({
           await page.waitForSelector(`[data-report="${scan.image}"] table[data-section=findings]`, {
             timeout: 60_000,
           });
-          assert.equal(await page.textContent('li[data-severity=CRITICAL] strong'), "1");
-          assert.equal(await page.textContent('li[data-severity=MEDIUM] strong'), "1");
+          assert.equal(await page.textContent("li[data-severity=CRITICAL] strong"), "1");
+          assert.equal(await page.textContent("li[data-severity=MEDIUM] strong"), "1");
           assert.deepEqual(
-            await page.$$eval("tr[data-finding]", (trs) => trs.map((t) => t.getAttribute("data-finding"))),
+            await page.$$eval(
+              "tr[data-finding]",
+              (trs) => trs.map((t) => t.getAttribute("data-finding")),
+            ),
             ["DEBIAN-CVE-2024-1000", "DEBIAN-CVE-2024-1002"],
           );
           await page.fill("[data-report] input[type=search]", "zlib");
           assert.deepEqual(
-            await page.$$eval("tr[data-finding]", (trs) => trs.map((t) => t.getAttribute("data-finding"))),
+            await page.$$eval(
+              "tr[data-finding]",
+              (trs) => trs.map((t) => t.getAttribute("data-finding")),
+            ),
             ["DEBIAN-CVE-2024-1002"],
           );
           await page.fill("[data-report] input[type=search]", "");
@@ -281,7 +302,10 @@ Deno.test({
             page.waitForEvent("download"),
             page.click("text=Download SBOM (CycloneDX)"),
           ]);
-          assert.equal(JSON.parse(await Deno.readTextFile((await sbom.path())!)).bomFormat, "CycloneDX");
+          assert.equal(
+            JSON.parse(await Deno.readTextFile((await sbom.path())!)).bomFormat,
+            "CycloneDX",
+          );
           // a deep link straight to the platform report; an absent platform says so
           await page.goto(`${s.url}/sec/app:multi#vulnerabilities/linux/amd64`);
           await page.waitForSelector(`[data-report="${scan.image}"]`);

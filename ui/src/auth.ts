@@ -118,9 +118,7 @@ export async function completeSignIn(
   session()?.removeItem(PENDING);
   if (params.get("error")) {
     throw new Error(
-      `sign-in failed: ${
-        params.get("error_description") ?? params.get("error")
-      }`,
+      `sign-in failed: ${params.get("error_description") ?? params.get("error")}`,
     );
   }
   if (!raw) {

@@ -82,11 +82,7 @@ export function DeleteButton(
       disabled={disabled || busy}
       onClick={click}
     >
-      {busy
-        ? "Deleting…"
-        : armed
-        ? `Click again to ${label.toLowerCase()}`
-        : label}
+      {busy ? "Deleting…" : armed ? `Click again to ${label.toLowerCase()}` : label}
     </button>
   );
 }

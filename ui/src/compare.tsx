@@ -37,9 +37,7 @@ async function loadDiff(
 ): Promise<Diff | "indexing"> {
   const r = await checked(
     await apiFetch(
-      `/v2/${nsPath(ns)}/_svc/diff?from=${encodeURIComponent(from)}&to=${
-        encodeURIComponent(to)
-      }`,
+      `/v2/${nsPath(ns)}/_svc/diff?from=${encodeURIComponent(from)}&to=${encodeURIComponent(to)}`,
       { headers: { accept: "application/json" } },
     ),
   );
@@ -165,9 +163,7 @@ export function Compare({ namespace }: { namespace: string }) {
   const go = (e: Event) => {
     e.preventDefault();
     navigate(
-      `${COMPARE_PATH}/${namespace}?from=${encodeURIComponent(a)}&to=${
-        encodeURIComponent(b)
-      }`,
+      `${COMPARE_PATH}/${namespace}?from=${encodeURIComponent(a)}&to=${encodeURIComponent(b)}`,
     );
   };
   return (

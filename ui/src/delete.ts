@@ -2,14 +2,7 @@
 // removes an index together with its platform manifests that carry no tag and that no other index
 // names, and with the referrers of everything it removes (transitively: a signature's attestation
 // goes with the signature).
-import {
-  ApiError,
-  apiFetch,
-  checked,
-  getJson,
-  nsPath,
-  type Revision,
-} from "./api.ts";
+import { ApiError, apiFetch, checked, getJson, nsPath, type Revision } from "./api.ts";
 import type { FetchedManifest } from "./oci.ts";
 
 async function revisions(namespace: string): Promise<Revision[]> {

@@ -108,8 +108,7 @@ export function imageSize(f: FetchedManifest): number {
     (m.layers ?? []).reduce((s, l) => s + (l.size ?? 0), 0);
 }
 
-export const shortDigest = (d: string) =>
-  d.replace(/^(sha256:|sha512:)/, "$1").slice(0, 19);
+export const shortDigest = (d: string) => d.replace(/^(sha256:|sha512:)/, "$1").slice(0, 19);
 
 /** A blob's bytes as text (a config), fetched inline. */
 export async function blobText(

@@ -70,18 +70,14 @@ function Results({ mode, value }: { mode: Mode; value: string }) {
                 <a href={`/${r.namespace}`}>{r.namespace}</a>
               </td>
               <td>
-                {r.tags.map((t) => (
-                  <a key={t} class="tag" href={`/${r.namespace}:${t}`}>{t}</a>
-                ))}
+                {r.tags.map((t) => <a key={t} class="tag" href={`/${r.namespace}:${t}`}>{t}</a>)}
                 <a class="digest" href={`/${r.namespace}@${r.manifest}`}>
                   {shortDigest(r.manifest)}
                 </a>
               </td>
               <td>
                 <a
-                  href={`/${r.namespace}@${r.manifest}#filesystem/${
-                    encodeURI(r.path)
-                  }`}
+                  href={`/${r.namespace}@${r.manifest}#filesystem/${encodeURI(r.path)}`}
                 >
                   <code>{r.path}</code>
                 </a>
@@ -116,8 +112,7 @@ export function Search() {
           By{" "}
           <select
             value={mode}
-            onChange={(e) =>
-              setMode((e.target as HTMLSelectElement).value as Mode)}
+            onChange={(e) => setMode((e.target as HTMLSelectElement).value as Mode)}
           >
             <option value="name">file name</option>
             <option value="path">full path</option>

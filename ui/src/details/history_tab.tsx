@@ -19,9 +19,7 @@ export function HistoryTab(
   const { data, error, reload } = useLoad(
     () =>
       getJson<Pulls>(
-        `/v2/${nsPath(namespace)}/_svc/pulls/list?${query}=${
-          encodeURIComponent(reference)
-        }&n=100`,
+        `/v2/${nsPath(namespace)}/_svc/pulls/list?${query}=${encodeURIComponent(reference)}&n=100`,
       ),
     [namespace, reference],
   );
@@ -31,10 +29,8 @@ export function HistoryTab(
     return (
       <div data-tab="history">
         <p class="empty">
-          No pulls are recorded for this{" "}
-          {query}. Pulls are recorded only while the registry's{" "}
-          <code>update_pull_time</code> setting is on; with it on, this {query}
-          {" "}
+          No pulls are recorded for this {query}. Pulls are recorded only while the registry's{" "}
+          <code>update_pull_time</code> setting is on; with it on, this {query}{" "}
           has not been pulled yet{data.max_age_secs
             ? ", or its pulls are older than the retention period"
             : ""}.
@@ -45,8 +41,7 @@ export function HistoryTab(
   return (
     <div data-tab="history">
       <p class="muted">
-        Newest {data.entries.length}{" "}
-        pulls{data.next !== undefined ? " (older ones exist)" : ""}.
+        Newest {data.entries.length} pulls{data.next !== undefined ? " (older ones exist)" : ""}.
       </p>
       <table class="list" data-section="pulls">
         <thead>

@@ -70,16 +70,12 @@ function Config(
         <code title={config.digest}>{shortDigest(config.digest)}</code>
         {platform && <span class="badge platform">{platform}</span>}
       </p>
-      {error
-        ? <ErrorState error={error} retry={reload} />
-        : data === null
-        ? <Loading />
-        : (
-          <details>
-            <summary>Config document</summary>
-            <pre class="json" data-section="config" tabIndex={0}>{pretty}</pre>
-          </details>
-        )}
+      {error ? <ErrorState error={error} retry={reload} /> : data === null ? <Loading /> : (
+        <details>
+          <summary>Config document</summary>
+          <pre class="json" data-section="config" tabIndex={0}>{pretty}</pre>
+        </details>
+      )}
     </>
   );
 }
@@ -152,9 +148,7 @@ function Referrers(
         </tbody>
       </table>
       {moreError ? <ErrorState error={moreError} /> : null}
-      {following && (
-        <button type="button" onClick={loadMore}>Load more referrers</button>
-      )}
+      {following && <button type="button" onClick={loadMore}>Load more referrers</button>}
     </>
   );
 }

@@ -144,9 +144,7 @@ function ImageReport(
   return (
     <div class="report" data-report={digest}>
       <p>
-        {rep.os?.pretty_name ?? "Unknown OS"} · {platformBadge(rep.platform)}
-        {" "}
-        · scanned{" "}
+        {rep.os?.pretty_name ?? "Unknown OS"} · {platformBadge(rep.platform)} · scanned{" "}
         <time dateTime={rep.scanned_at}>
           {new Date(rep.scanned_at).toLocaleString()}
         </time>
@@ -202,8 +200,7 @@ function ImageReport(
           Sort{" "}
           <select
             value={sort}
-            onChange={(e) =>
-              setSort((e.target as HTMLSelectElement).value as typeof sort)}
+            onChange={(e) => setSort((e.target as HTMLSelectElement).value as typeof sort)}
           >
             <option value="severity">severity</option>
             <option value="package">package</option>
@@ -339,9 +336,7 @@ function IndexReport(
           ))}
         </tbody>
       </table>
-      {wanted && !selected && (
-        <p role="alert">This index has no {wanted} image.</p>
-      )}
+      {wanted && !selected && <p role="alert">This index has no {wanted} image.</p>}
       {selected && selected.status !== "not-an-image" && (
         <>
           <h2>{platformBadge(selected.platform)}</h2>

@@ -97,11 +97,16 @@ Deno.test({
           assert.deepEqual(await tagsShown(), ["a1"]);
           assert.match((await page.textContent(".tools"))!, /1 of 2/);
           await page.fill("input[type=search]", "");
-          await page.selectOption("select", "tag");
+          await page.selectOption("main select", "tag");
           assert.deepEqual(await tagsShown(), ["a1", "latestv2"]);
-          // a deep link is the app too (its view is still to come)
+          // the platform column and the pull line of each row
+          assert.ok(
+            await page.$(`button[data-copy="docker pull 127.0.0.1:${s.port}/alpha/one:a1"]`),
+          );
+          // a deep link is the app too: manifest details by tag
           await page.goto(`${s.url}/alpha/one:a1`);
-          assert.match((await page.textContent("main"))!, /not built yet/);
+          await page.waitForSelector("section[data-manifest]");
+          assert.match((await page.textContent("h1"))!, /alpha\/one:a1/);
         } finally {
           await browser.close();
         }

@@ -28,6 +28,13 @@ export interface TestIssuer {
   discoveryFetches(): number;
   /** false: discovery and JWKS answer 503 (still counted), simulating an issuer outage */
   setAvailable(up: boolean): void;
+  /**
+   * The user the authorization endpoint signs in (it asks nothing: the test decides who logs in);
+   * the ID token carries these claims plus iss, aud = client_id, nonce and exp.
+   */
+  setLoginClaims(claims: Record<string, unknown>): void;
+  /** code exchanges answered, and refused for a wrong PKCE verifier, so far */
+  codeExchanges(): { ok: number; badVerifier: number };
   close(): Promise<void>;
 }
 
@@ -72,20 +79,92 @@ export async function startIssuer(): Promise<TestIssuer> {
   let jwksCount = 0;
   let discoveryCount = 0;
   let available = true;
+  let loginClaims: Record<string, unknown> = { sub: "user-1", preferred_username: "alice" };
+  const exchanges = { ok: 0, badVerifier: 0 };
+  // code → what the authorization request bound to it
+  const codes = new Map<
+    string,
+    { challenge: string; clientId: string; redirectUri: string; nonce: string | null }
+  >();
+  const cors = { "access-control-allow-origin": "*" };
 
   const server: Deno.HttpServer<Deno.NetAddr> = Deno.serve({
     hostname: "127.0.0.1",
     port: 0,
     onListen() {},
-  }, (req): Response => {
-    const path = new URL(req.url).pathname;
+  }, async (req): Promise<Response> => {
+    const url = new URL(req.url);
+    const path = url.pathname;
     if (path === "/.well-known/openid-configuration") {
       discoveryCount++;
-      if (!available) return new Response("unavailable", { status: 503 });
+      if (!available) return new Response("unavailable", { status: 503, headers: cors });
       return Response.json({
         issuer,
         jwks_uri: jwksUri,
+        authorization_endpoint: `${issuer}/authorize`,
+        token_endpoint: `${issuer}/oauth/token`,
+        code_challenge_methods_supported: ["S256"],
         id_token_signing_alg_values_supported: ["RS256", "ES256"],
+      }, { headers: cors });
+    }
+    if (path === "/authorize") {
+      // A public client's authorization code request with PKCE; the login itself is implied.
+      const q = url.searchParams;
+      const redirect = q.get("redirect_uri");
+      if (!redirect || q.get("response_type") !== "code" || !q.get("client_id")) {
+        return new Response("bad authorization request", { status: 400 });
+      }
+      if (q.get("code_challenge_method") !== "S256" || !q.get("code_challenge")) {
+        return new Response("PKCE with S256 is required", { status: 400 });
+      }
+      const code = crypto.randomUUID();
+      codes.set(code, {
+        challenge: q.get("code_challenge")!,
+        clientId: q.get("client_id")!,
+        redirectUri: redirect,
+        nonce: q.get("nonce"),
+      });
+      const back = new URL(redirect);
+      back.searchParams.set("code", code);
+      if (q.get("state") !== null) back.searchParams.set("state", q.get("state")!);
+      return new Response(null, { status: 302, headers: { location: back.toString() } });
+    }
+    if (path === "/oauth/token") {
+      if (req.method === "OPTIONS") {
+        return new Response(null, {
+          status: 204,
+          headers: { ...cors, "access-control-allow-headers": "content-type" },
+        });
+      }
+      const form = new URLSearchParams(await req.text());
+      const bound = codes.get(form.get("code") ?? "");
+      const fail = (error: string) => Response.json({ error }, { status: 400, headers: cors });
+      if (form.get("grant_type") !== "authorization_code" || !bound) return fail("invalid_grant");
+      codes.delete(form.get("code")!);
+      if (
+        form.get("client_id") !== bound.clientId || form.get("redirect_uri") !== bound.redirectUri
+      ) {
+        return fail("invalid_grant");
+      }
+      const digest = new Uint8Array(
+        await crypto.subtle.digest(
+          "SHA-256",
+          new TextEncoder().encode(form.get("code_verifier") ?? ""),
+        ),
+      );
+      if (b64url(digest) !== bound.challenge) {
+        exchanges.badVerifier++;
+        return fail("invalid_grant");
+      }
+      exchanges.ok++;
+      // the login claims come last so a test can make the issuer answer a wrong nonce
+      const idToken = await sign({
+        aud: bound.clientId,
+        ...(bound.nonce ? { nonce: bound.nonce } : {}),
+        ...loginClaims,
+      });
+      return Response.json({ id_token: idToken, token_type: "Bearer", expires_in: 300 }, {
+        headers: cors,
       });
     }
     if (path === "/jwks") {
@@ -141,6 +220,10 @@ export async function startIssuer(): Promise<TestIssuer> {
     setAvailable(up: boolean) {
       available = up;
     },
+    setLoginClaims(claims: Record<string, unknown>) {
+      loginClaims = claims;
+    },
+    codeExchanges: () => ({ ...exchanges }),
     close: () => server.shutdown(),
   };
 }

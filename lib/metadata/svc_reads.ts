@@ -1,7 +1,7 @@
 // Reads behind the `/v2/_svc/` listings (SPEC §Extension endpoints): the category index, full
 // counts per namespace, revisions with their parents, and upload sessions. Read-only.
 import type { Platform } from "../oci/manifest.ts";
-import { K, type RevisionRecord, type UploadRecord } from "./keys.ts";
+import { K, type ReferrerRecord, type RevisionRecord, type UploadRecord } from "./keys.ts";
 import { listAll } from "./kv_util.ts";
 
 export class SvcMeta {
@@ -42,6 +42,50 @@ export class SvcMeta {
       .map((e) => ({ digest: e.key[3] as string, platform: e.value }));
   }
 
+  /**
+   * What the revisions listing reports of every revision of `ns`, read as four prefix scans over
+   * the namespace instead of four reads per revision (a 10,000-revision namespace took 40,000
+   * round trips). Each map is keyed by the revision's digest; key order within an entry is kept.
+   */
+  async namespaceFacts(ns: string, withPulls: boolean): Promise<NamespaceFacts> {
+    const group = <V>(m: Map<string, V[]>, k: string, v: V) => {
+      const list = m.get(k);
+      if (list) list.push(v);
+      else m.set(k, [v]);
+    };
+    const tags = new Map<string, string[]>();
+    const parents = new Map<string, { digest: string; platform: Platform | null }[]>();
+    const referrers = new Map<string, { digest: string; rec: ReferrerRecord }[]>();
+    const lastPulled = new Map<string, number>();
+    await Promise.all([
+      (async () => {
+        for await (const e of this.kv.list({ prefix: K.tagrevsIn(ns) }, { batchSize: 1000 })) {
+          group(tags, e.key[2] as string, e.key[3] as string);
+        }
+      })(),
+      (async () => {
+        const sel = { prefix: K.mrefsIn(ns) };
+        for await (const e of this.kv.list<Platform | null>(sel, { batchSize: 1000 })) {
+          group(parents, e.key[2] as string, { digest: e.key[3] as string, platform: e.value });
+        }
+      })(),
+      (async () => {
+        const sel = { prefix: K.referrersIn(ns) };
+        for await (const e of this.kv.list<ReferrerRecord>(sel, { batchSize: 1000 })) {
+          group(referrers, e.key[2] as string, { digest: e.key[3] as string, rec: e.value });
+        }
+      })(),
+      (async () => {
+        if (!withPulls) return;
+        const sel = { prefix: K.lastPullsIn(ns) };
+        for await (const e of this.kv.list<Deno.KvU64>(sel, { batchSize: 1000 })) {
+          lastPulled.set(e.key[2] as string, Number(e.value.value));
+        }
+      })(),
+    ]);
+    return { tags, parents, referrers, lastPulled };
+  }
+
   async uploads(ns: string): Promise<{ uuid: string; rec: UploadRecord }[]> {
     return (await listAll<UploadRecord>(this.kv, { prefix: K.uploadsOf(ns) }))
       .map((e) => ({ uuid: e.key[2] as string, rec: e.value }));
@@ -52,4 +96,11 @@ export class SvcMeta {
     for await (const _ of this.kv.list({ prefix }, { batchSize: 1000 })) n++;
     return n;
   }
+}
+
+export interface NamespaceFacts {
+  tags: Map<string, string[]>;
+  parents: Map<string, { digest: string; platform: Platform | null }[]>;
+  referrers: Map<string, { digest: string; rec: ReferrerRecord }[]>;
+  lastPulled: Map<string, number>;
 }

@@ -120,16 +120,19 @@ export class SvcListings {
     const revs = await this.svc.revisions(ns);
     if (revs.length === 0) throw unknownName(ns);
     const pullTimes = this.cfg.global.updatePullTime;
-    const facts = await mapBounded(revs, this.concurrency, async ({ digest, rec }) => {
+    const all = await this.svc.namespaceFacts(ns, pullTimes);
+    const facts = revs.map(({ digest, rec }) => {
       // A referrer is a leaf: its times belong to its subject's view, never reported.
       const leaf = rec.subject !== undefined;
-      const [tags, parents, referrers, pulled] = await Promise.all([
-        this.manifests.tagsOf(ns, digest),
-        this.svc.parents(ns, digest),
-        this.manifests.referrers(ns, digest),
-        pullTimes && !leaf ? this.pulls.lastPulled(ns, digest) : null,
-      ]);
-      return { digest, rec, leaf, tags, parents, referrers, pulled };
+      return {
+        digest,
+        rec,
+        leaf,
+        tags: all.tags.get(digest) ?? [],
+        parents: all.parents.get(digest) ?? [],
+        referrers: all.referrers.get(digest) ?? [],
+        pulled: pullTimes && !leaf ? all.lastPulled.get(digest) ?? null : null,
+      };
     });
     const tagsOf = new Map(facts.map((f) => [f.digest, f.tags]));
     const manifests = facts.map((f) => {

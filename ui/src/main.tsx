@@ -115,9 +115,10 @@ function Account() {
 }
 
 function App({ ready }: { ready: boolean }) {
-  const [path, setPath] = useState(location.pathname);
-  useEffect(() => onLocationChange(() => setPath(location.pathname)), []);
-  const route = parseRoute(path);
+  // the query is part of a view's address (search, compare); the hash is read by the view itself
+  const [path, setPath] = useState(location.pathname + location.search);
+  useEffect(() => onLocationChange(() => setPath(location.pathname + location.search)), []);
+  const route = parseRoute(location.pathname);
   return (
     <>
       <a class="skip" href="#main">Skip to content</a>

@@ -1,33 +1,15 @@
 // The web UI in a real browser: Debian's chromium driven by playwright-core against a real Wharf.
-// So far the first three views: the repository list (hosted before pull-through caches, badges,
-// counts, the registry's name in the top bar), a repository's namespaces and a namespace's
-// manifests (filter and sort over every entry), reached by clicking through.
+// The list views: the repository list (hosted before pull-through caches, badges, counts, the
+// registry's name in the top bar), a repository's namespaces and a namespace's manifests (filter
+// and sort over every entry), reached by clicking through; axe-core and screenshots in both themes.
 import assert from "node:assert/strict";
-import { chromium } from "playwright-core";
 import { withServer } from "../helpers/server.ts";
 import { pushTarImage } from "../helpers/tar_image.ts";
 import { tarOf } from "../helpers/tar.ts";
 import { OCI_MANIFEST } from "../helpers/oci_content.ts";
-import { isFile, missingReason } from "./_tools.ts";
+import { assertAccessible, browserSkipReason, launch, pickTheme, screenshot } from "./_browser.ts";
 
-const CHROMIUM = "/usr/bin/chromium";
-const skipReason = missingReason(
-  "web UI browser",
-  isFile(CHROMIUM) ? [] : ["chromium"],
-  "apt-get install chromium",
-);
-const base = { ignore: skipReason !== null, sanitizeOps: false, sanitizeResources: false };
-
-// DESIGN.md's measured flags for Debian's chromium on these machines.
-const ARGS = [
-  "--headless",
-  "--no-sandbox",
-  "--disable-gpu",
-  "--disable-background-networking",
-  "--disable-component-update",
-  "--disable-sync",
-  "--no-first-run",
-];
+const base = { ignore: browserSkipReason !== null, sanitizeOps: false, sanitizeResources: false };
 
 Deno.test({
   ...base,
@@ -62,13 +44,19 @@ Deno.test({
         assert.equal(put.status, 201);
         await put.body?.cancel();
         await pushTarImage(s.url, "alpha/two", "v1", [layer]);
-        const browser = await chromium.launch({ executablePath: CHROMIUM, args: ARGS });
+        const browser = await launch();
         try {
           const page = await browser.newPage();
           await page.goto(`${s.url}/`);
           await page.waitForSelector("tr[data-repository]");
           assert.equal(await page.textContent("header .brand"), "Dock 7");
           assert.equal(await page.title(), "Dock 7");
+          for (const theme of ["light", "dark"] as const) {
+            await pickTheme(page, theme);
+            await assertAccessible(page, `repositories, ${theme}`);
+            await screenshot(page, `repositories-${theme}`);
+          }
+          await pickTheme(page, "system");
           const rows = await page.$$eval(
             "tr[data-repository]",
             (trs) => trs.map((tr) => Array.from(tr.querySelectorAll("td"), (td) => td.textContent)),
@@ -82,6 +70,7 @@ Deno.test({
           await page.click('tr[data-repository="alpha"] a');
           await page.waitForSelector("tr[data-namespace]");
           assert.equal(new URL(page.url()).pathname, "/alpha");
+          await assertAccessible(page, "namespaces");
           assert.deepEqual(
             await page.$$eval("tr[data-namespace]", (trs) => trs.map((tr) => tr.textContent)),
             ["alpha/one320", "alpha/two110"],
@@ -89,6 +78,12 @@ Deno.test({
           await page.click('tr[data-namespace="alpha/one"] a');
           await page.waitForSelector("tr[data-digest]");
           assert.equal(new URL(page.url()).pathname, "/alpha/one");
+          for (const theme of ["light", "dark"] as const) {
+            await pickTheme(page, theme);
+            await assertAccessible(page, `manifests, ${theme}`);
+            await screenshot(page, `manifests-${theme}`);
+          }
+          await pickTheme(page, "system");
           // two manifests, newest push first; the filter and the sort cover every entry
           const tagsShown = () =>
             page.$$eval("tr[data-digest] td:first-child", (tds) => tds.map((td) => td.textContent));

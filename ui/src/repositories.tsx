@@ -1,31 +1,54 @@
 // `/`: the repository list, hosted repositories first, then pull-through caches (SPEC §Web UI
-// routes), each with its upstream, immutable badge and namespace count.
-import { useEffect, useState } from "preact/hooks";
+// routes), each with its upstream, immutable badge and namespace count. Rows are rendered a window
+// at a time (a registry can hold thousands); the filter covers every repository.
+import { useMemo, useState } from "preact/hooks";
 import { getJson, type RepositorySummary } from "./api.ts";
+import { useLoad } from "./hooks.ts";
 import { ErrorState, Loading } from "./states.tsx";
 
+const WINDOW = 200;
+
 export function Repositories() {
-  const [repos, setRepos] = useState<RepositorySummary[] | null>(null);
-  const [error, setError] = useState<unknown>(null);
-  const load = () => {
-    setError(null);
-    getJson<{ repositories: RepositorySummary[] }>("/v2/_svc/repositories/list")
-      .then((b) => setRepos(b.repositories))
-      .catch(setError);
-  };
-  useEffect(load, []);
-  if (error) return <ErrorState error={error} retry={load} />;
-  if (!repos) return <Loading />;
-  const sorted = [...repos].sort((a, b) =>
-    Number(a.pull_through_cache) - Number(b.pull_through_cache) ||
-    (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)
+  const { data, error, reload } = useLoad(
+    () =>
+      getJson<{ repositories: RepositorySummary[] }>("/v2/_svc/repositories/list").then((b) =>
+        b.repositories
+      ),
+    [],
   );
+  const [filter, setFilter] = useState("");
+  const [limit, setLimit] = useState(WINDOW);
+  const sorted = useMemo(() => {
+    const f = filter.trim().toLowerCase();
+    return (data ?? []).filter((r) =>
+      !f || r.name.includes(f) || r.upstream_urls.some((u) => u.toLowerCase().includes(f))
+    ).sort((a, b) =>
+      Number(a.pull_through_cache) - Number(b.pull_through_cache) ||
+      (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)
+    );
+  }, [data, filter]);
+  if (error) return <ErrorState error={error} retry={reload} />;
+  if (!data) return <Loading />;
   return (
     <section aria-labelledby="repos-title">
       <h1 id="repos-title">Repositories</h1>
-      {sorted.length === 0
-        ? <p>No repositories yet: push an image to begin.</p>
-        : (
+      {data.length === 0 ? <p>No repositories yet: push an image to begin.</p> : (
+        <>
+          <div class="tools">
+            <label>
+              Filter{" "}
+              <input
+                type="search"
+                value={filter}
+                placeholder="name or upstream"
+                onInput={(e) => {
+                  setFilter((e.target as HTMLInputElement).value);
+                  setLimit(WINDOW);
+                }}
+              />
+            </label>
+            <span class="muted" data-count>{sorted.length} of {data.length}</span>
+          </div>
           <table class="list">
             <thead>
               <tr>
@@ -36,22 +59,26 @@ export function Repositories() {
               </tr>
             </thead>
             <tbody>
-              {sorted.map((r) => (
+              {sorted.slice(0, limit).map((r) => (
                 <tr key={r.name} data-repository={r.name}>
                   <td>
                     <a href={`/${r.name}`}>{r.name}</a>
                     {r.immutable_tags && <span class="badge">immutable</span>}
                   </td>
-                  <td>
-                    {r.pull_through_cache ? "pull-through cache" : "hosted"}
-                  </td>
+                  <td>{r.pull_through_cache ? "pull-through cache" : "hosted"}</td>
                   <td>{r.upstream_urls.join(", ")}</td>
                   <td class="num">{r.namespace_count}</td>
                 </tr>
               ))}
             </tbody>
           </table>
-        )}
+          {sorted.length > limit && (
+            <button type="button" onClick={() => setLimit(limit + WINDOW)}>
+              Show {Math.min(WINDOW, sorted.length - limit)} more of {sorted.length - limit}
+            </button>
+          )}
+        </>
+      )}
     </section>
   );
 }

@@ -145,6 +145,20 @@ const ROUTES: Route[] = [
  * Returns the action of a request, null when no route matches (→ 404 for GET/HEAD, 400
  * otherwise), or throws a RegistryError for a matched route with a malformed name or digest.
  */
+/**
+ * A digest, tag or session id as the client sent it: percent-decoded (`sha256%3A…` is a digest,
+ * as docker-registry reads it, which matches routes on the decoded path); a malformed escape is
+ * left as written and then fails the grammar like any other bad value.
+ */
+function decodeSegment(s: string): string {
+  if (!s || !s.includes("%")) return s;
+  try {
+    return decodeURIComponent(s);
+  } catch {
+    return s;
+  }
+}
+
 export function parseAction(method: string, path: string): Action | null {
   for (const r of ROUTES) {
     const m = r.re.exec(path);
@@ -170,7 +184,7 @@ export function parseAction(method: string, path: string): Action | null {
       }
       action.namespace = m[1];
     }
-    const arg = m[2];
+    const arg = decodeSegment(m[2]);
     switch (name) {
       case "get-blob":
       case "delete-blob":

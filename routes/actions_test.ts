@@ -12,6 +12,17 @@ Deno.test("every OCI route maps to its action, names may contain route words", (
     ["GET", "/v2/_catalog", { name: "list-catalog" }],
     ["GET", `/v2/a/blobs/${D}`, { name: "get-blob", namespace: "a", digest: D }],
     ["HEAD", `/v2/a/blobs/blobs/${D}`, { name: "get-blob", namespace: "a/blobs", digest: D }],
+    // percent-encoded as some clients send it; docker-registry decodes the path the same way
+    ["GET", `/v2/a/blobs/${D.replace(":", "%3A")}`, {
+      name: "get-blob",
+      namespace: "a",
+      digest: D,
+    }],
+    ["GET", `/v2/a/blobs/${D.replace(":", "%3a")}`, {
+      name: "get-blob",
+      namespace: "a",
+      digest: D,
+    }],
     ["DELETE", `/v2/a/b/blobs/${D}`, { name: "delete-blob", namespace: "a/b", digest: D }],
     ["POST", "/v2/a/blobs/uploads/", { name: "start-upload", namespace: "a" }],
     ["POST", "/v2/manifests/blobs/uploads/", { name: "start-upload", namespace: "manifests" }],

@@ -84,6 +84,16 @@ Deno.test({
             await screenshot(page, `manifests-${theme}`);
           }
           await pickTheme(page, "system");
+          // sizes are read on request (each is a manifest GET, a pull when pulls are recorded)
+          assert.equal(await page.textContent("tr[data-digest] [data-size]"), "");
+          await page.click("button:has-text('Show sizes')");
+          await page.waitForFunction(() =>
+            [...document.querySelectorAll("tr[data-digest] [data-size]")].every((e) =>
+              /\d (B|KiB)$/.test(e.textContent ?? "")
+            )
+          );
+          await page.click("button:has-text('Total size')");
+          await page.waitForSelector("[data-total]:has-text('in distinct blobs')");
           // two manifests, newest push first; the filter and the sort cover every entry
           const tagsShown = () =>
             page.$$eval("tr[data-digest] td:first-child", (tds) => tds.map((td) => td.textContent));

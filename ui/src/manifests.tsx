@@ -49,9 +49,10 @@ function derive(revs: Revision[]): Derived {
 }
 
 /** Sizes as pulled, read per manifest with a few requests at a time, remembered for the view. */
-function useSizes(namespace: string, digests: string[]) {
+function useSizes(namespace: string, digests: string[], on: boolean) {
   const [sizes, setSizes] = useState<Map<string, number>>(new Map());
   useEffect(() => {
+    if (!on) return;
     let live = true;
     const todo = digests.filter((d) => !sizes.has(d));
     const found = new Map<string, number>();
@@ -71,7 +72,7 @@ function useSizes(namespace: string, digests: string[]) {
     return () => {
       live = false;
     };
-  }, [namespace, digests.join(",")]);
+  }, [namespace, digests.join(","), on]);
   return sizes;
 }
 
@@ -125,6 +126,9 @@ export function Manifests({ namespace }: { namespace: string }) {
   const [sort, setSort] = useState<SortKey>("pushed");
   const [limit, setLimit] = useState(WINDOW);
   const [total, setTotal] = useState<number | "busy" | null>(null);
+  // Sizes need each manifest's body: a GET, which counts as a pull while the registry records
+  // pulls (`update_pull_time`), so the list reads them only when asked.
+  const [showSizes, setShowSizes] = useState(false);
   const derived = useMemo(() => derive(data ?? []), [data]);
   const shown = useMemo(() => {
     if (!data) return [];
@@ -148,7 +152,7 @@ export function Manifests({ namespace }: { namespace: string }) {
     });
   }, [data, filter, sort, derived]);
   const visible = shown.slice(0, limit);
-  const sizes = useSizes(namespace, visible.map((r) => r.digest));
+  const sizes = useSizes(namespace, visible.map((r) => r.digest), showSizes);
   if (error) return <ErrorState error={error} retry={reload} />;
   if (!data) return <Loading />;
   const repo = namespace.split("/")[0];
@@ -191,6 +195,7 @@ export function Manifests({ namespace }: { namespace: string }) {
         <a class="button" href={`${COMPARE_PATH}/${namespace}`}>
           Compare two images
         </a>
+        {!showSizes && <button type="button" onClick={() => setShowSizes(true)}>Show sizes</button>}
         {total === null
           ? <button type="button" onClick={computeTotal}>Total size</button>
           : (

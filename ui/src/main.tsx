@@ -10,6 +10,55 @@ import { Namespaces } from "./namespaces.tsx";
 import { Manifests } from "./manifests.tsx";
 import { ErrorState, Loading } from "./states.tsx";
 import "./style.css";
+// ---- TEMPORARY filesystem-tab hook (branch ui-fs): replaced by the details view at merge ----
+import {
+  FilesystemTab,
+  fsAnchor,
+  type FsLayer,
+  parseFsAnchor,
+} from "./filesystem/mod.tsx";
+import { apiFetch, checked, nsPath } from "./api.ts";
+
+function FsHook({ name }: { name: string }) {
+  const at = name.indexOf("@");
+  const colon = name.lastIndexOf(":");
+  const [ns, ref] = at >= 0 ? [name.slice(0, at), name.slice(at + 1)] : [
+    name.slice(0, colon),
+    name.slice(colon + 1),
+  ];
+  const [hash, setHash] = useState(location.hash);
+  const [layers, setLayers] = useState<FsLayer[] | null>(null);
+  const [error, setError] = useState<unknown>(null);
+  useEffect(() => {
+    const on = () => setHash(location.hash);
+    addEventListener("hashchange", on);
+    return () => removeEventListener("hashchange", on);
+  }, []);
+  const load = () => {
+    setError(null);
+    apiFetch(`/v2/${nsPath(ns)}/manifests/${encodeURIComponent(ref)}`, {
+      headers: {
+        accept:
+          "application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json",
+      },
+    }).then(checked).then((r) => r.json()).then((m) =>
+      setLayers(m.layers ?? [])
+    ).catch(setError);
+  };
+  useEffect(load, [ns, ref]);
+  if (error) return <ErrorState error={error} retry={load} />;
+  if (!layers) return <Loading />;
+  const route = parseFsAnchor(hash) ?? { path: null, layer: null };
+  return (
+    <FilesystemTab
+      namespace={ns}
+      layers={layers}
+      route={route}
+      navigate={(r) => (location.hash = fsAnchor(r))}
+    />
+  );
+}
+// ---- end of the temporary hook ----
 
 /** A repository's namespace list, or a namespace's manifests: the repositories listing tells. */
 function ByName({ name }: { name: string }) {
@@ -23,7 +72,9 @@ function ByName({ name }: { name: string }) {
   useEffect(load, []);
   if (error) return <ErrorState error={error} retry={load} />;
   if (!repos) return <Loading />;
-  return repos.includes(name) ? <Namespaces repository={name} /> : <Manifests namespace={name} />;
+  return repos.includes(name)
+    ? <Namespaces repository={name} />
+    : <Manifests namespace={name} />;
 }
 
 function view(path: string) {
@@ -35,7 +86,16 @@ function view(path: string) {
     // shown as written
   }
   const last = name.slice(name.lastIndexOf("/") + 1);
-  if (name === "jobs" || name.startsWith("jobs/") || name.includes("@") || last.includes(":")) {
+  if (
+    (name.includes("@") || last.includes(":")) &&
+    location.hash.startsWith("#filesystem")
+  ) {
+    return <FsHook name={name} />; // TEMPORARY filesystem-tab hook
+  }
+  if (
+    name === "jobs" || name.startsWith("jobs/") || name.includes("@") ||
+    last.includes(":")
+  ) {
     return <p>This view is not built yet: {path}</p>;
   }
   return <ByName name={name} />;

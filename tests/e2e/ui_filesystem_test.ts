@@ -1029,18 +1029,37 @@ Deno.test({
           },
         );
         const ms = Date.now() - start;
-        const build = await page.evaluate(() =>
-          performance.getEntriesByName("wharf-fs-build")[0]?.duration
-        );
+        // What the page did itself: from the listing's last byte to the open file in the tree
+        // (JSON parse, the merge, the first render); the rest is the server answering the 37 MB
+        // listing on a shared machine.
+        const t = await page.evaluate(() => {
+          const res = performance.getEntriesByType("resource")
+            .find((e) =>
+              e.name.endsWith("/entries")
+            ) as PerformanceResourceTiming;
+          const build = performance.getEntriesByName("wharf-fs-build")[0];
+          return {
+            listing: res.responseEnd - res.startTime,
+            client: performance.now() - res.responseEnd,
+            build: build?.duration,
+          };
+        });
         const entries = Number(
           await page.getAttribute(`${TAB} .fs-summary`, "data-entries"),
         );
         assert.equal(entries, 100_100);
         console.log(
-          `  100k-entry filesystem tab: opened in ${ms} ms after navigation ` +
-            `(merged tree built in ${Math.round(build)} ms)`,
+          `  100k-entry filesystem tab: opened in ${ms} ms after navigation; listing request ` +
+            `${Math.round(t.listing)} ms, then in the page ${
+              Math.round(t.client)
+            } ms ` +
+            `(merged tree built in ${Math.round(t.build)} ms); load average ${
+              Deno.loadavg().map((x) => x.toFixed(1)).join(" ")
+            }`,
         );
-        assert.ok(ms < 10_000, `${ms} ms`);
+        // generous: a bound against a hang or a quadratic merge, not a timing test (bench/ is)
+        assert.ok(t.client < 10_000, `${t.client} ms in the page`);
+        assert.ok(ms < 60_000, `${ms} ms`);
         // virtualised: a window of rows, not 1,100 of them, and the deep-linked line in view
         const rendered = await page.$$eval(ROW, (r) => r.length);
         assert.ok(rendered < 80, `${rendered} rows in the DOM`);

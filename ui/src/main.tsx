@@ -36,7 +36,7 @@ function FsHook({ name }: { name: string }) {
   }, []);
   const load = () => {
     setError(null);
-    apiFetch(`/v2/${nsPath(ns)}/manifests/${encodeURIComponent(ref)}`, {
+    apiFetch(`/v2/${nsPath(ns)}/manifests/${ref}`, {
       headers: {
         accept:
           "application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json",

@@ -52,7 +52,8 @@ export function FilePane({ namespace, digests, node, version }: Props) {
       <div class="fs-pane">
         <h3 class="fs-pane-title">{node.path}</h3>
         <p class="muted">
-          A directory no layer lists itself; its {node.children?.size ?? 0}{" "}
+          A directory no layer lists itself; its {node.children?.length ?? 0}
+          {" "}
           entries come from paths below it.
         </p>
       </div>

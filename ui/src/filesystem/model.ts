@@ -62,7 +62,7 @@ export interface FsNode {
   name: string;
   parent: FsNode | null;
   depth: number;
-  children: Map<string, FsNode> | null;
+  children: FsNode[] | null;
   /** children in display order, made when first needed */
   sorted: FsNode[] | null;
   /** versions in layer order; empty for a directory only implied by its descendants' paths */
@@ -70,9 +70,9 @@ export interface FsNode {
   /** the last layer that removed the node's subtree (whiteout, opaque parent, replacement), or -1 */
   removedBy: number;
   /** layers holding an opaque marker for this directory */
-  opaqueIn: number[];
+  opaqueIn: readonly number[];
   /** layers holding a whiteout naming this path */
-  whiteoutIn: number[];
+  whiteoutIn: readonly number[];
   /** visible in the merged image (a live version, or a live descendant) */
   present: boolean;
 }
@@ -87,6 +87,9 @@ export interface MergedTree {
   partial: { layer: number; error: string }[];
 }
 
+// Shared by the nodes no marker names (nearly all): one empty array instead of 200k.
+const NONE: readonly number[] = Object.freeze([]);
+
 function newNode(path: string, name: string, parent: FsNode | null): FsNode {
   return {
     path,
@@ -97,8 +100,8 @@ function newNode(path: string, name: string, parent: FsNode | null): FsNode {
     sorted: null,
     versions: [],
     removedBy: -1,
-    opaqueIn: [],
-    whiteoutIn: [],
+    opaqueIn: NONE,
+    whiteoutIn: NONE,
     present: false,
   };
 }
@@ -112,7 +115,7 @@ export function liveVersion(n: FsNode): Version | null {
 export function isDirNode(n: FsNode): boolean {
   const v = n.versions[n.versions.length - 1];
   return !v || v.entry.kind === "dir" ||
-    (n.children !== null && n.children.size > 0);
+    (n.children !== null && n.children.length > 0);
 }
 
 function hideSubtree(n: FsNode, layer: number) {
@@ -126,13 +129,13 @@ function hideSubtree(n: FsNode, layer: number) {
         v.how = "removed";
       }
     }
-    if (x.children) { for (const c of x.children.values()) stack.push(c); }
+    if (x.children) { for (const c of x.children) stack.push(c); }
   }
 }
 
 export function buildTree(listings: LayerListing[]): MergedTree {
   const root = newNode("", "", null);
-  root.children = new Map();
+  root.children = [];
   const byPath = new Map<string, FsNode>();
   byPath.set("", root);
   let entryCount = 0;
@@ -144,7 +147,7 @@ export function buildTree(listings: LayerListing[]): MergedTree {
     const cut = path.lastIndexOf("/");
     const parent = cut < 0 ? root : nodeOf(path.slice(0, cut));
     n = newNode(path, cut < 0 ? path : path.slice(cut + 1), parent);
-    (parent.children ??= new Map()).set(n.name, n);
+    (parent.children ??= []).push(n);
     parent.sorted = null;
     byPath.set(path, n);
     return n;
@@ -161,14 +164,17 @@ export function buildTree(listings: LayerListing[]): MergedTree {
       if (e.kind === "whiteout") {
         const n = byPath.get(e.path);
         if (n) {
-          n.whiteoutIn.push(li);
+          n.whiteoutIn = [...n.whiteoutIn, li];
           hideSubtree(n, li);
-        } else nodeOf(e.path).whiteoutIn.push(li);
+        } else {
+          const m = nodeOf(e.path);
+          m.whiteoutIn = [...m.whiteoutIn, li];
+        }
       } else if (e.kind === "opaque") {
         const n = nodeOf(e.path);
-        n.opaqueIn.push(li);
+        n.opaqueIn = [...n.opaqueIn, li];
         if (n.children) {
-          for (const c of n.children.values()) hideSubtree(c, li);
+          for (const c of n.children) hideSubtree(c, li);
         }
       }
     }
@@ -184,7 +190,7 @@ export function buildTree(listings: LayerListing[]): MergedTree {
         prev.how = bothDirs ? "updated" : "overwritten";
         // A non-directory replacing a directory takes the directory's content with it.
         if (!bothDirs && prev.entry.kind === "dir" && n.children) {
-          for (const c of n.children.values()) hideSubtree(c, li);
+          for (const c of n.children) hideSubtree(c, li);
         }
       }
       n.versions.push({ layer: li, entry: e, hiddenBy: -1, how: null });
@@ -201,7 +207,7 @@ function markPresent(root: FsNode) {
   while (stack.length) {
     const x = stack.pop()!;
     order.push(x);
-    if (x.children) { for (const c of x.children.values()) stack.push(c); }
+    if (x.children) { for (const c of x.children) stack.push(c); }
   }
   for (let i = order.length - 1; i >= 0; i--) {
     const x = order[i];
@@ -222,7 +228,7 @@ export function sortedChildren(n: FsNode): FsNode[] {
   if (!n.children) return (n.sorted = []);
   const dirs: FsNode[] = [];
   const rest: FsNode[] = [];
-  for (const c of n.children.values()) (isDirNode(c) ? dirs : rest).push(c);
+  for (const c of n.children) (isDirNode(c) ? dirs : rest).push(c);
   const by = (
     a: FsNode,
     b: FsNode,

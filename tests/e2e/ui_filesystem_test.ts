@@ -14,6 +14,14 @@ import { type TestServer, withServer } from "../helpers/server.ts";
 import { pushTarImage } from "../helpers/tar_image.ts";
 import { tarHeader, tarOf } from "../helpers/tar.ts";
 import { isFile, missingReason, runs } from "./_tools.ts";
+import { fsAnchor, parseFsAnchor } from "../../ui/src/filesystem/anchor.ts";
+import {
+  buildTree,
+  flatten,
+  type LayerEntry,
+  type LayerListing,
+  wasted,
+} from "../../ui/src/filesystem/model.ts";
 
 const CHROMIUM = "/usr/bin/chromium";
 const skipReason = missingReason(
@@ -181,9 +189,7 @@ async function certBundle(): Promise<string> {
       ], dir);
     }
     return (await Promise.all(
-      ["old", "soon", "fresh"].map((n) =>
-        Deno.readTextFile(join(dir, `${n}.pem`))
-      ),
+      ["old", "soon", "fresh"].map((n) => Deno.readTextFile(join(dir, `${n}.pem`))),
     )).join("");
   } finally {
     await Deno.remove(dir, { recursive: true });
@@ -197,8 +203,7 @@ const PNG = Uint8Array.from(
   ),
   (c) => c.charCodeAt(0),
 );
-const SECRET_FILE =
-  "# service settings\nREGION=eu-west-1\naws_key=AKIAZ7Q3MN4PLK2XW9RT\nDEBUG=0\n";
+const SECRET_FILE = "# service settings\nREGION=eu-west-1\naws_key=AKIAZ7Q3MN4PLK2XW9RT\nDEBUG=0\n";
 
 function bigText(): string {
   const lines: string[] = [];
@@ -309,9 +314,7 @@ async function axeCheck(page: Page, label: string) {
     return r.violations.map((v: any) => ({
       id: v.id,
       impact: v.impact,
-      nodes: v.nodes.slice(0, 3).map((n: { target: string[] }) =>
-        n.target.join(" ")
-      ),
+      nodes: v.nodes.slice(0, 3).map((n: { target: string[] }) => n.target.join(" ")),
     }));
   }, TAB);
   const bad = violations.filter((v: { impact: string }) =>
@@ -330,8 +333,7 @@ async function setTheme(page: Page, theme: "light" | "dark") {
 
 Deno.test({
   ...base,
-  name:
-    "ui filesystem tab: merged tree, focus, filter, views, file pane, keyboard, deep links",
+  name: "ui filesystem tab: merged tree, focus, filter, views, file pane, keyboard, deep links",
   fn: () =>
     withServer(
       { config: `${FAST}[global.index]\non_push = "none"\n` },
@@ -651,9 +653,7 @@ Deno.test({
               assert.match(
                 (await page.textContent(`${TAB} .fs-cut`))!,
                 new RegExp(
-                  `first 512 KiB of .* \\(${
-                    enc.encode(img.big).length
-                  } bytes\\)`,
+                  `first 512 KiB of .* \\(${enc.encode(img.big).length} bytes\\)`,
                 ),
               );
               const shown = await page.$$eval(
@@ -677,8 +677,7 @@ Deno.test({
             await page.goto(at("#filesystem/srv/logo.png"));
             const el = await page.waitForSelector(`${TAB} img.fs-image`);
             await page.waitForFunction(
-              (sel) =>
-                (document.querySelector(sel) as HTMLImageElement).complete,
+              (sel) => (document.querySelector(sel) as HTMLImageElement).complete,
               `${TAB} img.fs-image`,
             );
             assert.match((await el.getAttribute("src"))!, /^blob:/);
@@ -707,9 +706,7 @@ Deno.test({
                 ),
               );
               const details = await (await fetch(
-                `${s.url}/v2/fs/img/_svc/layers/${
-                  img.layers[0]
-                }/details?path=usr/bin/true`,
+                `${s.url}/v2/fs/img/_svc/layers/${img.layers[0]}/details?path=usr/bin/true`,
               )).json();
               const show = (v: unknown) =>
                 v === null || v === ""
@@ -820,8 +817,10 @@ Deno.test({
               );
               await page.waitForSelector(`${TAB} .fs-code .fs-line`);
               assert.equal(
-                await page.$$eval(`${TAB} .fs-ltx`, (ls) =>
-                  ls.map((l) => l.textContent).join("\n")),
+                await page.$$eval(
+                  `${TAB} .fs-ltx`,
+                  (ls) => ls.map((l) => l.textContent).join("\n"),
+                ),
                 "version=2\nsecond line",
               );
               assert.equal(
@@ -844,8 +843,7 @@ Deno.test({
                 `${TAB} .fs-pane[data-path="etc/app.conf"][data-layer="1"]`,
               );
               await page.waitForFunction(
-                (sel) =>
-                  document.querySelector(sel)?.textContent === "version=1",
+                (sel) => document.querySelector(sel)?.textContent === "version=1",
                 `${TAB} .fs-ltx`,
               );
               assert.equal(
@@ -982,8 +980,7 @@ function manyFiles(n: number): Uint8Array {
 
 Deno.test({
   ...base,
-  name:
-    "ui filesystem tab: a 100k-entry layer opens fast and renders only the visible rows",
+  name: "ui filesystem tab: a 100k-entry layer opens fast and renders only the visible rows",
   fn: () =>
     withServer({ config: FAST }, async (s) => {
       const t0 = performance.now();
@@ -991,9 +988,7 @@ Deno.test({
       const gz = gzipSync(tar).length;
       const img = await pushTarImage(s.url, "big/img", "v1", [tar]);
       console.log(
-        `  100k layer built and pushed in ${
-          Math.round(performance.now() - t0)
-        } ms (${gz} B gz)`,
+        `  100k layer built and pushed in ${Math.round(performance.now() - t0)} ms (${gz} B gz)`,
       );
       // indexed on push; wait for it so the timing below is the browser's, not the indexer's
       const deadline = Date.now() + 120_000;
@@ -1034,9 +1029,7 @@ Deno.test({
         // listing on a shared machine.
         const t = await page.evaluate(() => {
           const res = performance.getEntriesByType("resource")
-            .find((e) =>
-              e.name.endsWith("/entries")
-            ) as PerformanceResourceTiming;
+            .find((e) => e.name.endsWith("/entries")) as PerformanceResourceTiming;
           const build = performance.getEntriesByName("wharf-fs-build")[0];
           return {
             listing: res.responseEnd - res.startTime,
@@ -1050,9 +1043,7 @@ Deno.test({
         assert.equal(entries, 100_100);
         console.log(
           `  100k-entry filesystem tab: opened in ${ms} ms after navigation; listing request ` +
-            `${Math.round(t.listing)} ms, then in the page ${
-              Math.round(t.client)
-            } ms ` +
+            `${Math.round(t.listing)} ms, then in the page ${Math.round(t.client)} ms ` +
             `(merged tree built in ${Math.round(t.build)} ms); load average ${
               Deno.loadavg().map((x) => x.toFixed(1)).join(" ")
             }`,
@@ -1089,4 +1080,65 @@ Deno.test({
         await browser.close();
       }
     }),
+});
+
+// ---- without a browser: the anchor and the merge rules the tab is built on ------------------
+
+Deno.test("ui filesystem: #filesystem anchors parse, encode and round-trip", () => {
+  assert.deepEqual(parseFsAnchor("#filesystem"), { path: null, layer: null });
+  assert.deepEqual(parseFsAnchor("#filesystem/"), { path: null, layer: null });
+  assert.deepEqual(parseFsAnchor("#filesystem/etc/passwd"), { path: "etc/passwd", layer: null });
+  assert.deepEqual(parseFsAnchor("#filesystem/etc/passwd@L2"), { path: "etc/passwd", layer: 2 });
+  assert.deepEqual(parseFsAnchor("#filesystem/a%20b/c%40d@L12"), { path: "a b/c@d", layer: 12 });
+  assert.deepEqual(parseFsAnchor("#filesystem/x@L0"), { path: "x@L0", layer: null });
+  assert.deepEqual(parseFsAnchor("#filesystem/bad%zz"), { path: "bad%zz", layer: null });
+  for (const h of ["", "#history", "#filesystemx", "#vulnerabilities/linux/amd64"]) {
+    assert.equal(parseFsAnchor(h), null, h);
+  }
+  assert.equal(fsAnchor({ path: null, layer: null }), "#filesystem");
+  assert.equal(fsAnchor({ path: "etc/passwd", layer: 2 }), "#filesystem/etc/passwd@L2");
+  for (const path of ["a b/c@L3", "100%/#x", "ünï/cödé", "etc/passwd"]) {
+    for (const layer of [null, 1, 7]) {
+      assert.deepEqual(parseFsAnchor(fsAnchor({ path, layer })), { path, layer });
+    }
+  }
+});
+
+function entry(path: string, kind: LayerEntry["kind"] = "file", size = 0): LayerEntry {
+  return { path, kind, size, mode: kind === "dir" ? 0o755 : 0o644, uid: 0, gid: 0, mtime: 0 };
+}
+const layer = (...entries: LayerEntry[]): LayerListing => ({ entries });
+
+Deno.test("ui filesystem: merge rules (markers act on lower layers only, replacement, re-adding)", () => {
+  const tree = buildTree([
+    layer(entry("a", "dir"), entry("a/x", "file", 5), entry("d", "dir"), entry("d/y", "file", 7)),
+    // the opaque marker after the layer's own file in tar order still only hides L1's
+    layer(entry("a/new", "file", 1), entry("a", "opaque"), entry("d", "file", 3)),
+    layer(entry("a/x", "whiteout"), entry("a/x", "file", 2)),
+  ]);
+  const at = (p: string) => tree.byPath.get(p)!;
+  assert.deepEqual(at("a/x").versions.map((v) => [v.layer, v.hiddenBy, v.how]), [
+    [0, 1, "removed"],
+    [2, -1, null],
+  ]);
+  assert.equal(at("a/new").versions[0].hiddenBy, -1);
+  assert.deepEqual(at("a").opaqueIn, [1]);
+  // a file replacing a directory takes the directory's content with it
+  assert.deepEqual(at("d").versions.map((v) => [v.layer, v.hiddenBy, v.how]), [
+    [0, 1, "overwritten"],
+    [1, -1, null],
+  ]);
+  assert.equal(at("d/y").versions[0].how, "removed");
+  assert.equal(at("d/y").present, false);
+  assert.equal(at("a/x").present, true);
+  assert.deepEqual(wasted(tree).total, 5 + 7);
+  // the layer focus on L2: what it added, changed and removed
+  const rows = flatten(tree, { expanded: new Set(), focus: 1, filter: "" });
+  assert.deepEqual(rows.map((r) => [r.node.path, r.version?.layer, r.change]), [
+    ["a", 0, "emptied"],
+    ["a/new", 1, "added"],
+    ["a/x", 0, "removed"],
+    ["d", 1, "changed"],
+    ["d/y", 0, "removed"],
+  ]);
 });

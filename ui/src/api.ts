@@ -17,10 +17,7 @@ export function setTokenSource(source: () => string | null) {
  * `X-Svc-No-Redirect` so blob bytes come inline instead of as a redirect to a store the browser
  * may not reach (SPEC UI behaviour 9).
  */
-export function apiFetch(
-  path: string,
-  init: RequestInit = {},
-): Promise<Response> {
+export function apiFetch(path: string, init: RequestInit = {}): Promise<Response> {
   const headers = new Headers(init.headers);
   headers.set("x-svc-no-redirect", "1");
   const token = tokenSource();
@@ -46,9 +43,7 @@ export async function checked(r: Response): Promise<Response> {
 }
 
 export async function getJson<T>(path: string): Promise<T> {
-  const r = await checked(
-    await apiFetch(path, { headers: { accept: "application/json" } }),
-  );
+  const r = await checked(await apiFetch(path, { headers: { accept: "application/json" } }));
   return await r.json() as T;
 }
 
@@ -83,16 +78,11 @@ export interface NamespacesListing {
 export interface Revision {
   digest: string;
   tags: string[];
-  parents?: {
-    digest: string;
-    tags: string[];
-    platform: { os: string; architecture: string };
-  }[];
+  parents?: { digest: string; tags: string[]; platform: { os: string; architecture: string } }[];
   referrers?: { digest: string; artifactType: string }[];
   pushed_at?: string;
   last_pulled_at?: string;
 }
 
 /** A namespace's path in API URLs: each segment escaped, the slashes kept. */
-export const nsPath = (ns: string) =>
-  ns.split("/").map(encodeURIComponent).join("/");
+export const nsPath = (ns: string) => ns.split("/").map(encodeURIComponent).join("/");

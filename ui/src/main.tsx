@@ -11,12 +11,7 @@ import { Manifests } from "./manifests.tsx";
 import { ErrorState, Loading } from "./states.tsx";
 import "./style.css";
 // ---- TEMPORARY filesystem-tab hook (branch ui-fs): replaced by the details view at merge ----
-import {
-  FilesystemTab,
-  fsAnchor,
-  type FsLayer,
-  parseFsAnchor,
-} from "./filesystem/mod.tsx";
+import { FilesystemTab, fsAnchor, type FsLayer, parseFsAnchor } from "./filesystem/mod.tsx";
 import { apiFetch, checked, nsPath } from "./api.ts";
 
 function FsHook({ name }: { name: string }) {
@@ -41,9 +36,7 @@ function FsHook({ name }: { name: string }) {
         accept:
           "application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json",
       },
-    }).then(checked).then((r) => r.json()).then((m) =>
-      setLayers(m.layers ?? [])
-    ).catch(setError);
+    }).then(checked).then((r) => r.json()).then((m) => setLayers(m.layers ?? [])).catch(setError);
   };
   useEffect(load, [ns, ref]);
   if (error) return <ErrorState error={error} retry={load} />;
@@ -72,9 +65,7 @@ function ByName({ name }: { name: string }) {
   useEffect(load, []);
   if (error) return <ErrorState error={error} retry={load} />;
   if (!repos) return <Loading />;
-  return repos.includes(name)
-    ? <Namespaces repository={name} />
-    : <Manifests namespace={name} />;
+  return repos.includes(name) ? <Namespaces repository={name} /> : <Manifests namespace={name} />;
 }
 
 function view(path: string) {
@@ -86,16 +77,10 @@ function view(path: string) {
     // shown as written
   }
   const last = name.slice(name.lastIndexOf("/") + 1);
-  if (
-    (name.includes("@") || last.includes(":")) &&
-    location.hash.startsWith("#filesystem")
-  ) {
+  if ((name.includes("@") || last.includes(":")) && location.hash.startsWith("#filesystem")) {
     return <FsHook name={name} />; // TEMPORARY filesystem-tab hook
   }
-  if (
-    name === "jobs" || name.startsWith("jobs/") || name.includes("@") ||
-    last.includes(":")
-  ) {
+  if (name === "jobs" || name.startsWith("jobs/") || name.includes("@") || last.includes(":")) {
     return <p>This view is not built yet: {path}</p>;
   }
   return <ByName name={name} />;

@@ -7,9 +7,7 @@ import { ErrorState, Loading } from "./states.tsx";
 type SortKey = "pushed" | "tag" | "digest";
 
 function platforms(r: Revision): string {
-  return (r.parents ?? []).map((p) =>
-    `${p.platform.os}/${p.platform.architecture}`
-  ).join(", ");
+  return (r.parents ?? []).map((p) => `${p.platform.os}/${p.platform.architecture}`).join(", ");
 }
 
 export function Manifests({ namespace }: { namespace: string }) {
@@ -19,9 +17,7 @@ export function Manifests({ namespace }: { namespace: string }) {
   const [sort, setSort] = useState<SortKey>("pushed");
   const load = () => {
     setError(null);
-    getJson<{ name: string; manifests: Revision[] }>(
-      `/v2/${nsPath(namespace)}/_svc/revisions/list`,
-    )
+    getJson<{ name: string; manifests: Revision[] }>(`/v2/${nsPath(namespace)}/_svc/revisions/list`)
       .then((b) => setRevs(b.manifests)).catch(setError);
   };
   useEffect(load, [namespace]);
@@ -29,20 +25,13 @@ export function Manifests({ namespace }: { namespace: string }) {
     if (!revs) return [];
     const f = filter.trim().toLowerCase();
     const hit = (r: Revision) =>
-      !f || r.digest.includes(f) ||
-      r.tags.some((t) => t.toLowerCase().includes(f));
+      !f || r.digest.includes(f) || r.tags.some((t) => t.toLowerCase().includes(f));
     const key = (r: Revision) =>
-      sort === "pushed"
-        ? r.pushed_at ?? ""
-        : sort === "tag"
-        ? (r.tags[0] ?? "\uffff")
-        : r.digest;
+      sort === "pushed" ? r.pushed_at ?? "" : sort === "tag" ? (r.tags[0] ?? "\uffff") : r.digest;
     return revs.filter(hit).sort((a, b) => {
       const x = key(a), y = key(b);
       // newest pushes first; names and digests in ascending order
-      return sort === "pushed"
-        ? (x < y ? 1 : x > y ? -1 : 0)
-        : (x < y ? -1 : x > y ? 1 : 0);
+      return sort === "pushed" ? (x < y ? 1 : x > y ? -1 : 0) : (x < y ? -1 : x > y ? 1 : 0);
     });
   }, [revs, filter, sort]);
   if (error) return <ErrorState error={error} retry={load} />;
@@ -51,8 +40,7 @@ export function Manifests({ namespace }: { namespace: string }) {
   return (
     <section aria-labelledby="m-title">
       <nav class="crumbs" aria-label="Breadcrumb">
-        <a href="/">Repositories</a> / <a href={`/${repo}`}>{repo}</a> /{" "}
-        <span>{namespace}</span>
+        <a href="/">Repositories</a> / <a href={`/${repo}`}>{repo}</a> / <span>{namespace}</span>
       </nav>
       <h1 id="m-title">{namespace}</h1>
       <div class="tools">
@@ -69,8 +57,7 @@ export function Manifests({ namespace }: { namespace: string }) {
           Sort{" "}
           <select
             value={sort}
-            onChange={(e) =>
-              setSort((e.target as HTMLSelectElement).value as SortKey)}
+            onChange={(e) => setSort((e.target as HTMLSelectElement).value as SortKey)}
           >
             <option value="pushed">newest push</option>
             <option value="tag">tag</option>
@@ -93,24 +80,14 @@ export function Manifests({ namespace }: { namespace: string }) {
           {shown.map((r) => (
             <tr key={r.digest} data-digest={r.digest}>
               <td>
-                {r.tags.map((t) => (
-                  <a key={t} class="tag" href={`/${namespace}:${t}`}>{t}</a>
-                ))}
+                {r.tags.map((t) => <a key={t} class="tag" href={`/${namespace}:${t}`}>{t}</a>)}
               </td>
               <td>
-                <a class="digest" href={`/${namespace}@${r.digest}`}>
-                  {r.digest.slice(0, 19)}
-                </a>
+                <a class="digest" href={`/${namespace}@${r.digest}`}>{r.digest.slice(0, 19)}</a>
               </td>
               <td>{platforms(r)}</td>
-              <td>
-                {r.pushed_at ? new Date(r.pushed_at).toLocaleString() : ""}
-              </td>
-              <td>
-                {r.last_pulled_at
-                  ? new Date(r.last_pulled_at).toLocaleString()
-                  : ""}
-              </td>
+              <td>{r.pushed_at ? new Date(r.pushed_at).toLocaleString() : ""}</td>
+              <td>{r.last_pulled_at ? new Date(r.last_pulled_at).toLocaleString() : ""}</td>
             </tr>
           ))}
         </tbody>

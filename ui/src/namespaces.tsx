@@ -22,9 +22,7 @@ export function Namespaces({ repository }: { repository: string }) {
       </nav>
       <h1 id="ns-title">{repository}</h1>
       {listing.pull_through_cache && (
-        <p class="muted">
-          Pull-through cache of {listing.upstream_urls.join(", ")}
-        </p>
+        <p class="muted">Pull-through cache of {listing.upstream_urls.join(", ")}</p>
       )}
       <table class="list">
         <thead>

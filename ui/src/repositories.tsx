@@ -42,9 +42,7 @@ export function Repositories() {
                     <a href={`/${r.name}`}>{r.name}</a>
                     {r.immutable_tags && <span class="badge">immutable</span>}
                   </td>
-                  <td>
-                    {r.pull_through_cache ? "pull-through cache" : "hosted"}
-                  </td>
+                  <td>{r.pull_through_cache ? "pull-through cache" : "hosted"}</td>
                   <td>{r.upstream_urls.join(", ")}</td>
                   <td class="num">{r.namespace_count}</td>
                 </tr>

@@ -6,9 +6,7 @@ export function Loading() {
   return <p class="loading" role="status" aria-live="polite">Loading…</p>;
 }
 
-export function ErrorState(
-  { error, retry }: { error: unknown; retry: () => void },
-) {
+export function ErrorState({ error, retry }: { error: unknown; retry: () => void }) {
   const status = error instanceof ApiError ? error.status : 0;
   const text = status === 404
     ? "Not found."
@@ -16,15 +14,11 @@ export function ErrorState(
     ? "Sign-in is required to see this."
     : status === 403
     ? "You are not allowed to see this."
-    : `Something went wrong${
-      error instanceof Error ? `: ${error.message}` : ""
-    }.`;
+    : `Something went wrong${error instanceof Error ? `: ${error.message}` : ""}.`;
   return (
     <div class="error" role="alert">
       <p>{text}</p>
-      {status >= 500 || status === 0
-        ? <button type="button" onClick={retry}>Retry</button>
-        : null}
+      {status >= 500 || status === 0 ? <button type="button" onClick={retry}>Retry</button> : null}
     </div>
   );
 }

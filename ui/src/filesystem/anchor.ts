@@ -34,8 +34,6 @@ export function parseFsAnchor(hash: string): FsRoute | null {
 }
 
 export function fsAnchor(route: FsRoute): string {
-  const p = route.path
-    ? "/" + route.path.split("/").map(encodeURIComponent).join("/")
-    : "";
+  const p = route.path ? "/" + route.path.split("/").map(encodeURIComponent).join("/") : "";
   return `${TAB}${p}${route.layer ? `@L${route.layer}` : ""}`;
 }

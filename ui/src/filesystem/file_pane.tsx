@@ -7,13 +7,7 @@ import { useEffect, useState } from "preact/hooks";
 import { apiFetch, checked, getJson } from "../api.ts";
 import { ErrorState, Loading } from "../states.tsx";
 import { fileUrl, layerUrl } from "./load.ts";
-import {
-  formatSize,
-  type FsNode,
-  liveVersion,
-  modeString,
-  type Version,
-} from "./model.ts";
+import { formatSize, type FsNode, liveVersion, modeString, type Version } from "./model.ts";
 
 export const PREVIEW_LIMIT = 512 * 1024;
 const IMAGE_LIMIT = 16 << 20;
@@ -52,8 +46,7 @@ export function FilePane({ namespace, digests, node, version }: Props) {
       <div class="fs-pane">
         <h3 class="fs-pane-title">{node.path}</h3>
         <p class="muted">
-          A directory no layer lists itself; its {node.children?.length ?? 0}
-          {" "}
+          A directory no layer lists itself; its {node.children?.length ?? 0}{" "}
           entries come from paths below it.
         </p>
       </div>
@@ -74,8 +67,7 @@ export function FilePane({ namespace, digests, node, version }: Props) {
   return (
     <div class="fs-pane" data-path={node.path} data-layer={version.layer + 1}>
       <h3 class="fs-pane-title">
-        {gone ? <s>{node.path}</s> : node.path}{" "}
-        <span class="badge">L{version.layer + 1}</span>
+        {gone ? <s>{node.path}</s> : node.path} <span class="badge">L{version.layer + 1}</span>
       </h3>
       {gone ? <p class="fs-gone-note">This version was {gone}.</p> : null}
       <dl class="fs-facts">
@@ -91,8 +83,7 @@ export function FilePane({ namespace, digests, node, version }: Props) {
           : null}
         <dt>Mode</dt>
         <dd>
-          <code>{modeString(e)}</code>{" "}
-          ({(e.mode & 0o7777).toString(8).padStart(4, "0")})
+          <code>{modeString(e)}</code> ({(e.mode & 0o7777).toString(8).padStart(4, "0")})
         </dd>
         <dt>Owner</dt>
         <dd>{e.uid}:{e.gid}</dd>
@@ -236,9 +227,7 @@ function TextPreview(
 ) {
   const cut = p.size > PREVIEW_LIMIT;
   const s = useLoad(async (signal) => {
-    const headers: HeadersInit = cut
-      ? { range: `bytes=0-${PREVIEW_LIMIT - 1}` }
-      : {};
+    const headers: HeadersInit = cut ? { range: `bytes=0-${PREVIEW_LIMIT - 1}` } : {};
     const r = await checked(
       await apiFetch(fileUrl(p.namespace, p.digest, p.path), {
         headers,
@@ -270,8 +259,7 @@ function TextPreview(
       {p.secrets.length
         ? (
           <p class="fs-secret-summary">
-            {p.secrets.length} secret{p.secrets.length > 1 ? "s" : ""}{" "}
-            found: line{" "}
+            {p.secrets.length} secret{p.secrets.length > 1 ? "s" : ""} found: line{" "}
             {p.secrets.map((x) => `${x.line} (${x.kind})`).join(", ")}
           </p>
         )
@@ -292,9 +280,7 @@ function TextPreview(
             >
               <span class="fs-lno" aria-hidden="true">{i + 1}</span>
               <span class="fs-ltx">{text}</span>
-              {kinds
-                ? <span class="fs-secret-tag">secret: {kinds.join(", ")}</span>
-                : null}
+              {kinds ? <span class="fs-secret-tag">secret: {kinds.join(", ")}</span> : null}
             </div>
           );
         })}
@@ -385,9 +371,7 @@ function Details(p: { namespace: string; digest: string; path: string }) {
   const s = useLoad(
     (signal) =>
       getJson<{ elf?: Elf; certificates?: CertBlock[] }>(
-        `${layerUrl(p.namespace, p.digest, "details")}?path=${
-          encodeURIComponent(p.path)
-        }`,
+        `${layerUrl(p.namespace, p.digest, "details")}?path=${encodeURIComponent(p.path)}`,
       ).then((x) => (signal.aborted ? {} : x)),
     [p.namespace, p.digest, p.path],
   );
@@ -434,9 +418,7 @@ function Details(p: { namespace: string; digest: string; path: string }) {
         {certificates.map((b, i) => {
           const c = b.certificate;
           if (!c) {
-            return (
-              <p key={i} class="fs-cert-other">Block {i + 1}: {b.label}</p>
-            );
+            return <p key={i} class="fs-cert-other">Block {i + 1}: {b.label}</p>;
           }
           const end = Date.parse(c.not_after);
           const start = Date.parse(c.not_before);

@@ -20,9 +20,9 @@ export function fileUrl(
   path: string,
   download = false,
 ) {
-  return `${layerUrl(namespace, digest, "file")}?path=${
-    encodeURIComponent(path)
-  }${download ? "&download" : ""}`;
+  return `${layerUrl(namespace, digest, "file")}?path=${encodeURIComponent(path)}${
+    download ? "&download" : ""
+  }`;
 }
 
 const sleep = (ms: number, signal: AbortSignal) =>
@@ -58,7 +58,11 @@ export async function loadListings(
       if (r.status === 202) {
         await r.body?.cancel();
         waiting.push(i);
-      } else out[i] = await r.json() as LayerListing;
+      } else {
+        const t0 = performance.now();
+        out[i] = await r.json() as LayerListing;
+        performance.measure("wharf-fs-parse", { start: t0, end: performance.now() });
+      }
     }));
     onIndexing(waiting.sort((a, b) => a - b));
     if (waiting.length === 0) return out as LayerListing[];

@@ -65,8 +65,7 @@ export function resolveRoute(
   return { node, version: version ?? primaryVersion(node) };
 }
 
-const keyOf = (node: FsNode, v: Version | null) =>
-  `${node.path}\n${v ? v.layer : -1}`;
+const keyOf = (node: FsNode, v: Version | null) => `${node.path}\n${v ? v.layer : -1}`;
 
 export function FilesystemTab(props: FilesystemTabProps) {
   const { namespace, layers, route, navigate } = props;
@@ -130,9 +129,7 @@ export function FilesystemTab(props: FilesystemTabProps) {
 
   const f = filter.trim().toLowerCase();
   const rows = useMemo(
-    () => (tree
-      ? flatten(tree, { expanded: expanded.current, focus, filter: f })
-      : []),
+    () => (tree ? flatten(tree, { expanded: expanded.current, focus, filter: f }) : []),
     // `expanded` is mutated in place; the tick re-renders and this recomputes with it
     [tree, focus, f, tick],
   );
@@ -176,9 +173,8 @@ export function FilesystemTab(props: FilesystemTabProps) {
   return (
     <section data-tab="filesystem" aria-label="Filesystem" class="fs">
       <p class="fs-summary" data-entries={tree.entryCount}>
-        {tree.entryCount} entries in {tree.layerCount}{" "}
-        layer{tree.layerCount === 1 ? "" : "s"}, {visibleFiles}{" "}
-        files in the image, {formatSize(waste)} wasted
+        {tree.entryCount} entries in {tree.layerCount} layer{tree.layerCount === 1 ? "" : "s"},{" "}
+        {visibleFiles} files in the image, {formatSize(waste)} wasted
       </p>
       {tree.partial.map((p) => (
         <p class="fs-warning" role="note" key={p.layer}>
@@ -215,8 +211,7 @@ export function FilesystemTab(props: FilesystemTabProps) {
                   <option value="">All layers (merged)</option>
                   {layers.map((l, i) => (
                     <option value={String(i)} key={i}>
-                      L{i + 1} only: {l.digest.slice(7, 19)}{" "}
-                      ({formatSize(l.size)})
+                      L{i + 1} only: {l.digest.slice(7, 19)} ({formatSize(l.size)})
                     </option>
                   ))}
                 </select>
@@ -228,8 +223,7 @@ export function FilesystemTab(props: FilesystemTabProps) {
                   class="fs-filter"
                   value={filter}
                   placeholder="e.g. etc/ssl"
-                  onInput={(e) =>
-                    setFilter((e.target as HTMLInputElement).value)}
+                  onInput={(e) => setFilter((e.target as HTMLInputElement).value)}
                 />
               </label>
               <span class="muted" aria-live="polite">{rows.length} lines</span>
@@ -263,9 +257,7 @@ export function FilesystemTab(props: FilesystemTabProps) {
               )
               : (
                 <div class="fs-pane muted">
-                  {route.path
-                    ? `${route.path} is not in this image.`
-                    : "Select a file to see it."}
+                  {route.path ? `${route.path} is not in this image.` : "Select a file to see it."}
                 </div>
               )}
           </div>

@@ -273,6 +273,7 @@ function nodeRows(
     return;
   }
   let mainPushed = false;
+  const before = out.length;
   for (const v of n.versions) {
     if (v.layer === focus) {
       const prev = n.versions[n.versions.indexOf(v) - 1];
@@ -289,7 +290,9 @@ function nodeRows(
       if (v === main) mainPushed = true;
     }
   }
-  if (!mainPushed) {
+  // The main line only when the focused layer left nothing else here, or for a directory's
+  // toggle: a file the layer removed and a later layer re-added shows as removed only.
+  if (!mainPushed && (out.length === before || (isDirNode(n) && n.children !== null))) {
     const emptied = n.opaqueIn.includes(focus);
     out.push({
       node: n,
@@ -415,9 +418,7 @@ export function permissionFlags(e: LayerEntry): string[] {
   if (e.capabilities?.length) f.push("capabilities");
   if (e.mode & 0o002) {
     f.push(
-      e.kind === "dir" && e.mode & STICKY
-        ? "world-writable (sticky)"
-        : "world-writable",
+      e.kind === "dir" && e.mode & STICKY ? "world-writable (sticky)" : "world-writable",
     );
   }
   return f;
@@ -437,13 +438,7 @@ export function permissionFindings(tree: MergedTree): Finding[] {
 
 /** `ls -l` style mode string. */
 export function modeString(e: LayerEntry): string {
-  const t = e.kind === "dir"
-    ? "d"
-    : e.kind === "symlink"
-    ? "l"
-    : e.kind === "hardlink"
-    ? "h"
-    : "-";
+  const t = e.kind === "dir" ? "d" : e.kind === "symlink" ? "l" : e.kind === "hardlink" ? "h" : "-";
   const m = e.mode;
   const r = (bit: number, ch: string) => (m & bit ? ch : "-");
   const x = (bit: number, special: number, on: string, off: string) =>

@@ -4,14 +4,7 @@
 // Keyboard: Up/Down/Home/End/PageUp/PageDown move, Right expands (or enters), Left collapses (or
 // goes to the parent), Enter opens a file or toggles a directory.
 import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
-import {
-  formatSize,
-  type FsNode,
-  isDirNode,
-  liveVersion,
-  modeString,
-  type Row,
-} from "./model.ts";
+import { formatSize, type FsNode, isDirNode, liveVersion, modeString, type Row } from "./model.ts";
 
 export const ROW_HEIGHT = 26;
 const OVERSCAN = 8;
@@ -54,9 +47,7 @@ export function Tree(p: TreeProps) {
     return () => ro.disconnect();
   }, []);
 
-  const index = p.selected === null
-    ? -1
-    : p.rows.findIndex((r) => rowKey(r) === p.selected);
+  const index = p.selected === null ? -1 : p.rows.findIndex((r) => rowKey(r) === p.selected);
 
   // Keep the selected row in the window when it moves (keyboard, deep link).
   useEffect(() => {
@@ -85,8 +76,7 @@ export function Tree(p: TreeProps) {
     if (rows.length === 0) return;
     const cur = index < 0 ? 0 : index;
     const page = Math.max(1, Math.floor(height / ROW_HEIGHT) - 1);
-    const go = (i: number) =>
-      p.onSelect(rows[Math.max(0, Math.min(rows.length - 1, i))]);
+    const go = (i: number) => p.onSelect(rows[Math.max(0, Math.min(rows.length - 1, i))]);
     const r = rows[cur];
     const dir = r.primary && isDirNode(r.node) && r.node.children !== null;
     switch (e.key) {
@@ -154,9 +144,9 @@ export function Tree(p: TreeProps) {
         aria-level={n.depth + 1}
         aria-expanded={dir ? isOpen(n) : undefined}
         aria-selected={key === p.selected}
-        class={`fs-row${key === p.selected ? " selected" : ""}${
-          key === p.opened ? " opened" : ""
-        }${gone ? " gone" : ""}${r.primary ? "" : " version"}`}
+        class={`fs-row${key === p.selected ? " selected" : ""}${key === p.opened ? " opened" : ""}${
+          gone ? " gone" : ""
+        }${r.primary ? "" : " version"}`}
         style={{ top: `${i * ROW_HEIGHT}px` }}
         data-path={n.path}
         data-layer={v ? v.layer + 1 : ""}
@@ -175,9 +165,7 @@ export function Tree(p: TreeProps) {
             {dir ? (isOpen(n) ? "▾" : "▸") : ""}
           </span>
           {gone ? <s>{n.name}</s> : <span>{n.name}</span>}
-          {v?.entry.link_target
-            ? <span class="fs-link">→ {v.entry.link_target}</span>
-            : null}
+          {v?.entry.link_target ? <span class="fs-link">→ {v.entry.link_target}</span> : null}
         </span>
         <span class="fs-layer">{v ? `L${v.layer + 1}` : ""}</span>
         <span class="fs-size">

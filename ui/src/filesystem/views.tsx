@@ -40,9 +40,7 @@ function PathLink(
 }
 
 function More({ shown, total }: { shown: number; total: number }) {
-  return shown < total
-    ? <p class="muted">Showing {shown} of {total}.</p>
-    : null;
+  return shown < total ? <p class="muted">Showing {shown} of {total}.</p> : null;
 }
 
 export function SecretsView(
@@ -52,9 +50,7 @@ export function SecretsView(
   if (found.length === 0) {
     return <p class="fs-empty">No layer holds a file with a secret in it.</p>;
   }
-  const rows = found.flatMap((f) =>
-    f.version.entry.content!.secrets!.map((s) => ({ f, s }))
-  );
+  const rows = found.flatMap((f) => f.version.entry.content!.secrets!.map((s) => ({ f, s })));
   return (
     <>
       <table class="fs-table fs-list" data-view="secrets">
@@ -112,8 +108,7 @@ export function PermissionsView(
     <>
       <table class="fs-table fs-list" data-view="permissions">
         <caption>
-          {found.length} entr{found.length > 1 ? "ies" : "y"}{" "}
-          with notable permissions
+          {found.length} entr{found.length > 1 ? "ies" : "y"} with notable permissions
         </caption>
         <thead>
           <tr>
@@ -164,9 +159,8 @@ export function WasteView(
   return (
     <>
       <p class="fs-waste-total" data-bytes={w.total}>
-        Wasted: <strong>{formatSize(w.total)}</strong> ({w.total} bytes) in{" "}
-        {w.rows.length} file version{w.rows.length === 1 ? "" : "s"}{" "}
-        overwritten or removed by later layers.
+        Wasted: <strong>{formatSize(w.total)}</strong> ({w.total} bytes) in {w.rows.length}{" "}
+        file version{w.rows.length === 1 ? "" : "s"} overwritten or removed by later layers.
       </p>
       {w.rows.length
         ? (

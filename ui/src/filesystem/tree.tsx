@@ -3,8 +3,16 @@
 // taken from a list library: fixed-height rows make it a few lines, and keeps the bundle small.
 // Keyboard: Up/Down/Home/End/PageUp/PageDown move, Right expands (or enters), Left collapses (or
 // goes to the parent), Enter opens a file or toggles a directory.
-import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
-import { formatSize, type FsNode, isDirNode, liveVersion, modeString, type Row } from "./model.ts";
+import { useEffect, useLayoutEffect, useMemo, useRef, useState } from "preact/hooks";
+import {
+  formatSize,
+  type FsNode,
+  isDirNode,
+  liveVersion,
+  modeString,
+  primaryVersion,
+  type Row,
+} from "./model.ts";
 
 export const ROW_HEIGHT = 26;
 const OVERSCAN = 8;
@@ -47,7 +55,13 @@ export function Tree(p: TreeProps) {
     return () => ro.disconnect();
   }, []);
 
-  const index = p.selected === null ? -1 : p.rows.findIndex((r) => rowKey(r) === p.selected);
+  // key → line, made once per set of lines so a key press is not a scan of 100k lines
+  const indexOf = useMemo(() => {
+    const m = new Map<string, number>();
+    p.rows.forEach((r, i) => m.set(rowKey(r), i));
+    return m;
+  }, [p.rows]);
+  const index = p.selected === null ? -1 : indexOf.get(p.selected) ?? -1;
 
   // Keep the selected row in the window when it moves (keyboard, deep link).
   useEffect(() => {
@@ -106,8 +120,10 @@ export function Tree(p: TreeProps) {
         if (dir && isOpen(r.node) && !p.allOpen) p.onToggle(r.node, false);
         else {
           const parent = r.node.parent;
-          const at = rows.findIndex((x) => x.primary && x.node === parent);
-          if (at >= 0) go(at);
+          const at = parent && parent.parent
+            ? indexOf.get(rowKey({ node: parent, version: primaryVersion(parent), primary: true }))
+            : undefined;
+          if (at !== undefined) go(at);
         }
         break;
       case "Enter":

@@ -15,6 +15,7 @@ import { pushTarImage } from "../helpers/tar_image.ts";
 import { tarHeader, tarOf } from "../helpers/tar.ts";
 import { isFile, missingReason, runs } from "./_tools.ts";
 import { fsAnchor, parseFsAnchor } from "../../ui/src/filesystem/anchor.ts";
+import { readListing } from "../../ui/src/filesystem/listing_stream.ts";
 import {
   buildTree,
   flatten,
@@ -866,6 +867,11 @@ Deno.test({
                 await page.textContent(`${TAB} .fs-pane .fs-gone-note`),
                 "This version was removed by L3.",
               );
+              // a path the image never had says so
+              await page.goto(`${s.url}/fs/img@${img.digest}#filesystem/no/such%20file`);
+              await page.waitForSelector(
+                `${TAB} .fs-pane >> text=no/such file is not in this image.`,
+              );
             },
           );
 
@@ -1141,4 +1147,41 @@ Deno.test("ui filesystem: merge rules (markers act on lower layers only, replace
     ["d", 1, "changed"],
     ["d/y", 0, "removed"],
   ]);
+});
+
+Deno.test("ui filesystem: a listing read while it downloads equals JSON.parse, however it is cut", async () => {
+  const listing = {
+    refreshing: false,
+    compressed: true,
+    uncompressed_size: 51200,
+    entries: [
+      entry("etc", "dir"),
+      {
+        ...entry('we}ird {"[path]"}\\', "file", 3),
+        content: { sha256: "ab", mime_type: "text/plain" },
+      },
+      {
+        ...entry("usr/bin/ünï", "file", 9),
+        capabilities: ["cap_net_raw"],
+        content: { sha256: "cd", mime_type: "text/plain", secrets: [{ kind: "k", line: 2 }] },
+      },
+      { ...entry("lnk", "symlink"), link_target: ']}"{' },
+      ...Array.from({ length: 50 }, (_, i) => entry(`d/f${i}`)),
+    ],
+    partial: true,
+    error: 'cut "short" ]}',
+  };
+  const text = new TextEncoder().encode(JSON.stringify(listing, null, 1));
+  for (const size of [1, 2, 3, 7, 64, 1000, text.length]) {
+    const body = new ReadableStream<Uint8Array>({
+      start(c) {
+        for (let i = 0; i < text.length; i += size) c.enqueue(text.slice(i, i + size));
+        c.close();
+      },
+    });
+    assert.deepEqual(await readListing(body), listing, `chunks of ${size}`);
+  }
+  const empty = { refreshing: false, entries: [], compressed: false, uncompressed_size: 0 };
+  const body = new Response(JSON.stringify(empty)).body!;
+  assert.deepEqual(await readListing(body), empty);
 });

@@ -3,6 +3,7 @@
 // tab says which layers are still being indexed meanwhile.
 import { apiFetch, checked, nsPath } from "../api.ts";
 import type { LayerListing } from "./model.ts";
+import { readListing } from "./listing_stream.ts";
 
 export const POLL_MS = 1000;
 
@@ -60,7 +61,7 @@ export async function loadListings(
         waiting.push(i);
       } else {
         const t0 = performance.now();
-        out[i] = await r.json() as LayerListing;
+        out[i] = await readListing(r.body!);
         performance.measure("wharf-fs-parse", { start: t0, end: performance.now() });
       }
     }));

@@ -7,7 +7,14 @@ import type { LayerEntry, LayerListing } from "./model.ts";
 
 const QUOTE = 34, BACKSLASH = 92, OPEN_OBJ = 123, CLOSE_OBJ = 125, OPEN_ARR = 91, CLOSE_ARR = 93;
 
-export async function readListing(body: ReadableStream<Uint8Array>): Promise<LayerListing> {
+/**
+ * The listing in `body`. Its entries go to `onEntries` batch by batch as they arrive when given
+ * (the returned listing then has none), else into the returned listing.
+ */
+export async function readListing(
+  body: ReadableStream<Uint8Array>,
+  onEntries?: (batch: LayerEntry[]) => void,
+): Promise<LayerListing> {
   const reader = body.getReader();
   const decoder = new TextDecoder();
   const entries: LayerEntry[] = [];
@@ -23,7 +30,9 @@ export async function readListing(body: ReadableStream<Uint8Array>): Promise<Lay
   let lastEnd = -1; // end of the last complete entry
   const parse = (from: number, to: number) => {
     if (from < 0 || to <= from) return;
-    for (const e of JSON.parse(`[${buf.slice(from, to)}]`)) entries.push(e);
+    const batch: LayerEntry[] = JSON.parse(`[${buf.slice(from, to)}]`);
+    if (onEntries) onEntries(batch);
+    else for (const e of batch) entries.push(e);
   };
   for (;;) {
     const { value, done } = await reader.read();

@@ -2,7 +2,7 @@
 // `{status:"indexing"}` (SPEC §Layer entries 1); it is asked again every second until 200, and the
 // tab says which layers are still being indexed meanwhile.
 import { apiFetch, checked, nsPath } from "../api.ts";
-import type { LayerListing } from "./model.ts";
+import { type LayerEntry, type MergedTree, TreeBuilder } from "./model.ts";
 import { readListing } from "./listing_stream.ts";
 
 export const POLL_MS = 1000;
@@ -36,37 +36,60 @@ const sleep = (ms: number, signal: AbortSignal) =>
   });
 
 /**
- * Every layer's listing, in order. `onIndexing` hears the 0-based layers still answering 202
- * after each round (an empty list once all are in).
+ * The merged tree of the layers `digests` (lowest first). Every layer is asked at once; a layer
+ * answering 202 is asked again every POLL_MS, and `onIndexing` hears the 0-based layers still
+ * waiting whenever that set changes. Each listing is merged batch by batch while it downloads,
+ * a layer's batches held back until every layer below it is in.
  */
-export async function loadListings(
+export async function loadTree(
   namespace: string,
   digests: string[],
   signal: AbortSignal,
   onIndexing: (layers: number[]) => void,
-): Promise<LayerListing[]> {
-  const out: (LayerListing | null)[] = digests.map(() => null);
-  for (;;) {
-    const waiting: number[] = [];
-    await Promise.all(digests.map(async (d, i) => {
-      if (out[i]) return;
+): Promise<MergedTree> {
+  const n = digests.length;
+  const builder = new TreeBuilder(n);
+  const pending: LayerEntry[][][] = digests.map(() => []);
+  const done = digests.map(() => false);
+  let ready = 0; // the lowest layer not complete: its batches merge as they come
+  const waiting = new Set<number>();
+  const report = () => onIndexing([...waiting].sort((a, b) => a - b));
+  const deliver = (li: number, batch: LayerEntry[]) => {
+    if (li === ready) builder.add(li, batch);
+    else pending[li].push(batch);
+  };
+  const complete = (li: number) => {
+    done[li] = true;
+    while (ready < n && done[ready]) {
+      ready++;
+      if (ready < n) {
+        for (const b of pending[ready]) builder.add(ready, b);
+        pending[ready] = [];
+      }
+    }
+  };
+  await Promise.all(digests.map(async (d, li) => {
+    for (;;) {
       const r = await checked(
         await apiFetch(layerUrl(namespace, d, "entries"), {
           headers: { accept: "application/json" },
           signal,
         }),
       );
-      if (r.status === 202) {
-        await r.body?.cancel();
-        waiting.push(i);
-      } else {
-        const t0 = performance.now();
-        out[i] = await readListing(r.body!);
-        performance.measure("wharf-fs-parse", { start: t0, end: performance.now() });
+      if (r.status !== 202) {
+        if (waiting.delete(li)) report();
+        const listing = await readListing(r.body!, (batch) => deliver(li, batch));
+        if (listing.partial) builder.markPartial(li, listing.error ?? "partial listing");
+        complete(li);
+        return;
       }
-    }));
-    onIndexing(waiting.sort((a, b) => a - b));
-    if (waiting.length === 0) return out as LayerListing[];
-    await sleep(POLL_MS, signal);
-  }
+      await r.body?.cancel();
+      if (!waiting.has(li)) {
+        waiting.add(li);
+        report();
+      }
+      await sleep(POLL_MS, signal);
+    }
+  }));
+  return builder.finish();
 }

@@ -85,6 +85,12 @@ export interface MergedTree {
   entryCount: number;
   /** listings that were cut short by the indexer (`partial`), with their error */
   partial: { layer: number; error: string }[];
+  /** regular files visible in the image */
+  visibleFiles: number;
+  /** bytes of regular files a later layer overwrote or removed (as `wasted` adds them up) */
+  wasteBytes: number;
+  /** milliseconds the merge took (most of it while the listings downloaded) */
+  mergeMs: number;
 }
 
 // Shared by the nodes no marker names (nearly all): one empty array instead of 200k.
@@ -118,13 +124,14 @@ export function isDirNode(n: FsNode): boolean {
     (n.children !== null && n.children.length > 0);
 }
 
+/** Hides what layers below `layer` put at `n` and under it (a layer's markers never hide its own). */
 function hideSubtree(n: FsNode, layer: number) {
   const stack = [n];
   while (stack.length) {
     const x = stack.pop()!;
     x.removedBy = layer;
     for (const v of x.versions) {
-      if (v.hiddenBy < 0) {
+      if (v.hiddenBy < 0 && v.layer < layer) {
         v.hiddenBy = layer;
         v.how = "removed";
       }
@@ -133,56 +140,54 @@ function hideSubtree(n: FsNode, layer: number) {
   }
 }
 
-export function buildTree(listings: LayerListing[]): MergedTree {
-  const root = newNode("", "", null);
-  root.children = [];
-  const byPath = new Map<string, FsNode>();
-  byPath.set("", root);
-  let entryCount = 0;
-  const partial: { layer: number; error: string }[] = [];
+/**
+ * Builds the merged tree a batch of entries at a time, so the merge can run while the listings
+ * download. Batches of a layer come in tar order, and every batch of the layers below it first.
+ * Markers only hide versions of lower layers, so a whiteout or opaque marker acts the same
+ * wherever its layer's tar puts it.
+ */
+export class TreeBuilder {
+  readonly root = newNode("", "", null);
+  readonly byPath = new Map<string, FsNode>([["", this.root]]);
+  entryCount = 0;
+  readonly partial: { layer: number; error: string }[] = [];
+  /** milliseconds spent merging */
+  ms = 0;
 
-  const nodeOf = (path: string): FsNode => {
-    let n = byPath.get(path);
+  constructor(readonly layerCount: number) {
+    this.root.children = [];
+  }
+
+  private nodeOf(path: string): FsNode {
+    let n = this.byPath.get(path);
     if (n) return n;
     const cut = path.lastIndexOf("/");
-    const parent = cut < 0 ? root : nodeOf(path.slice(0, cut));
+    const parent = cut < 0 ? this.root : this.nodeOf(path.slice(0, cut));
     n = newNode(path, cut < 0 ? path : path.slice(cut + 1), parent);
     (parent.children ??= []).push(n);
     parent.sorted = null;
-    byPath.set(path, n);
+    this.byPath.set(path, n);
     return n;
-  };
+  }
 
-  listings.forEach((listing, li) => {
-    const entries = listing.entries;
-    entryCount += entries.length;
-    if (listing.partial) {
-      partial.push({ layer: li, error: listing.error ?? "partial listing" });
-    }
-    // The markers first: they act on the layers below, wherever the tar puts them.
+  add(li: number, entries: LayerEntry[]) {
+    const t0 = performance.now();
+    this.entryCount += entries.length;
     for (const e of entries) {
+      if (e.path === "") continue;
       if (e.kind === "whiteout") {
-        const n = byPath.get(e.path);
-        if (n) {
-          n.whiteoutIn = [...n.whiteoutIn, li];
-          hideSubtree(n, li);
-        } else {
-          const m = nodeOf(e.path);
-          m.whiteoutIn = [...m.whiteoutIn, li];
-        }
-      } else if (e.kind === "opaque") {
-        const n = nodeOf(e.path);
-        n.opaqueIn = [...n.opaqueIn, li];
-        if (n.children) {
-          for (const c of n.children) hideSubtree(c, li);
-        }
-      }
-    }
-    for (const e of entries) {
-      if (e.kind === "whiteout" || e.kind === "opaque" || e.path === "") {
+        const n = this.nodeOf(e.path);
+        n.whiteoutIn = [...n.whiteoutIn, li];
+        hideSubtree(n, li);
         continue;
       }
-      const n = nodeOf(e.path);
+      if (e.kind === "opaque") {
+        const n = this.nodeOf(e.path);
+        n.opaqueIn = [...n.opaqueIn, li];
+        if (n.children) { for (const c of n.children) hideSubtree(c, li); }
+        continue;
+      }
+      const n = this.nodeOf(e.path);
       const prev = n.versions[n.versions.length - 1];
       if (prev && prev.hiddenBy < 0) {
         const bothDirs = prev.entry.kind === "dir" && e.kind === "dir";
@@ -195,15 +200,41 @@ export function buildTree(listings: LayerListing[]): MergedTree {
       }
       n.versions.push({ layer: li, entry: e, hiddenBy: -1, how: null });
     }
-  });
-  markPresent(root);
-  return { root, byPath, layerCount: listings.length, entryCount, partial };
+    this.ms += performance.now() - t0;
+  }
+
+  /** A layer's listing was cut short by the indexer. */
+  markPartial(li: number, error: string) {
+    this.partial.push({ layer: li, error });
+  }
+
+  finish(): MergedTree {
+    const t0 = performance.now();
+    const counts = markPresent(this.root);
+    this.ms += performance.now() - t0;
+    const { root, byPath, layerCount, entryCount, partial } = this;
+    return { root, byPath, layerCount, entryCount, partial, ...counts, mergeMs: this.ms };
+  }
 }
 
-/** Post-order: a node is present with a live version or a present descendant. */
-function markPresent(root: FsNode) {
+export function buildTree(listings: LayerListing[]): MergedTree {
+  const b = new TreeBuilder(listings.length);
+  listings.forEach((l, li) => {
+    b.add(li, l.entries);
+    if (l.partial) b.markPartial(li, l.error ?? "partial listing");
+  });
+  return b.finish();
+}
+
+/**
+ * Post-order: a node is present with a live version or a present descendant. The same walk counts
+ * the image's visible files and its waste, so the summary costs no second pass over 100k nodes.
+ */
+function markPresent(root: FsNode): { visibleFiles: number; wasteBytes: number } {
   const order: FsNode[] = [];
   const stack = [root];
+  let visibleFiles = 0;
+  let wasteBytes = 0;
   while (stack.length) {
     const x = stack.pop()!;
     order.push(x);
@@ -211,6 +242,11 @@ function markPresent(root: FsNode) {
   }
   for (let i = order.length - 1; i >= 0; i--) {
     const x = order[i];
+    for (const v of x.versions) {
+      if (v.entry.kind !== "file") continue;
+      if (v.hiddenBy < 0) visibleFiles++;
+      else if (v.hiddenBy > v.layer && v.how !== "updated") wasteBytes += v.entry.size;
+    }
     if (
       liveVersion(x) ||
       (x.versions.length === 0 && x.removedBy < 0 && x.whiteoutIn.length === 0)
@@ -220,6 +256,7 @@ function markPresent(root: FsNode) {
     if (x.present && x.parent) x.parent.present = true;
   }
   root.present = true;
+  return { visibleFiles, wasteBytes };
 }
 
 /** Children in display order: directories first, then by name in code-point order. */

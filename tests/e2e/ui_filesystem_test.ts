@@ -324,6 +324,15 @@ async function axeCheck(page: Page, label: string) {
   assert.deepEqual(bad, [], `${label}: ${JSON.stringify(bad, null, 1)}`);
 }
 
+/** Where the run keeps its screenshots (bench/out is not committed; docs/img holds the chosen). */
+const SCREENSHOT_DIR = Deno.env.get("WHARF_UI_SCREENSHOTS") ??
+  new URL("../../bench/out/ui-screens/", import.meta.url).pathname;
+
+async function screenshot(page: Page, name: string) {
+  await Deno.mkdir(SCREENSHOT_DIR, { recursive: true });
+  await page.screenshot({ path: join(SCREENSHOT_DIR, `${name}.png`) });
+}
+
 async function setTheme(page: Page, theme: "light" | "dark") {
   await page.emulateMedia({ colorScheme: theme });
   await page.evaluate(
@@ -579,6 +588,7 @@ Deno.test({
               )).json();
               assert.equal(diff.from.wasted_bytes, total);
               await axeCheck(page, "waste view, light");
+              await screenshot(page, "filesystem-waste-light");
               // a path in a view opens the file in the tree
               await page.click(
                 `${TAB} table[data-view=waste] a >> text=etc/app.conf`,
@@ -629,8 +639,10 @@ Deno.test({
                 "true",
               );
               await axeCheck(page, "tree and text preview, light");
+              await screenshot(page, "filesystem-preview-light");
               await setTheme(page, "dark");
               await axeCheck(page, "tree and text preview, dark");
+              await screenshot(page, "filesystem-preview-dark");
               await page.click(`${TAB} button[data-view=permissions]`);
               await axeCheck(page, "permissions view, dark");
               await page.click(`${TAB} button[data-view=tree]`);
@@ -805,6 +817,7 @@ Deno.test({
               // and the PEM text below it
               await page.waitForSelector(`${TAB} .fs-code .fs-line`);
               await axeCheck(page, "certificate tables, light");
+              await screenshot(page, "filesystem-certificates-light");
             },
           );
 

@@ -209,6 +209,8 @@ export function Tree(p: TreeProps) {
       <div
         ref={box}
         class="fs-tree"
+        // as tall as its lines up to the stylesheet's cap, so a small image leaves no blank box
+        style={{ height: `min(70vh, 36rem, ${Math.max(p.rows.length, 4) * ROW_HEIGHT + 2}px)` }}
         role="tree"
         aria-label="Files of the image"
         tabIndex={0}

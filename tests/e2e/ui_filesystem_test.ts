@@ -890,6 +890,28 @@ Deno.test({
 
           await t(
             s,
+            "a layer with no listing (not a tar) leaves the others browsable",
+            async () => {
+              const json = enc.encode(JSON.stringify({ not: "a tar" }));
+              await pushTarImage(s.url, "fs/odd", "v1", [
+                tarOf([{ path: "hello", data: "hi\n" }]),
+                json,
+              ]);
+              await page.goto(`${s.url}/fs/odd:v1#filesystem/hello`);
+              const note = await page.waitForSelector(`${TAB} [data-unlisted="2"]`, {
+                timeout: 30_000,
+              });
+              assert.match(
+                (await note.textContent())!,
+                /^L2 has no file listing \(.+\); the tree shows the other layers\.$/,
+              );
+              await page.waitForSelector(`${TAB} .fs-pane[data-path="hello"][data-layer="1"]`);
+              assert.deepEqual(await rowsOf(page), ["hello|1||"]);
+            },
+          );
+
+          await t(
+            s,
             "keyboard: arrows move, Right expands, Left collapses, Enter opens",
             async () => {
               await page.goto(at("#filesystem"));
@@ -933,8 +955,14 @@ Deno.test({
                 null,
               );
               await page.keyboard.press("ArrowUp");
-              await page.keyboard.press("Enter"); // expands app
+              await page.keyboard.press("Enter"); // expands app, and opens it
               await waitRows(page, ["app/config.env"]);
+              // the anchor follows (a route change reselects its line: let it land first)
+              await page.waitForFunction(() => location.hash === "#filesystem/app@L1");
+              await page.waitForFunction(
+                (sel) => document.querySelector(sel)?.getAttribute("aria-selected") === "true",
+                `${ROW}[data-path="app"]`,
+              );
               await page.keyboard.press("ArrowDown");
               await page.keyboard.press("Enter"); // opens the file
               await page.waitForSelector(

@@ -1,7 +1,7 @@
 // Fetching the layers' listings for the explorer. A layer not indexed yet answers 202
 // `{status:"indexing"}` (SPEC §Layer entries 1); it is asked again every second until 200, and the
 // tab says which layers are still being indexed meanwhile.
-import { apiFetch, checked, nsPath } from "../api.ts";
+import { ApiError, apiFetch, checked, nsPath } from "../api.ts";
 import { type LayerEntry, type MergedTree, TreeBuilder } from "./model.ts";
 import { readListing } from "./listing_stream.ts";
 
@@ -70,12 +70,24 @@ export async function loadTree(
   };
   await Promise.all(digests.map(async (d, li) => {
     for (;;) {
-      const r = await checked(
-        await apiFetch(layerUrl(namespace, d, "entries"), {
-          headers: { accept: "application/json" },
-          signal,
-        }),
-      );
+      let r: Response;
+      try {
+        r = await checked(
+          await apiFetch(layerUrl(namespace, d, "entries"), {
+            headers: { accept: "application/json" },
+            signal,
+          }),
+        );
+      } catch (e) {
+        // A layer that cannot be listed (not a tar, over the index limits, not stored) leaves
+        // the others browsable, as a runtime would still apply them; anything else (sign-in,
+        // permission, a server error) is the tab's error.
+        if (!(e instanceof ApiError && e.status === 404)) throw e;
+        if (waiting.delete(li)) report();
+        builder.markUnlisted(li, e.message);
+        complete(li);
+        return;
+      }
       if (r.status !== 202) {
         if (waiting.delete(li)) report();
         const listing = await readListing(r.body!, (batch) => deliver(li, batch));

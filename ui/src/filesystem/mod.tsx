@@ -166,6 +166,11 @@ export function FilesystemTab(props: FilesystemTabProps) {
         {tree.entryCount} entries in {tree.layerCount} layer{tree.layerCount === 1 ? "" : "s"},{" "}
         {visibleFiles} files in the image, {formatSize(waste)} wasted
       </p>
+      {tree.unlisted.map((p) => (
+        <p class="fs-warning" role="note" key={`u${p.layer}`} data-unlisted={p.layer + 1}>
+          L{p.layer + 1} has no file listing ({p.error}); the tree shows the other layers.
+        </p>
+      ))}
       {tree.partial.map((p) => (
         <p class="fs-warning" role="note" key={p.layer}>
           L{p.layer + 1}'s listing is partial: {p.error}

@@ -85,6 +85,8 @@ export interface MergedTree {
   entryCount: number;
   /** listings that were cut short by the indexer (`partial`), with their error */
   partial: { layer: number; error: string }[];
+  /** layers with no listing (a 404 from the entries endpoint), with its message */
+  unlisted: { layer: number; error: string }[];
   /** regular files visible in the image */
   visibleFiles: number;
   /** bytes of regular files a later layer overwrote or removed (as `wasted` adds them up) */
@@ -151,6 +153,7 @@ export class TreeBuilder {
   readonly byPath = new Map<string, FsNode>([["", this.root]]);
   entryCount = 0;
   readonly partial: { layer: number; error: string }[] = [];
+  readonly unlisted: { layer: number; error: string }[] = [];
   /** milliseconds spent merging */
   ms = 0;
 
@@ -208,12 +211,17 @@ export class TreeBuilder {
     this.partial.push({ layer: li, error });
   }
 
+  /** A layer has no listing at all (not a tar, over the index limits): why. */
+  markUnlisted(li: number, error: string) {
+    this.unlisted.push({ layer: li, error });
+  }
+
   finish(): MergedTree {
     const t0 = performance.now();
     const counts = markPresent(this.root);
     this.ms += performance.now() - t0;
-    const { root, byPath, layerCount, entryCount, partial } = this;
-    return { root, byPath, layerCount, entryCount, partial, ...counts, mergeMs: this.ms };
+    const { root, byPath, layerCount, entryCount, partial, unlisted } = this;
+    return { root, byPath, layerCount, entryCount, partial, unlisted, ...counts, mergeMs: this.ms };
   }
 }
 

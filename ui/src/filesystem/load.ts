@@ -1,0 +1,107 @@
+// Fetching the layers' listings for the explorer. A layer not indexed yet answers 202
+// `{status:"indexing"}` (SPEC §Layer entries 1); it is asked again every second until 200, and the
+// tab says which layers are still being indexed meanwhile.
+import { ApiError, apiFetch, checked, nsPath } from "../api.ts";
+import { type LayerEntry, type MergedTree, TreeBuilder } from "./model.ts";
+import { readListing } from "./listing_stream.ts";
+
+export const POLL_MS = 1000;
+
+export function layerUrl(
+  namespace: string,
+  digest: string,
+  what: "entries" | "file" | "details",
+) {
+  return `/v2/${nsPath(namespace)}/_svc/layers/${digest}/${what}`;
+}
+
+export function fileUrl(
+  namespace: string,
+  digest: string,
+  path: string,
+  download = false,
+) {
+  return `${layerUrl(namespace, digest, "file")}?path=${encodeURIComponent(path)}${
+    download ? "&download" : ""
+  }`;
+}
+
+const sleep = (ms: number, signal: AbortSignal) =>
+  new Promise<void>((resolve, reject) => {
+    const t = setTimeout(resolve, ms);
+    signal.addEventListener("abort", () => {
+      clearTimeout(t);
+      reject(signal.reason);
+    }, { once: true });
+  });
+
+/**
+ * The merged tree of the layers `digests` (lowest first). Every layer is asked at once; a layer
+ * answering 202 is asked again every POLL_MS, and `onIndexing` hears the 0-based layers still
+ * waiting whenever that set changes. Each listing is merged batch by batch while it downloads,
+ * a layer's batches held back until every layer below it is in.
+ */
+export async function loadTree(
+  namespace: string,
+  digests: string[],
+  signal: AbortSignal,
+  onIndexing: (layers: number[]) => void,
+): Promise<MergedTree> {
+  const n = digests.length;
+  const builder = new TreeBuilder(n);
+  const pending: LayerEntry[][][] = digests.map(() => []);
+  const done = digests.map(() => false);
+  let ready = 0; // the lowest layer not complete: its batches merge as they come
+  const waiting = new Set<number>();
+  const report = () => onIndexing([...waiting].sort((a, b) => a - b));
+  const deliver = (li: number, batch: LayerEntry[]) => {
+    if (li === ready) builder.add(li, batch);
+    else pending[li].push(batch);
+  };
+  const complete = (li: number) => {
+    done[li] = true;
+    while (ready < n && done[ready]) {
+      ready++;
+      if (ready < n) {
+        for (const b of pending[ready]) builder.add(ready, b);
+        pending[ready] = [];
+      }
+    }
+  };
+  await Promise.all(digests.map(async (d, li) => {
+    for (;;) {
+      let r: Response;
+      try {
+        r = await checked(
+          await apiFetch(layerUrl(namespace, d, "entries"), {
+            headers: { accept: "application/json" },
+            signal,
+          }),
+        );
+      } catch (e) {
+        // A layer that cannot be listed (not a tar, over the index limits, not stored) leaves
+        // the others browsable, as a runtime would still apply them; anything else (sign-in,
+        // permission, a server error) is the tab's error.
+        if (!(e instanceof ApiError && e.status === 404)) throw e;
+        if (waiting.delete(li)) report();
+        builder.markUnlisted(li, e.message);
+        complete(li);
+        return;
+      }
+      if (r.status !== 202) {
+        if (waiting.delete(li)) report();
+        const listing = await readListing(r.body!, (batch) => deliver(li, batch));
+        if (listing.partial) builder.markPartial(li, listing.error ?? "partial listing");
+        complete(li);
+        return;
+      }
+      await r.body?.cancel();
+      if (!waiting.has(li)) {
+        waiting.add(li);
+        report();
+      }
+      await sleep(POLL_MS, signal);
+    }
+  }));
+  return builder.finish();
+}

@@ -38,15 +38,16 @@ export interface AxeViolation {
   nodes: { target: string[] }[];
 }
 
-/** Runs axe-core in the page; fails on any serious or critical violation. */
-export async function assertAccessible(page: Page, label: string): Promise<void> {
+/** Runs axe-core in the page (or the part `within` selects); fails on any serious or critical
+ * violation. */
+export async function assertAccessible(page: Page, label: string, within?: string): Promise<void> {
   if (!(await page.evaluate(() => "axe" in globalThis))) {
     await page.addScriptTag({ content: axeSource });
   }
-  const violations = await page.evaluate(async () => {
+  const violations = await page.evaluate(async (sel) => {
     // deno-lint-ignore no-explicit-any
     const axe = (globalThis as any).axe;
-    const r = await axe.run(document, { resultTypes: ["violations"] });
+    const r = await axe.run(sel ?? document, { resultTypes: ["violations"] });
     // deno-lint-ignore no-explicit-any
     return r.violations.map((v: any) => ({
       id: v.id,
@@ -55,7 +56,7 @@ export async function assertAccessible(page: Page, label: string): Promise<void>
       // deno-lint-ignore no-explicit-any
       nodes: v.nodes.slice(0, 3).map((n: any) => ({ target: n.target })),
     }));
-  }) as AxeViolation[];
+  }, within ?? null) as AxeViolation[];
   const bad = violations.filter((v) => v.impact === "serious" || v.impact === "critical");
   assert.deepEqual(bad, [], `${label}: accessibility violations\n${JSON.stringify(bad, null, 2)}`);
 }

@@ -8,12 +8,12 @@
 import assert from "node:assert/strict";
 import { gzipSync } from "node:zlib";
 import { join } from "node:path";
-import { chromium, type Page } from "playwright-core";
-import axe from "axe-core";
+import type { Page } from "playwright-core";
 import { type TestServer, withServer } from "../helpers/server.ts";
 import { pushTarImage } from "../helpers/tar_image.ts";
 import { tarHeader, tarOf } from "../helpers/tar.ts";
 import { isFile, missingReason, runs } from "./_tools.ts";
+import { assertAccessible, launch, screenshot } from "./_browser.ts";
 import { fsAnchor, parseFsAnchor } from "../../ui/src/filesystem/anchor.ts";
 import { readListing } from "../../ui/src/filesystem/listing_stream.ts";
 import {
@@ -38,17 +38,6 @@ const base = {
   sanitizeOps: false,
   sanitizeResources: false,
 };
-
-// DESIGN.md's measured flags for Debian's chromium on these machines.
-const ARGS = [
-  "--headless",
-  "--no-sandbox",
-  "--disable-gpu",
-  "--disable-background-networking",
-  "--disable-component-update",
-  "--disable-sync",
-  "--no-first-run",
-];
 
 const FAST = `
 [ui]
@@ -301,37 +290,7 @@ async function waitRows(page: Page, paths: string[]) {
   );
 }
 
-const axeSource: string = (axe as unknown as { source: string }).source;
-
-async function axeCheck(page: Page, label: string) {
-  if (!(await page.evaluate(() => "axe" in globalThis))) {
-    await page.addScriptTag({ content: axeSource });
-  }
-  const violations = await page.evaluate(async (sel) => {
-    // deno-lint-ignore no-explicit-any
-    const axe = (globalThis as any).axe;
-    const r = await axe.run(sel, { resultTypes: ["violations"] });
-    // deno-lint-ignore no-explicit-any
-    return r.violations.map((v: any) => ({
-      id: v.id,
-      impact: v.impact,
-      nodes: v.nodes.slice(0, 3).map((n: { target: string[] }) => n.target.join(" ")),
-    }));
-  }, TAB);
-  const bad = violations.filter((v: { impact: string }) =>
-    v.impact === "serious" || v.impact === "critical"
-  );
-  assert.deepEqual(bad, [], `${label}: ${JSON.stringify(bad, null, 1)}`);
-}
-
-/** Where the run keeps its screenshots (bench/out is not committed; docs/img holds the chosen). */
-const SCREENSHOT_DIR = Deno.env.get("WHARF_UI_SCREENSHOTS") ??
-  new URL("../../bench/out/ui-screens/", import.meta.url).pathname;
-
-async function screenshot(page: Page, name: string) {
-  await Deno.mkdir(SCREENSHOT_DIR, { recursive: true });
-  await page.screenshot({ path: join(SCREENSHOT_DIR, `${name}.png`) });
-}
+const axeCheck = (page: Page, label: string) => assertAccessible(page, label, TAB);
 
 async function setTheme(page: Page, theme: "light" | "dark") {
   await page.emulateMedia({ colorScheme: theme });
@@ -349,10 +308,7 @@ Deno.test({
       { config: `${FAST}[global.index]\non_push = "none"\n` },
       async (s) => {
         const img = await pushSampleImage(s.url, "fs/img");
-        const browser = await chromium.launch({
-          executablePath: CHROMIUM,
-          args: ARGS,
-        });
+        const browser = await launch();
         try {
           const page = await browser.newPage({
             viewport: { width: 1400, height: 900 },
@@ -1052,10 +1008,7 @@ Deno.test({
         assert.ok(Date.now() < deadline, "never indexed");
         await new Promise((res) => setTimeout(res, 250));
       }
-      const browser = await chromium.launch({
-        executablePath: CHROMIUM,
-        args: ARGS,
-      });
+      const browser = await launch();
       try {
         const page = await browser.newPage({
           viewport: { width: 1400, height: 900 },

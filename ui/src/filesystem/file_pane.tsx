@@ -5,6 +5,7 @@
 // they work when signed in.
 import { useEffect, useState } from "preact/hooks";
 import { apiFetch, checked, getJson } from "../api.ts";
+import { downloadFrom } from "../download.ts";
 import { ErrorState, Loading } from "../states.tsx";
 import { fileUrl, layerUrl } from "./load.ts";
 import { formatSize, type FsNode, liveVersion, modeString, type Version } from "./model.ts";
@@ -184,17 +185,7 @@ function DownloadButton(
     setBusy(true);
     setError(null);
     try {
-      const r = await checked(
-        await apiFetch(fileUrl(p.namespace, p.digest, p.path, true)),
-      );
-      const url = URL.createObjectURL(await r.blob());
-      const a = document.createElement("a");
-      a.href = url;
-      a.download = name;
-      document.body.appendChild(a);
-      a.click();
-      a.remove();
-      setTimeout(() => URL.revokeObjectURL(url), 60_000);
+      await downloadFrom(fileUrl(p.namespace, p.digest, p.path, true), name);
     } catch (err) {
       setError(err);
     } finally {

@@ -1,6 +1,7 @@
 // Runs the gzip checkpoint pass off the main thread, so it overlaps the main pass (tar walk,
-// hashing) on another core: native zlib through FFI where permitted, else pako.
-// Messages in: `{init: {inflate}}` first; then `{buffer, length}` per compressed chunk, each
+// hashing) on another core: native zlib through FFI where permitted, else pako. With `zstd`
+// (native only) it decompresses a zstd layer instead (libzstd), and makes no checkpoints.
+// Messages in: `{init: {inflate, credits, zstd}}` first; then `{buffer, length}` per compressed chunk, each
 // buffer given back with `{ack, buffer}` once used up (the sender's flow control and buffer
 // pool); `{credit}` (inflate mode) when the sender took an output chunk; `{stop}` to end early;
 // null after the last chunk. Out: `{checkpoint, window}` as checkpoints are made; with
@@ -10,9 +11,10 @@
 /// <reference lib="deno.worker" />
 import { type Checkpoint, CheckpointBuilder } from "./gzip_checkpoints.ts";
 import { NativeCheckpointBuilder } from "./native_checkpoints.ts";
+import { NativeZstdDecoder } from "./native_zstd.ts";
 
 type Message =
-  | { init: { inflate: boolean; credits: number } }
+  | { init: { inflate: boolean; credits: number; zstd?: boolean } }
   | { buffer: ArrayBuffer; length: number }
   | { credit: number }
   | { stop: true }
@@ -27,8 +29,8 @@ const onCheckpoint = (c: Checkpoint) => {
   ]);
 };
 
-let builder: NativeCheckpointBuilder | CheckpointBuilder | null = null;
-let native: NativeCheckpointBuilder | null = null;
+let builder: NativeCheckpointBuilder | NativeZstdDecoder | CheckpointBuilder | null = null;
+let native: NativeCheckpointBuilder | NativeZstdDecoder | null = null;
 let credits = 0;
 let finishing = false;
 const queue: { buffer: ArrayBuffer; length: number }[] = [];
@@ -52,7 +54,9 @@ function pump(): void {
         self.postMessage({ output: out.buffer, length: out.length }, [out.buffer]);
       }
     } else {
-      builder!.push(new Uint8Array(head.buffer, 0, head.length));
+      (builder as CheckpointBuilder | NativeCheckpointBuilder).push(
+        new Uint8Array(head.buffer, 0, head.length),
+      );
     }
     queue.shift();
     self.postMessage({ ack: true, buffer: head.buffer }, [head.buffer]);
@@ -71,8 +75,10 @@ self.onmessage = (e: MessageEvent<Message>) => {
     pump();
   } else if ("init" in m) {
     if (m.init.inflate) {
-      native = NativeCheckpointBuilder.create(undefined, onCheckpoint, true);
-      if (!native) throw new Error("native zlib is not available in the worker");
+      native = m.init.zstd
+        ? NativeZstdDecoder.create()
+        : NativeCheckpointBuilder.create(undefined, onCheckpoint, true);
+      if (!native) throw new Error("native zlib/libzstd is not available in the worker");
       credits = m.init.credits;
     }
     builder = native ?? NativeCheckpointBuilder.create(undefined, onCheckpoint) ??

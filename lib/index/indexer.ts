@@ -11,6 +11,7 @@ import { Scavenger } from "../streams/mod.ts";
 import { type Checkpoint, CheckpointBuilder, encodeTable, pipeNode } from "./gzip_checkpoints.ts";
 import { encodeFrames, FrameWriter } from "./zstd_frames.ts";
 import { nativeZlibAvailable } from "./native_checkpoints.ts";
+import { nativeZstdAvailable } from "./native_zstd.ts";
 import {
   type Compression,
   files,
@@ -206,7 +207,12 @@ async function indexOnce(
     framesDone = store.writeDerived(files.frames(base), side.readable);
     frames = new FrameWriter(side.writable.getWriter());
     const fw = frames;
-    uncompressed = pipeNode(src, zlib.createZstdDecompress({ chunkSize: 256 * 1024 }), 0)
+    // libzstd in a worker where FFI allows (the main thread then only walks and hashes), else
+    // node:zlib, whose zstd decodes synchronously on this thread.
+    const decoded = inflater !== "node" && nativeZstdAvailable()
+      ? inflateInWorker(src, () => {}, "zstd").stream
+      : pipeNode(src, zlib.createZstdDecompress({ chunkSize: 256 * 1024 }), 0);
+    uncompressed = decoded
       .pipeThrough(
         new TransformStream<Uint8Array, Uint8Array>({
           async transform(chunk, c) {
@@ -330,14 +336,16 @@ async function indexOnce(
       throw e;
     }
     if (
-      inflater !== "node" && compression === "gzip" && !(e instanceof IndexError) &&
-      !(e instanceof TarError) && !(e instanceof GzipDataError)
+      inflater !== "node" && compression !== "none" && !(e instanceof IndexError) &&
+      !(e instanceof TarError) && !(e instanceof CompressedDataError)
     ) {
       await listingWriter.abort(e).catch(() => {});
       await listingDone.catch(() => {});
       await checkpointsDone?.catch(() => {});
       await windowsWriter?.abort(e).catch(() => {});
       await windowsDone?.catch(() => {});
+      await frames?.abort(e);
+      await framesDone?.catch(() => {});
       await store.deleteDerived(base).catch(() => {});
       return null;
     }
@@ -389,8 +397,8 @@ async function indexOnce(
   });
 }
 
-/** Corrupt or truncated gzip data, as the native inflate reports it. */
-class GzipDataError extends Error {
+/** Corrupt or truncated gzip or zstd data, as the native decoders report it. */
+class CompressedDataError extends Error {
   readonly code = "Z_DATA_ERROR";
 }
 
@@ -432,6 +440,7 @@ function newCheckpointWorker(): Worker | null {
 function inflateInWorker(
   src: ReadableStream<Uint8Array>,
   onWindow: (w: Uint8Array) => void,
+  codec: "gzip" | "zstd" = "gzip",
 ): {
   stream: ReadableStream<Uint8Array>;
   result: Promise<CheckpointsResult>;
@@ -447,7 +456,9 @@ function inflateInWorker(
     result.catch(() => {});
     return { stream, result };
   }
-  w.postMessage({ init: { inflate: true, credits: WORKER_OUTPUT_CREDITS } });
+  w.postMessage({
+    init: { inflate: true, credits: WORKER_OUTPUT_CREDITS, zstd: codec === "zstd" },
+  });
   const pool: ArrayBuffer[] = [];
   const output: Uint8Array[] = [];
   let inFlight = 0;
@@ -544,7 +555,7 @@ function inflateInWorker(
         if (finished) {
           reader.cancel().catch(() => {});
           if (finished.complete) return c.close();
-          return c.error(new GzipDataError(finished.error ?? "gzip stream truncated"));
+          return c.error(new CompressedDataError(finished.error ?? `${codec} stream truncated`));
         }
         await changed();
       }

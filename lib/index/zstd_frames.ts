@@ -71,6 +71,13 @@ export class FrameWriter {
     await this.sink.write(out);
   }
 
+  /** Gives up: the side copy's file is abandoned (the caller deletes it). */
+  async abort(reason: unknown): Promise<void> {
+    await Promise.allSettled(this.inFlight.map((f) => f.out));
+    this.inFlight.length = 0;
+    await this.sink.abort(reason).catch(() => {});
+  }
+
   async finish(): Promise<Frame[]> {
     await this.flush();
     while (this.inFlight.length) await this.writeOldest();

@@ -222,9 +222,14 @@ async function indexOnce(
     const fw = frames;
     // libzstd in a worker where FFI allows (the main thread then only walks and hashes), else
     // node:zlib, whose zstd decodes synchronously on this thread.
-    const decoded = inflater !== "node" && nativeZstdAvailable()
-      ? inflateInWorker(src, () => {}, "zstd").stream
-      : pipeNode(src, zlib.createZstdDecompress({ chunkSize: 256 * 1024 }), 0);
+    let decoded: ReadableStream<Uint8Array>;
+    if (inflater !== "node" && nativeZstdAvailable()) {
+      const dec = inflateInWorker(src, () => {}, "zstd");
+      stopInflate = dec.stop;
+      decoded = dec.stream;
+    } else {
+      decoded = pipeNode(src, zlib.createZstdDecompress({ chunkSize: 256 * 1024 }), 0);
+    }
     uncompressed = decoded
       .pipeThrough(
         new TransformStream<Uint8Array, Uint8Array>({
@@ -386,7 +391,8 @@ async function indexOnce(
   await flushListing();
   await listingWriter.close();
   await listingDone;
-  // The walk stops at the end-of-archive blocks without reading on.
+  // The walk stops at the end-of-archive blocks without reading on: the decoder worker would
+  // wait for it to take what follows (padding, or anything after the archive) forever.
   stopInflate?.();
   if (checkpointsDone) {
     const cps = await checkpointsDone;

@@ -142,3 +142,37 @@ Deno.test({
     }
   },
 });
+
+Deno.test({
+  name: "index pass: a layer with data after the end-of-archive blocks completes (gzip and zstd)",
+  ignore: !has,
+  fn: async () => {
+    const dir = await Deno.makeTempDir({ prefix: "wharf-native-eoa-" });
+    const kv = await Deno.openKv(join(dir, "kv"));
+    try {
+      const store = new FsBlobStore(join(dir, "store"));
+      await store.init();
+      const src = join(dir, "src");
+      await Deno.mkdir(src);
+      await Deno.writeFile(join(src, "a.bin"), sample(300_000, 9));
+      const out = await new Deno.Command("tar", {
+        args: ["-C", src, "--format=pax", "-cf", "-", "a.bin"],
+        stdout: "piped",
+      }).output();
+      // 8 MiB of noise after the archive: far more than the worker may hand out untaken
+      const layer = concat(out.stdout, sample(8 * 1024 * 1024, 11));
+      const cfg = buildConfig({}, []);
+      for (const bytes of [zlib.gzipSync(layer), zlib.zstdCompressSync(layer)]) {
+        const b = new Uint8Array(bytes);
+        const digest = `sha256:${crypto.randomUUID().replaceAll("-", "").padEnd(64, "0")}`;
+        await store.put(digest, b);
+        const { record } = await indexLayer(cfg, kv, store, digest, b.length);
+        assert.equal(record.state, "ready");
+        assert.equal(record.entries, 1);
+      }
+    } finally {
+      kv.close();
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+});

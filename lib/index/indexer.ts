@@ -117,11 +117,12 @@ export async function indexLayer(
  * through FFI) is the walk's input, so a gzip layer is inflated once, off the main thread, which
  * then only walks and hashes (the web inflate plus pako's second inflate made the pass 0.5× of
  * `tar -tzvf`; see bench/README.md); it reads every member and reports corrupt or truncated
- * data as a partial listing, like node:zlib. Without FFI: the web DecompressionStream inflates ~2× faster than
- * node:zlib here (220 MB of tar: 1.2 s against 2.5 s; `gzip -dc` takes 1.6 s) but refuses a
- * multi-member gzip stream (eStargz layers are one), and a truncated stream ends in an opaque
- * error. So gzip layers go through it first, and any decoding failure re-runs the pass with
- * node:zlib, which reads every member and names what went wrong.
+ * data as a partial listing, like node:zlib. Without FFI: the web DecompressionStream inflates
+ * ~2× faster than node:zlib here (220 MB of tar: 1.2 s against 2.5 s; `gzip -dc` takes 1.6 s)
+ * but refuses a multi-member gzip stream (eStargz layers are one), and a truncated stream ends in
+ * an opaque error. So gzip layers go through it first, and any decoding failure re-runs the pass
+ * with node:zlib, which reads every member and names what went wrong. The zstd decoder follows
+ * the same choice: libzstd in the worker with "native", node:zlib otherwise.
  */
 export type Inflater = "native" | "web" | "node";
 
@@ -357,7 +358,9 @@ async function indexOnce(
     }
     if (
       inflater !== "node" && compression !== "none" && !(e instanceof IndexError) &&
-      !(e instanceof TarError) && !(e instanceof CompressedDataError)
+      !(e instanceof TarError) && !(e instanceof CompressedDataError) &&
+      // node:zlib's zstd errors name the data's fault: re-running cannot do better
+      !(compression === "zstd" && isDecodeError(e))
     ) {
       await listingWriter.abort(e).catch(() => {});
       await listingDone.catch(() => {});

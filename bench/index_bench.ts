@@ -14,6 +14,8 @@ const ROOT = fileURLToPath(new URL("../", import.meta.url));
 const SMALL = Deno.args.includes("--small");
 const TAR_MB = Number(Deno.env.get("BENCH_INDEX_MB") ?? (SMALL ? 128 : 2048));
 const READS = SMALL ? 50 : 300;
+/** BENCH_INDEX_ENC=gzip or zstd runs one encoding only (for iterating). */
+const ONLY = Deno.env.get("BENCH_INDEX_ENC");
 
 async function sh(cmd: string): Promise<number> {
   const t0 = performance.now();
@@ -125,6 +127,7 @@ async function main() {
           ["zstd", `${tar}.zst`, zsSize, "application/vnd.oci.image.layer.v1.tar+zstd", tarZs],
         ] as const
       ) {
+        if (ONLY && ONLY !== enc) continue;
         const ns = `bench/${enc}`;
         const digest = "sha256:" + (await new Deno.Command("sha256sum", { args: [file] }).output()
           .then((o) => new TextDecoder().decode(o.stdout).split(" ")[0]));
@@ -240,8 +243,9 @@ async function main() {
     const outDir = join(ROOT, "bench", "out");
     await Deno.mkdir(outDir, { recursive: true });
     await Deno.writeTextFile(join(outDir, "index.json"), JSON.stringify(results, null, 2));
-    const g = results.gzip as Record<string, number>;
-    const z = results.zstd as Record<string, number>;
+    const none = new Proxy({}, { get: () => NaN });
+    const g = (results.gzip ?? none) as Record<string, number>;
+    const z = (results.zstd ?? none) as Record<string, number>;
     const f = (n: number, d = 2) => n.toFixed(d);
     console.log(`
 | ${f(tarSize / 2 ** 20, 0)} MiB tar      | gzip (${f(g.layer_mib, 0)} MiB) | zstd (${

@@ -3,7 +3,11 @@
 // 1. a 3-layer ~100 MiB image pulled straight from A, through Wharf cold then warm, and through
 //    docker-registry B configured as a proxy of A (`proxy.remoteurl`) cold then warm; 3 rounds,
 //    each with a fresh image, medians reported;
-// 2. Wharf's peak RSS while 16 clients pull one uncached 256 MiB blob at once (all verified).
+// 2. Wharf's peak RSS while 16 clients pull one uncached 256 MiB blob at once (all verified);
+// 3. where the CPU goes: single layer GETs straight from A, through Wharf cold, then warm, with
+//    the CPU time (utime+stime from /proc) each process spent on them — the upstream, the client
+//    (this process) and Wharf. Wall time is noisy on a shared machine; CPU time much less so, and
+//    on 2 cores it bounds the wall time from below: wall >= total CPU / 2.
 // A pull is what a client does: the manifest, then the config and layers 3 at a time.
 // Run: deno run -A --unstable-kv bench/pull_through_bench.ts [--small]   (loopback only)
 import { createHash } from "node:crypto";
@@ -170,6 +174,63 @@ async function pull(base: string, repo: string): Promise<{ s: number; bytes: num
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
+/** CPU time (user + system) a process has used, in ms ("self": this one). */
+function cpuMs(pid: number | "self"): number {
+  const f = Deno.readTextFileSync(`/proc/${pid}/stat`).split(") ")[1].split(" ");
+  return (Number(f[11]) + Number(f[12])) * (1000 / 100); // clock ticks (USER_HZ = 100)
+}
+
+function upstreamPid(port: number): number {
+  // the docker-registry listening on `port`
+  const out = new Deno.Command("ss", { args: ["-Hltnp", `sport = :${port}`] }).outputSync();
+  const m = /pid=(\d+)/.exec(new TextDecoder().decode(out.stdout));
+  if (!m) throw new Error(`no process listens on ${port}`);
+  return Number(m[1]);
+}
+
+interface CpuRow {
+  wall: number;
+  upstream: number;
+  client: number;
+  wharf: number;
+}
+
+/** Per-blob wall and CPU time of direct, cold and warm single-layer GETs (see 3. above). */
+async function cpuPhase(upstream: { url: string; port: number }): Promise<Record<string, CpuRow>> {
+  const n = SMALL ? 3 : 8;
+  const upPid = upstreamPid(upstream.port);
+  const digests: string[] = [];
+  for (let i = 0; i < n; i++) {
+    digests.push(...await pushImage(upstream.url, `library/cpu${i}`, [LAYER_MB]));
+  }
+  const wharf = await startWharf(upstream.url);
+  const rows: Record<string, CpuRow> = {};
+  try {
+    for (let i = 0; i < n; i++) {
+      for (
+        const [k, base, repo] of [
+          ["direct", upstream.url, `library/cpu${i}`],
+          ["wharf_cold", wharf.url, `hub/library/cpu${i}`],
+          ["wharf_warm", wharf.url, `hub/library/cpu${i}`],
+        ] as const
+      ) {
+        const before = [cpuMs(upPid), cpuMs("self"), cpuMs(wharf.pid)];
+        const t0 = performance.now();
+        await drain(await fetch(`${base}/v2/${repo}/blobs/${digests[i]}`), digests[i]);
+        const wall = performance.now() - t0;
+        const r = rows[k] ??= { wall: 0, upstream: 0, client: 0, wharf: 0 };
+        r.wall += wall / n;
+        r.upstream += (cpuMs(upPid) - before[0]) / n;
+        r.client += (cpuMs("self") - before[1]) / n;
+        r.wharf += (cpuMs(wharf.pid) - before[2]) / n;
+      }
+    }
+  } finally {
+    await wharf.stop();
+  }
+  return rows;
+}
+
 function vmHwmMiB(pid: number): number {
   const s = Deno.readTextFileSync(`/proc/${pid}/status`);
   return Number(/VmHWM:\s+(\d+) kB/.exec(s)![1]) / 1024;
@@ -244,6 +305,11 @@ async function main() {
   } finally {
     await fresh.stop();
     await proxy.stop();
+  }
+  let cpu: Record<string, CpuRow>;
+  try {
+    cpu = await cpuPhase(upstream);
+  } finally {
     await upstream.stop();
   }
 
@@ -260,6 +326,7 @@ async function main() {
     wharf_vs_proxy_warm: med.proxy_warm / med.wharf_warm,
     rounds: rows,
     uncached_16_clients: { blob_mib: BIG_MB, seconds: bigS, peak_rss_mib: peak },
+    cpu_ms_per_layer: cpu,
   };
   await Deno.mkdir(join(ROOT, "bench", "out"), { recursive: true });
   await Deno.writeTextFile(
@@ -286,6 +353,16 @@ async function main() {
 
 Wharf vs proxy: cold ${f(result.wharf_vs_proxy_cold)}×, warm ${f(result.wharf_vs_proxy_warm)}×.
 16 clients × one uncached ${BIG_MB} MiB blob: ${f(bigS)} s, Wharf peak RSS ${peak.toFixed(0)} MiB.
+
+| one ${LAYER_MB} MiB layer GET (mean) | wall ms | CPU ms: upstream | client | Wharf | total |
+|---|---|---|---|---|---|
+${
+    Object.entries(cpu).map(([k, r]) =>
+      `| ${k} | ${r.wall.toFixed(0)} | ${r.upstream.toFixed(0)} | ${r.client.toFixed(0)} | ${
+        r.wharf.toFixed(0)
+      } | ${(r.upstream + r.client + r.wharf).toFixed(0)} |`
+    ).join("\n")
+  }
 `);
 }
 

@@ -10,6 +10,8 @@ import type { BlobStore } from "../storage/mod.ts";
 import { Scavenger } from "../streams/mod.ts";
 import { type Checkpoint, CheckpointBuilder, encodeTable, pipeNode } from "./gzip_checkpoints.ts";
 import { encodeFrames, FrameWriter } from "./zstd_frames.ts";
+import { nativeZlibAvailable } from "./native_checkpoints.ts";
+import { nativeZstdAvailable } from "./native_zstd.ts";
 import {
   type Compression,
   files,
@@ -25,9 +27,13 @@ import { isText, mimeType } from "./mime.ts";
 import { SecretScanner } from "./secrets.ts";
 
 const HEAD = 8 * 1024;
+/** Listing text gathered before one write (characters, ~bytes). */
+const LISTING_BATCH = 64 * 1024;
 const PIECE = 256 * 1024;
 /** Chunks the checkpoint worker may hold; each travels in a pooled buffer and comes back. */
 const WORKER_IN_FLIGHT = 8;
+/** Output buffers (256 KiB) the inflating worker may have sent that the walk has not taken. */
+const WORKER_OUTPUT_CREDITS = 8;
 
 /** Passes `s` on in chunks of at most `max` bytes (views, no copies). */
 export function rechunk(s: ReadableStream<Uint8Array>, max: number): ReadableStream<Uint8Array> {
@@ -98,19 +104,27 @@ export async function indexLayer(
   digest: string,
   size: number,
   signal?: AbortSignal,
+  /** tests: the gzip decoder to start with (default: native where available, else web) */
+  inflater?: Inflater,
 ): Promise<IndexResult> {
-  const fast = await indexOnce(cfg, kv, store, digest, size, signal, "web");
+  const first = inflater ?? (nativeZlibAvailable() ? "native" : "web");
+  const fast = await indexOnce(cfg, kv, store, digest, size, signal, first);
   return fast ?? (await indexOnce(cfg, kv, store, digest, size, signal, "node"))!;
 }
 
 /**
- * Which gzip decoder feeds the walk. The web DecompressionStream inflates ~2× faster than
- * node:zlib here (220 MB of tar: 1.2 s against 2.5 s; `gzip -dc` takes 1.6 s) but refuses a
- * multi-member gzip stream (eStargz layers are one), and a truncated stream ends in an opaque
- * error. So gzip layers go through it first, and any decoding failure re-runs the pass with
- * node:zlib, which reads every member and names what went wrong.
+ * Which gzip decoder feeds the walk. "native": the checkpoint worker's own inflate (system zlib
+ * through FFI) is the walk's input, so a gzip layer is inflated once, off the main thread, which
+ * then only walks and hashes (the web inflate plus pako's second inflate made the pass 0.5× of
+ * `tar -tzvf`; see bench/README.md); it reads every member and reports corrupt or truncated
+ * data as a partial listing, like node:zlib. Without FFI: the web DecompressionStream inflates
+ * ~2× faster than node:zlib here (220 MB of tar: 1.2 s against 2.5 s; `gzip -dc` takes 1.6 s)
+ * but refuses a multi-member gzip stream (eStargz layers are one), and a truncated stream ends in
+ * an opaque error. So gzip layers go through it first, and any decoding failure re-runs the pass
+ * with node:zlib, which reads every member and names what went wrong. The zstd decoder follows
+ * the same choice: libzstd in the worker with "native", node:zlib otherwise.
  */
-type Inflater = "web" | "node";
+export type Inflater = "native" | "web" | "node";
 
 async function indexOnce(
   cfg: Config,
@@ -156,10 +170,22 @@ async function indexOnce(
   // Listing: NDJSON written while the walk goes on.
   const listing = new TransformStream<Uint8Array, Uint8Array>();
   const listingWriter = listing.writable.getWriter();
+  // Lines go out in batches: awaiting one file write per entry stalled the walk (and with it the
+  // decoder worker) on every entry of a many-file layer (21k entries: both threads ~55% idle).
+  let listed: string[] = [];
+  let listedChars = 0;
+  const flushListing = async () => {
+    if (listed.length === 0) return;
+    const text = listed.join("\n") + "\n";
+    listed = [];
+    listedChars = 0;
+    await listingWriter.write(enc.encode(text));
+  };
   const listingDone = store.writeDerived(files.listing(base), listing.readable);
   const enc = new TextEncoder();
 
   let checkpointsDone: Promise<CheckpointsResult> | null = null;
+  let stopInflate: (() => void) | undefined;
   let windowsDone: Promise<number> | null = null;
   let windowsWriter: WritableStreamDefaultWriter<Uint8Array> | null = null;
   let frames: FrameWriter | null = null;
@@ -177,9 +203,13 @@ async function indexOnce(
     windowsDone.catch(() => {});
     const ww = windows.writable.getWriter();
     windowsWriter = ww;
-    const fed = feedCheckpoints(src, (w) => void ww.write(w).catch(() => {}));
+    const onWindow = (w: Uint8Array) => void ww.write(w).catch(() => {});
+    const fed: { stream: ReadableStream<Uint8Array>; result: Promise<CheckpointsResult> } & {
+      stop?: () => void;
+    } = inflater === "native" ? inflateInWorker(src, onWindow) : feedCheckpoints(src, onWindow);
     checkpointsDone = fed.result;
-    uncompressed = inflater === "web"
+    stopInflate = fed.stop;
+    uncompressed = inflater === "native" ? fed.stream : inflater === "web"
       // 16 KiB in per call: deflate expands at most ~1032×, so no output chunk passes ~16 MiB
       // even for a bomb (and small calls measured faster: 220 MB in 0.63 s vs 1.33 s at 256 KiB).
       ? rechunk(fed.stream, 16 * 1024).pipeThrough(
@@ -191,7 +221,17 @@ async function indexOnce(
     framesDone = store.writeDerived(files.frames(base), side.readable);
     frames = new FrameWriter(side.writable.getWriter());
     const fw = frames;
-    uncompressed = pipeNode(src, zlib.createZstdDecompress({ chunkSize: 256 * 1024 }), 0)
+    // libzstd in a worker where FFI allows (the main thread then only walks and hashes), else
+    // node:zlib, whose zstd decodes synchronously on this thread.
+    let decoded: ReadableStream<Uint8Array>;
+    if (inflater !== "node" && nativeZstdAvailable()) {
+      const dec = inflateInWorker(src, () => {}, "zstd");
+      stopInflate = dec.stop;
+      decoded = dec.stream;
+    } else {
+      decoded = pipeNode(src, zlib.createZstdDecompress({ chunkSize: 256 * 1024 }), 0);
+    }
+    uncompressed = decoded
       .pipeThrough(
         new TransformStream<Uint8Array, Uint8Array>({
           async transform(chunk, c) {
@@ -307,7 +347,9 @@ async function indexOnce(
       }
       state = null;
       entries++;
-      await listingWriter.write(enc.encode(JSON.stringify(out) + "\n"));
+      listed.push(JSON.stringify(out));
+      listedChars += listed[listed.length - 1].length;
+      if (listedChars >= LISTING_BATCH) await flushListing();
     }
   } catch (e) {
     if (e instanceof DOMException && e.name === "AbortError") {
@@ -315,14 +357,18 @@ async function indexOnce(
       throw e;
     }
     if (
-      inflater === "web" && compression === "gzip" && !(e instanceof IndexError) &&
-      !(e instanceof TarError)
+      inflater !== "node" && compression !== "none" && !(e instanceof IndexError) &&
+      !(e instanceof TarError) && !(e instanceof CompressedDataError) &&
+      // node:zlib's zstd errors name the data's fault: re-running cannot do better
+      !(compression === "zstd" && isDecodeError(e))
     ) {
       await listingWriter.abort(e).catch(() => {});
       await listingDone.catch(() => {});
       await checkpointsDone?.catch(() => {});
       await windowsWriter?.abort(e).catch(() => {});
       await windowsDone?.catch(() => {});
+      await frames?.abort(e);
+      await framesDone?.catch(() => {});
       await store.deleteDerived(base).catch(() => {});
       return null;
     }
@@ -345,8 +391,12 @@ async function indexOnce(
       compression,
     );
   }
+  await flushListing();
   await listingWriter.close();
   await listingDone;
+  // The walk stops at the end-of-archive blocks without reading on: the decoder worker would
+  // wait for it to take what follows (padding, or anything after the archive) forever.
+  stopInflate?.();
   if (checkpointsDone) {
     const cps = await checkpointsDone;
     await windowsWriter!.close();
@@ -372,6 +422,11 @@ async function indexOnce(
   });
 }
 
+/** Corrupt or truncated gzip or zstd data, as the native decoders report it. */
+class CompressedDataError extends Error {
+  readonly code = "Z_DATA_ERROR";
+}
+
 function isDecodeError(e: unknown): boolean {
   // node:zlib reports corrupt or truncated input with a code (Z_DATA_ERROR, Z_BUF_ERROR, ZSTD_…).
   const code = (e as { code?: unknown })?.code;
@@ -390,6 +445,153 @@ interface CheckpointsResult {
   error: string | null;
 }
 
+function newCheckpointWorker(): Worker | null {
+  try {
+    return new Worker(new URL("./checkpoint_worker.ts", import.meta.url).href, {
+      type: "module",
+    });
+  } catch {
+    return null; // no workers (a restricted runtime)
+  }
+}
+
+/**
+ * Inflates the compressed stream in the checkpoint worker (native zlib), which also makes the
+ * checkpoints; the result is the uncompressed stream. At most WORKER_IN_FLIGHT compressed chunks
+ * and WORKER_OUTPUT_CREDITS output chunks are in flight, so memory stays bounded however much
+ * the data expands. When the walk stops early (a limit, an error, the end-of-archive blocks),
+ * the worker stops and the checkpoints made so far are the result.
+ */
+function inflateInWorker(
+  src: ReadableStream<Uint8Array>,
+  onWindow: (w: Uint8Array) => void,
+  codec: "gzip" | "zstd" = "gzip",
+): {
+  stream: ReadableStream<Uint8Array>;
+  result: Promise<CheckpointsResult>;
+  /** ends the pass where it is (the walk needs no more: the checkpoints so far cover it) */
+  stop?: () => void;
+} {
+  const w = newCheckpointWorker();
+  if (!w) {
+    const stream = new ReadableStream<Uint8Array>({
+      start: (c) => c.error(new Error("no worker for the native inflate")),
+    });
+    const result = Promise.reject(new Error("no worker"));
+    result.catch(() => {});
+    return { stream, result };
+  }
+  w.postMessage({
+    init: { inflate: true, credits: WORKER_OUTPUT_CREDITS, zstd: codec === "zstd" },
+  });
+  const pool: ArrayBuffer[] = [];
+  const output: Uint8Array[] = [];
+  let inFlight = 0;
+  let finished: CheckpointsResult & { complete: boolean } | null = null;
+  let failure: Error | null = null;
+  // The feeding loop and the stream's pull may both be waiting.
+  let waiters: (() => void)[] = [];
+  const notify = () => {
+    const all = waiters;
+    waiters = [];
+    for (const f of all) f();
+  };
+  const changed = () => new Promise<void>((r) => waiters.push(r));
+  let resolveResult!: (v: CheckpointsResult) => void;
+  let rejectResult!: (e: Error) => void;
+  const result = new Promise<CheckpointsResult>((res, rej) => {
+    resolveResult = res;
+    rejectResult = rej;
+  });
+  result.catch(() => {});
+  w.onmessage = (e) => {
+    const m = e.data;
+    if (m?.output) {
+      output.push(new Uint8Array(m.output, 0, m.length));
+    } else if (m?.ack) {
+      inFlight--;
+      if (m.buffer instanceof ArrayBuffer) pool.push(m.buffer);
+    } else if (m?.checkpoint) {
+      onWindow(new Uint8Array(m.window));
+    } else if (m?.done) {
+      finished = m;
+      resolveResult({ checkpoints: m.checkpoints, lengths: m.lengths, error: m.error });
+      w.terminate();
+    }
+    notify();
+  };
+  w.onerror = (e) => {
+    e.preventDefault();
+    failure = new Error(`checkpoint worker: ${e.message}`);
+    rejectResult(failure);
+    w.terminate();
+    notify();
+  };
+  const reader = src.getReader();
+  let stopped = false;
+  // Feeds the worker as fast as it takes chunks; the output credits hold both sides back.
+  (async () => {
+    try {
+      for (;;) {
+        while (inFlight >= WORKER_IN_FLIGHT && !stopped && !failure && !finished) {
+          await changed();
+        }
+        if (stopped || failure || finished) return;
+        const { value, done } = await reader.read();
+        if (stopped || failure || finished) return;
+        if (done) {
+          w.postMessage(null);
+          return;
+        }
+        // The store may reuse a chunk's memory: the worker gets its own copy.
+        for (let at = 0; at < value.length; at += PIECE) {
+          const part = value.subarray(at, at + PIECE);
+          const buf = pool.pop() ?? new ArrayBuffer(PIECE);
+          new Uint8Array(buf).set(part);
+          inFlight++;
+          w.postMessage({ buffer: buf, length: part.length }, [buf]);
+        }
+      }
+    } catch (e) {
+      failure = e instanceof Error ? e : new Error(String(e));
+      notify();
+    }
+  })();
+  const stop = () => {
+    if (stopped) return;
+    stopped = true;
+    if (!finished && !failure) w.postMessage({ stop: true });
+    reader.cancel().catch(() => {});
+    notify();
+  };
+  const stream = new ReadableStream<Uint8Array>({
+    async pull(c) {
+      for (;;) {
+        const chunk = output.shift();
+        if (chunk) {
+          if (!finished) w.postMessage({ credit: 1 });
+          c.enqueue(chunk);
+          return;
+        }
+        if (failure) {
+          stop();
+          return c.error(failure);
+        }
+        if (finished) {
+          reader.cancel().catch(() => {});
+          if (finished.complete) return c.close();
+          return c.error(new CompressedDataError(finished.error ?? `${codec} stream truncated`));
+        }
+        await changed();
+      }
+    },
+    cancel() {
+      stop();
+    },
+  }, { highWaterMark: 0 });
+  return { stream, result, stop };
+}
+
 function feedCheckpoints(
   src: ReadableStream<Uint8Array>,
   onWindow: (w: Uint8Array) => void,
@@ -397,14 +599,7 @@ function feedCheckpoints(
   stream: ReadableStream<Uint8Array>;
   result: Promise<CheckpointsResult>;
 } {
-  let worker: Worker | null = null;
-  try {
-    worker = new Worker(new URL("./checkpoint_worker.ts", import.meta.url).href, {
-      type: "module",
-    });
-  } catch {
-    worker = null; // no workers (a restricted runtime): compute inline
-  }
+  const worker = newCheckpointWorker();
   if (!worker) {
     const b = new CheckpointBuilder(undefined, (c) => onWindow(c.window));
     const stream = src.pipeThrough(
@@ -421,6 +616,7 @@ function feedCheckpoints(
     };
   }
   const w = worker;
+  w.postMessage({ init: { inflate: false } });
   // Transfer buffers go to the worker and come back with its acknowledgement, so neither side
   // allocates per chunk (fresh ArrayBuffers are freed only under external-memory pressure,
   // which is RSS).

@@ -36,7 +36,13 @@ export class FrameWriter {
   private uoff = 0;
   private coff = 0;
   readonly frames: Frame[] = [];
-  private readonly inFlight: { ulen: number; out: Promise<Uint8Array> }[] = [];
+  private readonly inFlight: {
+    ulen: number;
+    out: Promise<Uint8Array>;
+    buf: Uint8Array<ArrayBuffer>;
+  }[] = [];
+  /** frame buffers whose compression finished, reused (a fresh 1 MiB per frame is RSS) */
+  private readonly spare: Uint8Array<ArrayBuffer>[] = [];
 
   constructor(private readonly sink: WritableStreamDefaultWriter<Uint8Array>) {}
 
@@ -55,8 +61,8 @@ export class FrameWriter {
   private async flush(): Promise<void> {
     if (this.fill === 0) return;
     const ulen = this.fill;
-    this.inFlight.push({ ulen, out: compress(this.buf.subarray(0, ulen)) });
-    this.buf = new Uint8Array(FRAME_SIZE);
+    this.inFlight.push({ ulen, out: compress(this.buf.subarray(0, ulen)), buf: this.buf });
+    this.buf = this.spare.pop() ?? new Uint8Array(FRAME_SIZE);
     this.fill = 0;
     while (this.inFlight.length >= IN_FLIGHT) await this.writeOldest();
   }
@@ -65,10 +71,18 @@ export class FrameWriter {
   private async writeOldest(): Promise<void> {
     const f = this.inFlight.shift()!;
     const out = await f.out;
+    this.spare.push(f.buf);
     this.frames.push({ uoff: this.uoff, coff: this.coff, clen: out.length, ulen: f.ulen });
     this.uoff += f.ulen;
     this.coff += out.length;
     await this.sink.write(out);
+  }
+
+  /** Gives up: the side copy's file is abandoned (the caller deletes it). */
+  async abort(reason: unknown): Promise<void> {
+    await Promise.allSettled(this.inFlight.map((f) => f.out));
+    this.inFlight.length = 0;
+    await this.sink.abort(reason).catch(() => {});
   }
 
   async finish(): Promise<Frame[]> {

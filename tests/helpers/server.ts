@@ -1,6 +1,6 @@
 // Starts a real Wharf process (main.ts serve) on 127.0.0.1 with a temp KV file and blob dir,
 // and reads the bound port from its startup line. Used by every API and e2e test.
-import { join } from "node:path";
+import { basename, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { KV_LIMIT_MARKER } from "../../lib/metadata/mod.ts";
 
@@ -15,6 +15,10 @@ export interface ServerOptions {
   port?: number;
   /** reuse an existing data directory (for restart tests) */
   dataDir?: string;
+  /** TOML replacing the generated `[blob_store.fs]` table (e.g. an `[blob_store.s3]` one) */
+  blobStore?: string;
+  /** a KV file shared with other servers (scale-out tests) instead of one in the data dir */
+  metadataPath?: string;
   /** run without the test-only KV limit wrapper (benches: it serializes every value to size it,
    * which costs time and, under load, hundreds of MiB) */
   unchecked?: boolean;
@@ -38,6 +42,31 @@ export interface TestServer {
 /** Server output a test keeps (characters): enough for any failure message. */
 const OUTPUT_KEPT = 8 << 20;
 
+/**
+ * With WHARF_TEST_S3=<endpoint of an s3rver> (tests/s3/suites_on_s3_test.ts sets it), every
+ * server the suites start keeps its bytes in that S3 server, under a key prefix of its own
+ * named after its data dir (so a restart on the same data dir finds its blobs again).
+ */
+function defaultBlobStore(dataDir: string): string {
+  const s3 = Deno.env.get("WHARF_TEST_S3");
+  if (!s3) return `[blob_store.fs]\nroot_dir = ${JSON.stringify(join(dataDir, "blobs"))}`;
+  return s3Toml(s3, `t/${basename(dataDir)}`);
+}
+
+/** The `[blob_store.s3]` table for the test S3 server (tests/helpers/s3_server.ts). */
+export function s3Toml(endpoint: string, keyPrefix: string, extra = ""): string {
+  return `[blob_store.s3]
+endpoint = ${JSON.stringify(endpoint)}
+bucket = "wharf"
+region = "us-east-1"
+access_key_id = "S3RVER"
+secret_key = "S3RVER"
+path_style = true
+key_prefix = ${JSON.stringify(keyPrefix)}
+multipart_part_size = ${5 << 20}
+${extra}`;
+}
+
 export async function startServer(opts: ServerOptions = {}): Promise<TestServer> {
   const dataDir = opts.dataDir ?? await Deno.makeTempDir({ prefix: "wharf-test-" });
   const configPath = join(dataDir, "wharf.toml");
@@ -46,11 +75,10 @@ bind_address = "127.0.0.1"
 port = ${opts.port ?? 0}
 ${opts.server ?? ""}
 
-[blob_store.fs]
-root_dir = ${JSON.stringify(join(dataDir, "blobs"))}
+${opts.blobStore ?? defaultBlobStore(dataDir)}
 
 [metadata_store]
-path = ${JSON.stringify(join(dataDir, "metadata.kv"))}
+path = ${JSON.stringify(opts.metadataPath ?? join(dataDir, "metadata.kv"))}
 
 ${opts.config ?? ""}
 `;

@@ -83,8 +83,21 @@ path = ${JSON.stringify(opts.metadataPath ?? join(dataDir, "metadata.kv"))}
 ${opts.config ?? ""}
 `;
   await Deno.writeTextFile(configPath, toml);
+  // Suites asserting inline GET answers run on S3 with redirects off (an earlier config file,
+  // so a test's own [global] still wins); the redirect tests turn them on themselves.
+  const base: string[] = [];
+  if (
+    !opts.blobStore && Deno.env.get("WHARF_TEST_S3") && Deno.env.get("WHARF_TEST_S3_NO_REDIRECT")
+  ) {
+    const p = join(dataDir, "no-redirect.toml");
+    await Deno.writeTextFile(
+      p,
+      "[global]\nenable_blob_redirect = false\nenable_manifest_redirect = false\n",
+    );
+    base.push("-c", p);
+  }
   const child = new Deno.Command(Deno.execPath(), {
-    args: ["run", "--unstable-kv", "-A", join(ROOT, "main.ts"), "serve", "-c", configPath],
+    args: ["run", "--unstable-kv", "-A", join(ROOT, "main.ts"), "serve", ...base, "-c", configPath],
     cwd: ROOT,
     stdout: "piped",
     stderr: "piped",

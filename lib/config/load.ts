@@ -592,7 +592,11 @@ function readS3(r: Reader, t: Table): S3StoreConfig {
     r.fail(p, "needs access_key_id and secret_key (or AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY)");
   }
   const keyPrefix = r.str(t, "key_prefix", p) ?? "";
-  if (keyPrefix !== "" && !/^[A-Za-z0-9._-]+(\/[A-Za-z0-9._-]+)*\/?$/.test(keyPrefix)) {
+  if (
+    keyPrefix !== "" &&
+    (!/^[A-Za-z0-9._-]+(\/[A-Za-z0-9._-]+)*\/?$/.test(keyPrefix) ||
+      keyPrefix.split("/").some((seg) => seg === "." || seg === ".."))
+  ) {
     r.fail(`${p}.key_prefix`, "must be path segments of [A-Za-z0-9._-]");
   }
   return {

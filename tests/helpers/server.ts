@@ -67,7 +67,78 @@ multipart_part_size = ${5 << 20}
 ${extra}`;
 }
 
+/**
+ * With WHARF_TEST_REPLICAS=N (and WHARF_TEST_S3), a server is N `serve` processes on one KV file
+ * and one S3 prefix behind a round-robin HTTP proxy in the test process, so every request of a
+ * suite may land on another process (tests/s3/suites_on_s3_test.ts runs the core that way).
+ */
 export async function startServer(opts: ServerOptions = {}): Promise<TestServer> {
+  const n = Number(Deno.env.get("WHARF_TEST_REPLICAS") ?? "1");
+  if (n <= 1 || !Deno.env.get("WHARF_TEST_S3") || opts.blobStore || opts.port) {
+    return await startServerProcess(opts);
+  }
+  const first = await startServerProcess(opts);
+  const all = [first];
+  try {
+    for (let i = 1; i < n; i++) {
+      all.push(await startServerProcess({ ...opts, dataDir: first.dataDir }));
+    }
+  } catch (e) {
+    await Promise.all(all.map((s) => s.kill()));
+    throw e;
+  }
+  const lb = roundRobin(all.map((s) => s.url));
+  const each = (f: (s: TestServer) => Promise<void>) => async () => {
+    await lb.close();
+    await Promise.all(all.map(f));
+  };
+  return {
+    url: lb.url,
+    port: lb.port,
+    pid: first.pid,
+    dataDir: first.dataDir,
+    configPath: first.configPath,
+    stop: each((s) => s.stop()),
+    kill: each((s) => s.kill()),
+    output: () => all.map((s, i) => `--- replica ${i} ---\n${s.output()}`).join("\n"),
+  };
+}
+
+/** An HTTP load balancer on 127.0.0.1 sending each request to the next backend in turn. */
+export function roundRobin(backends: string[]): {
+  url: string;
+  port: number;
+  /** requests sent to each backend */
+  counts: number[];
+  close(): Promise<void>;
+} {
+  let next = 0;
+  const counts = backends.map(() => 0);
+  const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, async (req) => {
+    const i = next++ % backends.length;
+    counts[i]++;
+    const u = new URL(req.url);
+    try {
+      return await fetch(`${backends[i]}${u.pathname}${u.search}`, {
+        method: req.method,
+        headers: req.headers,
+        body: req.body,
+        redirect: "manual",
+      });
+    } catch (e) {
+      return new Response(`backend ${i}: ${(e as Error).message}`, { status: 502 });
+    }
+  });
+  const port = server.addr.port;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    port,
+    counts,
+    close: () => server.shutdown(),
+  };
+}
+
+async function startServerProcess(opts: ServerOptions): Promise<TestServer> {
   const dataDir = opts.dataDir ?? await Deno.makeTempDir({ prefix: "wharf-test-" });
   const configPath = join(dataDir, "wharf.toml");
   const toml = `[server]

@@ -21,13 +21,19 @@ const INLINE_SUITES = [
 ];
 const REDIRECT_SUITES = ["tests/e2e/skopeo_test.ts"];
 
-async function runSuites(endpoint: string, files: string[], noRedirect: boolean): Promise<void> {
+async function runSuites(
+  endpoint: string,
+  files: string[],
+  noRedirect: boolean,
+  replicas = 1,
+): Promise<void> {
   const env: Record<string, string> = {
     WHARF_TEST_S3: endpoint,
     WHARF_STRICT_KV_LIMITS: "1",
     NO_COLOR: "1",
   };
   if (noRedirect) env.WHARF_TEST_S3_NO_REDIRECT = "1";
+  if (replicas > 1) env.WHARF_TEST_REPLICAS = String(replicas);
   const out = await new Deno.Command(Deno.execPath(), {
     args: ["test", "--unstable-kv", "-A", ...files],
     cwd: ROOT,
@@ -45,7 +51,8 @@ async function runSuites(endpoint: string, files: string[], noRedirect: boolean)
 }
 
 Deno.test({
-  name: "s3: conformance replay, uploads, blobs, scrub under load, crash, restart, skopeo on S3",
+  name:
+    "s3: conformance replay, uploads, blobs, scrub under load, crash, restart, skopeo on S3; conformance and skopeo across 3 processes",
   sanitizeResources: false,
   sanitizeOps: false,
   async fn() {
@@ -53,6 +60,10 @@ Deno.test({
     try {
       await runSuites(s3.endpoint, INLINE_SUITES, true);
       await runSuites(s3.endpoint, REDIRECT_SUITES, false);
+      // Across processes: every request of the conformance replay and of skopeo's round trips
+      // goes to the next of three `serve` processes on one KV file and one bucket.
+      await runSuites(s3.endpoint, ["tests/api/oci_conformance_test.ts"], true, 3);
+      await runSuites(s3.endpoint, ["tests/e2e/skopeo_test.ts"], false, 3);
       // The bytes really went to S3: the bucket holds blobs under the servers' prefixes.
       const found = new Deno.Command("find", {
         args: [`${s3.dir}/data/wharf`, "-path", "*/blobs/sha256/*"],

@@ -210,13 +210,13 @@ async function serve(cfg: Config): Promise<void> {
   kv.close();
 }
 
-function jobQueues(cfg: Config, kv: Deno.Kv, metrics: Metrics): JobQueues {
+export function jobQueues(cfg: Config, kv: Deno.Kv, metrics: Metrics): JobQueues {
   const jobs = new JobQueues(kv, cfg.global.jobQueue, metrics.jobEvents);
   metrics.countJobsWith(JOB_QUEUES, (q) => jobs.queue(q as QueueName).counts());
   return jobs;
 }
 
-function registryOptions(jobs: JobQueues, metrics: Metrics): RegistryOptions {
+export function registryOptions(jobs: JobQueues, metrics: Metrics): RegistryOptions {
   return {
     jobs,
     observeUpstream: metrics.observeUpstream,
@@ -225,12 +225,12 @@ function registryOptions(jobs: JobQueues, metrics: Metrics): RegistryOptions {
 }
 
 /** How this process names itself in job leases (shown in logs, never trusted). */
-function holderName(role: string): string {
+export function holderName(role: string): string {
   return `${role} ${Deno.hostname()}:${Deno.pid} ${crypto.randomUUID().slice(0, 8)}`;
 }
 
 /** The job kinds this build runs; every process that drains queues registers them all. */
-function registerJobHandlers(cfg: Config, registry: Registry, metrics: Metrics): Replicator {
+export function registerJobHandlers(cfg: Config, registry: Registry, metrics: Metrics): Replicator {
   registry.registerJobHandlers();
   const replicator = new Replicator(cfg, registry, metrics.replicationEvents);
   replicator.register();

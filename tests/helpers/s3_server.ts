@@ -23,14 +23,24 @@ export interface TestS3 {
   close(): Promise<void>;
 }
 
-export async function startS3(opts: { bucket?: string; port?: number } = {}): Promise<TestS3> {
+export async function startS3(
+  opts: { bucket?: string; port?: number; laxSignatures?: boolean } = {},
+): Promise<TestS3> {
   const dir = await Deno.makeTempDir({ prefix: "wharf-s3-" });
   const bucket = opts.bucket ?? "wharf";
   let child: Deno.ChildProcess;
   let port = opts.port ?? 0;
   const spawn = async () => {
     child = new Deno.Command(Deno.execPath(), {
-      args: ["run", "-A", MAIN, join(dir, "data"), String(port), bucket],
+      args: [
+        "run",
+        "-A",
+        MAIN,
+        join(dir, "data"),
+        String(port),
+        bucket,
+        ...(opts.laxSignatures ? ["lax"] : []),
+      ],
       stdout: "piped",
       stderr: "piped",
       env: { NO_COLOR: "1" },

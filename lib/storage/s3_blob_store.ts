@@ -37,6 +37,16 @@ export interface S3StoreSettings extends S3Settings {
 }
 
 export const MIN_PART_SIZE = 5 << 20;
+
+/**
+ * What readers of a growing upload in this process (pull-through followers, which always run
+ * where their fill writes) need beyond the stored parts: the part being filled, not yet sent,
+ * and for an upload just committed, the blob its bytes moved to. Advisory and bounded: a
+ * reader in another process reads the stored parts only.
+ */
+const filling = new Map<string, Map<number, { buf: Uint8Array; fill: number }>>();
+const committed = new Map<string, string>();
+const COMMITTED_KEPT = 1024;
 /** parallel UploadPartCopy calls while assembling a large blob */
 const COPY_CONCURRENCY = 4;
 
@@ -127,15 +137,20 @@ export class S3BlobStore implements BlobStore {
       }
     }
     let dirty = false;
+    const live = new Map<number, { buf: Uint8Array; fill: number }>();
+    filling.set(uuid, live);
     // One part uploads while the next fills: the body is not held up by S3's latency.
     let inFlight: Promise<Error | null> = Promise.resolve(null);
     const flush = async (n: number, part: Uint8Array, length: number) => {
       const err = await inFlight;
       if (err) throw err;
+      // Readable from memory until its PUT is done.
+      live.set(n, { buf: part, fill: length });
       inFlight = this.client.put(this.partKey(uuid, n), part.subarray(0, length)).then(
         () => null,
         (e) => e as Error,
       ).finally(() => {
+        live.delete(n);
         if (spare === null) spare = part;
         else giveBuffer(part);
       });
@@ -176,6 +191,7 @@ export class S3BlobStore implements BlobStore {
             spare = null;
           }
         }
+        live.set(k, { buf, fill });
         if (chunk.byteLength > 0) opts.onChunk(chunk);
         written += chunk.byteLength;
         if (tooLarge) break;
@@ -185,6 +201,7 @@ export class S3BlobStore implements BlobStore {
       const err = await inFlight;
       if (err) throw err;
     } finally {
+      if (filling.get(uuid) === live) filling.delete(uuid);
       await chunks.return(undefined).catch(() => {});
       if (spare) giveBuffer(spare);
     }
@@ -233,12 +250,23 @@ export class S3BlobStore implements BlobStore {
         const off = position - k * P;
         const want = Math.min(buf.byteLength, P - off);
         if (want <= 0) return 0;
+        const part = filling.get(uuid)?.get(k);
+        if (part && off < part.fill) {
+          const n = Math.min(want, part.fill - off);
+          buf.set(part.buf.subarray(off, off + n));
+          return n;
+        }
+        const digest = committed.get(uuid);
+        if (digest) return await this.readBlobAt(digest, position, buf);
         const res = await this.client.request("GET", this.partKey(uuid, k), {
           headers: { range: `bytes=${off}-${off + want - 1}` },
           accept: [416],
         });
         if (res.status === 404 || res.status === 416) {
           await res.body?.cancel();
+          // Committed meanwhile (its parts deleted): the bytes are in the blob now.
+          const moved = committed.get(uuid);
+          if (moved) return await this.readBlobAt(moved, position, buf);
           return 0; // not written yet: nothing past the bytes so far
         }
         let at = 0;
@@ -251,6 +279,24 @@ export class S3BlobStore implements BlobStore {
       },
       close() {},
     });
+  }
+
+  private async readBlobAt(digest: string, position: number, buf: Uint8Array): Promise<number> {
+    const res = await this.client.request("GET", this.blobKey(digest), {
+      headers: { range: `bytes=${position}-${position + buf.byteLength - 1}` },
+      accept: [416],
+    });
+    if (res.status === 404 || res.status === 416) {
+      await res.body?.cancel();
+      return 0;
+    }
+    let at = 0;
+    for await (const c of res.body ?? ReadableStream.from([])) {
+      const n = Math.min(c.byteLength, buf.byteLength - at);
+      buf.set(c.subarray(0, n), at);
+      at += n;
+    }
+    return at;
   }
 
   async commitUpload(uuid: string, digest: string, size: number): Promise<void> {
@@ -266,6 +312,8 @@ export class S3BlobStore implements BlobStore {
         end: Math.min(this.P, size - k * this.P) - 1,
       }));
     }
+    if (committed.size >= COMMITTED_KEPT) committed.delete(committed.keys().next().value!);
+    committed.set(uuid, digest);
     await this.deleteUpload(uuid);
   }
 

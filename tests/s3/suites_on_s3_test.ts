@@ -18,6 +18,7 @@ const INLINE_SUITES = [
   "tests/api/crash_test.ts",
   "tests/api/restart_test.ts",
   "tests/api/chaos_test.ts",
+  "tests/api/pull_through_test.ts",
 ];
 const REDIRECT_SUITES = ["tests/e2e/skopeo_test.ts"];
 
@@ -52,7 +53,7 @@ async function runSuites(
 
 Deno.test({
   name:
-    "s3: conformance replay, uploads, blobs, scrub under load, crash, restart, skopeo on S3; conformance and skopeo across 3 processes",
+    "s3: conformance replay, uploads, blobs, scrub under load, crash, restart, pull-through, skopeo on S3; conformance and skopeo across 3 processes",
   sanitizeResources: false,
   sanitizeOps: false,
   async fn() {

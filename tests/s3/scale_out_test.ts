@@ -213,7 +213,7 @@ rules = ['request.action in ["get-token", "healthz"]', 'request.action == "get-a
       const h = { "x-forwarded-proto": "https", "x-forwarded-host": "registry.example.net" };
       // Every replica names the same public realm.
       for (let i = 0; i < 3; i++) {
-        const r = await fetch(`${lb.url}/v2/`, { headers: h });
+        const r: Response = await fetch(`${lb.url}/v2/`, { headers: h });
         await r.body?.cancel();
         assert.equal(r.status, 401);
         assert.match(
@@ -232,7 +232,7 @@ rules = ['request.action in ["get-token", "healthz"]', 'request.action == "get-a
       await p.body?.cancel();
       assert.equal(p.status, 201);
       for (let i = 0; i < 3; i++) {
-        const g = await fetch(`${lb.url}/v2/lb/x/blobs/${d}`, {
+        const g: Response = await fetch(`${lb.url}/v2/lb/x/blobs/${d}`, {
           headers: h,
           redirect: "manual",
         });

@@ -107,7 +107,17 @@ export class S3BlobStore implements BlobStore {
   }
 
   async put(digest: string, data: Uint8Array): Promise<void> {
+    if (await this.holds(digest, data.byteLength)) return;
     await this.client.put(this.blobKey(digest), data);
+  }
+
+  /**
+   * Whether the blob is already stored whole. Content-addressed bytes never need rewriting, and
+   * rewriting them is not harmless everywhere: s3rver rewrites an object in place, cutting GETs
+   * that are streaming it (seen as truncated bodies under concurrent pushes of one digest).
+   */
+  private async holds(digest: string, size: number): Promise<boolean> {
+    return (await this.client.head(this.blobKey(digest)))?.size === size;
   }
 
   async delete(digest: string): Promise<void> {
@@ -302,7 +312,9 @@ export class S3BlobStore implements BlobStore {
   async commitUpload(uuid: string, digest: string, size: number): Promise<void> {
     const dst = this.blobKey(digest);
     const n = Math.ceil(size / this.P);
-    if (n === 0) {
+    if (await this.holds(digest, size)) {
+      // already stored (another namespace pushed it): nothing to assemble
+    } else if (n === 0) {
       await this.client.put(dst, new Uint8Array(0));
     } else if (n === 1 && (await this.client.head(this.partKey(uuid, 0)))?.size === size) {
       await this.client.copy(this.partKey(uuid, 0), dst);

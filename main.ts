@@ -21,7 +21,12 @@ import {
   openMetadata,
   sweepPullHistory,
 } from "./lib/metadata/mod.ts";
-import { type BlobStore, FsBlobStore, InstrumentedBlobStore } from "./lib/storage/mod.ts";
+import {
+  type BlobStore,
+  describeBlobStore,
+  InstrumentedBlobStore,
+  openBlobStore,
+} from "./lib/storage/mod.ts";
 import { Metrics } from "./lib/metrics/mod.ts";
 import { formatSummary, Registry, type RegistryOptions, Scrubber } from "./lib/registry/mod.ts";
 import { type ConnEnv, createApp } from "./routes/app.ts";
@@ -102,18 +107,17 @@ function describe(cfg: Config): string {
   const source = cfg.sources.length
     ? `config ${cfg.sources.join(", ")}`
     : "embedded default config";
-  return `${source}; blobs ${cfg.blobStore.fs.rootDir}; metadata ${cfg.metadataStore.path}; ${policy}; web UI ${
-    cfg.ui.enabled ? "on at /" : "off"
-  }`;
+  return `${source}; blobs ${describeBlobStore(cfg)}; metadata ${
+    cfg.metadataStore.url ?? cfg.metadataStore.path
+  }; ${policy}; web UI ${cfg.ui.enabled ? "on at /" : "off"}`;
 }
 
 async function serve(cfg: Config): Promise<void> {
   const policies = new PolicySet(cfg); // compile first: a bad rule stops startup before any I/O
-  const fsStore = new FsBlobStore(cfg.blobStore.fs.rootDir);
-  await fsStore.init();
+  const fsStore = await openBlobStore(cfg);
   const metrics = new Metrics();
   const store = new InstrumentedBlobStore(fsStore, metrics.observeBlobStore);
-  const rawKv = await openMetadata(cfg.metadataStore.path);
+  const rawKv = await openMetadata(cfg.metadataStore.url ?? cfg.metadataStore.path);
   const kv = instrumentKv(rawKv, metrics.observeKv);
   metrics.countUploadSessionsWith(() => countUploadSessions(rawKv));
   const jobs = jobQueues(cfg, kv, metrics);
@@ -211,13 +215,13 @@ async function serve(cfg: Config): Promise<void> {
   console.log("wharf stopped");
 }
 
-function jobQueues(cfg: Config, kv: Deno.Kv, metrics: Metrics): JobQueues {
+export function jobQueues(cfg: Config, kv: Deno.Kv, metrics: Metrics): JobQueues {
   const jobs = new JobQueues(kv, cfg.global.jobQueue, metrics.jobEvents);
   metrics.countJobsWith(JOB_QUEUES, (q) => jobs.queue(q as QueueName).counts());
   return jobs;
 }
 
-function registryOptions(jobs: JobQueues, metrics: Metrics): RegistryOptions {
+export function registryOptions(jobs: JobQueues, metrics: Metrics): RegistryOptions {
   return {
     jobs,
     observeUpstream: metrics.observeUpstream,
@@ -226,12 +230,12 @@ function registryOptions(jobs: JobQueues, metrics: Metrics): RegistryOptions {
 }
 
 /** How this process names itself in job leases (shown in logs, never trusted). */
-function holderName(role: string): string {
+export function holderName(role: string): string {
   return `${role} ${Deno.hostname()}:${Deno.pid} ${crypto.randomUUID().slice(0, 8)}`;
 }
 
 /** The job kinds this build runs; every process that drains queues registers them all. */
-function registerJobHandlers(cfg: Config, registry: Registry, metrics: Metrics): Replicator {
+export function registerJobHandlers(cfg: Config, registry: Registry, metrics: Metrics): Replicator {
   registry.registerJobHandlers();
   const replicator = new Replicator(cfg, registry, metrics.replicationEvents);
   replicator.register();
@@ -295,9 +299,8 @@ function formatReconcile(s: ReconcileSummary, dryRun: boolean): string {
 
 /** `main.ts reindex [--dry-run] [--force]`: queues layers without a current index. */
 async function reindex(cfg: Config, dryRun: boolean, force: boolean): Promise<number> {
-  const store = new FsBlobStore(cfg.blobStore.fs.rootDir);
-  await store.init();
-  const kv = await openMetadata(cfg.metadataStore.path);
+  const store = await openBlobStore(cfg);
+  const kv = await openMetadata(cfg.metadataStore.url ?? cfg.metadataStore.path);
   const registry = new Registry(cfg, kv, store);
   try {
     const r = await new LayerIndex(cfg, registry).reindex({
@@ -320,9 +323,8 @@ async function reindex(cfg: Config, dryRun: boolean, force: boolean): Promise<nu
  * current report (every image with --rescan); `scan --status` prints the advisory snapshot.
  */
 async function scan(cfg: Config, cli: Cli): Promise<number> {
-  const store = new FsBlobStore(cfg.blobStore.fs.rootDir);
-  await store.init();
-  const kv = await openMetadata(cfg.metadataStore.path);
+  const store = await openBlobStore(cfg);
+  const kv = await openMetadata(cfg.metadataStore.url ?? cfg.metadataStore.path);
   const registry = new Registry(cfg, kv, store);
   const reports = new Reports(cfg, registry);
   try {
@@ -359,9 +361,8 @@ async function scan(cfg: Config, cli: Cli): Promise<number> {
 
 /** `main.ts replicate [--dry-run]`: one reconcile pass over every downstream; jobs do the work. */
 async function replicate(cfg: Config, dryRun: boolean): Promise<number> {
-  const store = new FsBlobStore(cfg.blobStore.fs.rootDir);
-  await store.init();
-  const kv = await openMetadata(cfg.metadataStore.path);
+  const store = await openBlobStore(cfg);
+  const kv = await openMetadata(cfg.metadataStore.url ?? cfg.metadataStore.path);
   const registry = new Registry(cfg, kv, store);
   const replicator = new Replicator(cfg, registry);
   try {
@@ -384,10 +385,9 @@ async function replicate(cfg: Config, dryRun: boolean): Promise<number> {
  * grace runs out; their leases then expire and another worker takes them over).
  */
 async function worker(cfg: Config, queues: QueueName[]): Promise<void> {
-  const fsStore = new FsBlobStore(cfg.blobStore.fs.rootDir);
-  await fsStore.init();
+  const fsStore = await openBlobStore(cfg);
   const metrics = new Metrics();
-  const kv = await openMetadata(cfg.metadataStore.path);
+  const kv = await openMetadata(cfg.metadataStore.url ?? cfg.metadataStore.path);
   const jobs = jobQueues(cfg, kv, metrics);
   const registry = new Registry(
     cfg,
@@ -473,9 +473,8 @@ function scheduleScrub(
 
 /** `main.ts scrub`: one pass against the configured stores, safe while servers run. */
 async function scrub(cfg: Config, dryRun: boolean): Promise<number> {
-  const store = new FsBlobStore(cfg.blobStore.fs.rootDir);
-  await store.init();
-  const kv = await openMetadata(cfg.metadataStore.path);
+  const store = await openBlobStore(cfg);
+  const kv = await openMetadata(cfg.metadataStore.url ?? cfg.metadataStore.path);
   try {
     const s = await scrubberFor(cfg, kv, store).run({ dryRun });
     if (!s) {

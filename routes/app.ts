@@ -87,10 +87,12 @@ export function createApp(services: Services): Hono<{ Bindings: ConnEnv }> {
     const extra = new Headers({ "Docker-Distribution-API-Version": "registry/2.0" });
     applyNsParam(reg, action, url, extra);
     const env = c.env ?? { remoteAddr: "", certificate: null };
+    const origin = services.clientIp.origin(env.remoteAddr, req.url, req.headers);
     let ctx: RequestContext;
     try {
       ctx = {
         method: req.method,
+        origin,
         clientIp: services.clientIp.resolve(env.remoteAddr, req.headers.get("x-forwarded-for")),
         auth: await services.authenticator.authenticate(
           req.headers.get("authorization"),
@@ -102,7 +104,7 @@ export function createApp(services: Services): Hono<{ Bindings: ConnEnv }> {
       if (!(e instanceof AuthenticationError)) throw e;
       countAuth(services.metrics, null, req.headers.get("authorization"));
       await req.body?.cancel();
-      throw gate.unauthorized(action, e.message);
+      throw gate.unauthorized(action, e.message, origin);
     }
     // The namespaces listing names its repository in the query: let rules see it.
     const repo = action.name === "list-namespaces" ? url.searchParams.get("repository") : null;
@@ -137,7 +139,7 @@ export function createApp(services: Services): Hono<{ Bindings: ConnEnv }> {
       return await tokenHandler(
         ctx,
         services.authenticator,
-        () => gate.unauthorized(action, "registry tokens cannot be exchanged"),
+        () => gate.unauthorized(action, "registry tokens cannot be exchanged", origin),
       );
     }
     if (action.name === "metrics") return await metricsHandler(req, services.metrics);

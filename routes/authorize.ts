@@ -11,6 +11,8 @@ export interface RequestContext {
   method: string;
   clientIp: string;
   auth: AuthResult;
+  /** the origin the client reached us at (Host / trusted X-Forwarded-*); null when unusable */
+  origin?: string | null;
 }
 
 const PULL = new Set([
@@ -46,19 +48,19 @@ export class Gate {
     // anonymous, with the challenge, so the client goes back for credentials.
     const id = ctx.auth.identity;
     if (ctx.auth.method === "anonymous" || (id.id === undefined && id.username === undefined)) {
-      throw this.unauthorized(a, "authentication required");
+      throw this.unauthorized(a, "authentication required", ctx.origin);
     }
     throw new RegistryError("DENIED", `${a.name} denied by access policy`);
   }
 
   /** 401 UNAUTHORIZED with the challenge clients follow: Bearer realm when tokens are on. */
-  unauthorized(a: Action | null, detail: string): RegistryError {
+  unauthorized(a: Action | null, detail: string, origin?: string | null): RegistryError {
     return new RegistryError("UNAUTHORIZED", detail, {
-      headers: { "WWW-Authenticate": this.challenge(a) },
+      headers: { "WWW-Authenticate": this.challenge(a, origin) },
     });
   }
 
-  challenge(a: Action | null): string {
+  challenge(a: Action | null, origin?: string | null): string {
     const ts = this.cfg.auth.tokenService;
     if (!ts) return 'Basic realm="wharf", charset="UTF-8"';
     let scope = "";
@@ -67,6 +69,9 @@ export class Gate {
       const verb = PULL.has(a.name) ? "pull" : DELETE.has(a.name) ? "delete" : "pull,push";
       scope = `repository:${a.namespace}:${verb}`;
     }
-    return `Bearer realm="${ts.realm}",service="${ts.service}"${scope ? `,scope="${scope}"` : ""}`;
+    // No configured realm: the token endpoint of whatever origin the client reached (one
+    // config for every replica and hostname behind a load balancer).
+    const realm = ts.realm ?? `${origin ?? "http://localhost"}/token`;
+    return `Bearer realm="${realm}",service="${ts.service}"${scope ? `,scope="${scope}"` : ""}`;
   }
 }

@@ -1,6 +1,7 @@
 import type { Action } from "./actions.ts";
 import type { Registry } from "../lib/registry/mod.ts";
 import { RegistryError } from "../lib/oci/mod.ts";
+import { noRedirect } from "./request.ts";
 
 export async function blobHandler(
   req: Request,
@@ -15,8 +16,14 @@ export async function blobHandler(
     return new Response(null, { status: 202, headers: extra });
   }
   const head = req.method === "HEAD";
-  const r = await reg.readBlob(ns, digest, req.headers.get("range"), !head);
+  // HEAD never redirects: it has no body to fetch elsewhere.
+  const r = await reg.readBlob(ns, digest, req.headers.get("range"), !head, noRedirect(req));
   extra.set("Docker-Content-Digest", digest);
+  if (r.redirect) {
+    extra.set("Location", r.redirect);
+    extra.set("Cache-Control", "no-store");
+    return new Response(null, { status: 307, headers: extra });
+  }
   extra.set("Accept-Ranges", "bytes");
   extra.set("Content-Type", "application/octet-stream");
   extra.set("ETag", `"${digest}"`);

@@ -2,7 +2,7 @@ import type { Action } from "./actions.ts";
 import type { Registry } from "../lib/registry/mod.ts";
 import type { Handlers } from "./app.ts";
 import { isValidTag, RegistryError, truncate } from "../lib/oci/mod.ts";
-import { bodyOf, contentLength } from "./request.ts";
+import { bodyOf, contentLength, noRedirect } from "./request.ts";
 
 export async function manifestHandler(
   req: Request,
@@ -23,8 +23,21 @@ export async function manifestHandler(
   switch (a.name) {
     case "get-manifest": {
       const head = req.method === "HEAD";
-      const m = await reg.readManifest(ns, ref, !head, req.headers.get("accept"));
+      const m = await reg.readManifest(
+        ns,
+        ref,
+        !head,
+        req.headers.get("accept"),
+        noRedirect(req),
+      );
       if (m.warning) extra.set("Warning", m.warning);
+      if (m.redirect) {
+        reg.pulls.record(ns, ref, m.digest, h.client);
+        extra.set("Docker-Content-Digest", m.digest);
+        extra.set("Location", m.redirect);
+        extra.set("Cache-Control", "no-store");
+        return new Response(null, { status: 307, headers: extra });
+      }
       extra.set("Content-Type", m.mediaType);
       extra.set("Docker-Content-Digest", m.digest);
       extra.set("Content-Length", String(m.size));

@@ -32,3 +32,9 @@ export function jsonResponse(
   extra.set("Content-Length", String(new TextEncoder().encode(text).byteLength));
   return new Response(head ? null : text, { status: 200, headers: extra });
 }
+
+/** `X-Svc-No-Redirect` with any non-empty value but `0`/`false` asks for an inline body. */
+export function noRedirect(req: Request): boolean {
+  const v = req.headers.get("x-svc-no-redirect")?.trim();
+  return !!v && v !== "0" && v.toLowerCase() !== "false";
+}

@@ -50,6 +50,10 @@ function contains(net: Net, ip: { v6: boolean; bytes: Uint8Array }): boolean {
   return true;
 }
 
+/** a DNS name or IP literal with an optional port: what may appear in a derived realm */
+const HOST =
+  /^(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,62}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,62}[A-Za-z0-9])?)*|\[[0-9A-Fa-f:.]+\])(?::\d{1,5})?$/;
+
 export class ClientIpResolver {
   private readonly nets: Net[];
   constructor(trustedProxies: string[]) {
@@ -59,6 +63,25 @@ export class ClientIpResolver {
   private trusted(addr: string): boolean {
     const ip = parseIp(addr);
     return ip !== null && this.nets.some((n) => contains(n, ip));
+  }
+
+  /**
+   * The origin (`scheme://host[:port]`) a client used to reach this service: from the request's
+   * Host, or — only when the peer is a trusted proxy — its X-Forwarded-Proto/X-Forwarded-Host
+   * (the first, client-side value of each list). Null when the host is missing or malformed, so
+   * nothing a client sends is echoed into a header unchecked.
+   */
+  origin(peer: string, requestUrl: string, headers: Headers): string | null {
+    let proto = new URL(requestUrl).protocol.replace(":", "");
+    let host = headers.get("host");
+    if (this.trusted(peer)) {
+      const fp = headers.get("x-forwarded-proto")?.split(",")[0].trim().toLowerCase();
+      const fh = headers.get("x-forwarded-host")?.split(",")[0].trim();
+      if (fp === "http" || fp === "https") proto = fp;
+      if (fh) host = fh;
+    }
+    if (!host || !HOST.test(host)) return null;
+    return `${proto}://${host.toLowerCase()}`;
   }
 
   resolve(peer: string, forwardedFor: string | null): string {

@@ -33,9 +33,25 @@ export interface OidcProviderConfig {
   requiredClaims: Record<string, string | string[]>;
 }
 
+/** `[blob_store.s3]`: bytes in an S3-compatible bucket instead of `[blob_store.fs]`. */
+export interface S3StoreConfig {
+  endpoint: string;
+  bucket: string;
+  region: string;
+  accessKeyId: string;
+  secretKey: string;
+  /** from AWS_SESSION_TOKEN (temporary credentials) */
+  sessionToken: string | null;
+  keyPrefix: string;
+  multipartPartSize: number;
+  presignTtlSecs: number;
+  pathStyle: boolean;
+}
+
 export interface TokenServiceConfig {
   secretKey: string;
-  realm: string;
+  /** null: derived per request from Host / X-Forwarded-* (one config for every replica) */
+  realm: string | null;
   service: string;
   ttlSecs: number;
 }
@@ -165,8 +181,9 @@ export interface Config {
     oidc: Map<string, OidcProviderConfig>;
     tokenService: TokenServiceConfig | null;
   };
-  blobStore: { fs: { rootDir: string } };
-  metadataStore: { path: string };
+  blobStore: { fs: { rootDir: string }; s3: S3StoreConfig | null };
+  /** `url` (a remote KV over KV Connect) replaces `path` when set */
+  metadataStore: { path: string; url: string | null };
   global: {
     /** bytes; null = unlimited */
     maxBlobSize: number | null;
@@ -185,6 +202,10 @@ export interface Config {
     listingReadConcurrency: number;
     /** upload sessions idle longer than this are reclaimed by scrub */
     uploadTimeoutSecs: number;
+    /** blob GETs answer 307 to a presigned URL when the store has them (S3) */
+    enableBlobRedirect: boolean;
+    /** manifest GETs whose body lives in the blob store answer 307 likewise */
+    enableManifestRedirect: boolean;
     scrub: {
       /** run scrub inside the server every interval; null = off */
       intervalSecs: number | null;
@@ -213,8 +234,8 @@ export function defaultConfig(): Config {
   return {
     server: { bindAddress: "0.0.0.0", port: 5000, tls: null, trustedProxies: [] },
     auth: { identities: [], oidc: new Map(), tokenService: null },
-    blobStore: { fs: { rootDir: "./data/blobs" } },
-    metadataStore: { path: "./data/metadata.kv" },
+    blobStore: { fs: { rootDir: "./data/blobs" }, s3: null },
+    metadataStore: { path: "./data/metadata.kv", url: null },
     global: {
       maxBlobSize: null,
       maxManifestSize: DEFAULT_MAX_MANIFEST_SIZE,
@@ -227,6 +248,8 @@ export function defaultConfig(): Config {
       maxAgeSecs: null,
       listingReadConcurrency: 16,
       uploadTimeoutSecs: 86400,
+      enableBlobRedirect: true,
+      enableManifestRedirect: true,
       scrub: { intervalSecs: null, graceSecs: 300 },
       jobQueue: defaultJobQueue(),
       index: defaultIndexConfig(),

@@ -38,6 +38,7 @@ export {
   KV_LIMITS,
   KvLimitError,
   type PlannedMutation,
+  strictIfRequested,
   valueSize,
 } from "./kv_limits.ts";
 export { withBusyRetry } from "./kv_busy.ts";

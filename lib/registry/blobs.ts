@@ -16,7 +16,11 @@ export interface BlobRead {
    * cached): its status and Content-Range, whatever `range` says.
    */
   upstream?: { status: number; contentRange: string | null };
+  /** a presigned URL to answer 307 with instead of a body (SPEC §Blobs, Redirects) */
+  redirect?: string;
 }
+
+const ANCHORED = /^bytes=\d+-\d*$/;
 
 export class Blobs {
   constructor(
@@ -30,11 +34,23 @@ export class Blobs {
     digest: string,
     rangeHeader: string | null,
     withBody: boolean,
+    redirect = false,
   ): Promise<BlobRead> {
     const link = await this.meta.link(ns, digest);
     if (!link) return await this.readManifestAsBlob(ns, digest, rangeHeader, withBody);
     const range = resolveRange(rangeHeader, link.size);
     if (!withBody || range.kind === "unsatisfiable") return { size: link.size, range };
+    // The client sends its Range again to the presigned URL, which S3 answers itself. Only a
+    // whole GET or a start-anchored range (what resuming clients send) goes there: suffix and
+    // unreadable ranges have SPEC rules that S3-compatible servers do not all keep (s3rver
+    // reads `bytes=-10` as 0-10), so those are answered here.
+    if (redirect && this.store.presign && (rangeHeader === null || ANCHORED.test(rangeHeader))) {
+      return {
+        size: link.size,
+        range,
+        redirect: await this.store.presign(digest, { contentType: "application/octet-stream" }),
+      };
+    }
     try {
       const stream = await this.store.read(digest, range.kind === "partial" ? range : undefined);
       return { size: link.size, range, stream };

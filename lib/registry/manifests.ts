@@ -22,8 +22,10 @@ export interface ManifestBody {
   digest: string;
   mediaType: string;
   size: number;
-  /** null for HEAD when the body is not inline (no byte read needed) */
+  /** null for HEAD when the body is not inline (no byte read needed), and with `redirect` */
   body: Uint8Array | null;
+  /** a presigned URL of the body in the blob store, keeping the media type, for a 307 */
+  redirect?: string;
 }
 
 export interface PutInput {
@@ -73,8 +75,18 @@ export class Manifests {
     return { digest, rev };
   }
 
-  async get(ns: string, reference: string, withBody: boolean): Promise<ManifestBody> {
+  async get(
+    ns: string,
+    reference: string,
+    withBody: boolean,
+    redirect = false,
+  ): Promise<ManifestBody> {
     const { digest, rev } = await this.resolve(ns, reference);
+    // Only bodies kept in the blob store can be redirected to; small ones live in KV.
+    if (withBody && redirect && !rev.body && this.store.presign) {
+      const url = await this.store.presign(digest, { contentType: rev.mediaType });
+      return { digest, mediaType: rev.mediaType, size: rev.size, body: null, redirect: url };
+    }
     const body = rev.body ?? (withBody ? await this.store.readAll(digest) : null);
     return { digest, mediaType: rev.mediaType, size: rev.size, body };
   }

@@ -119,9 +119,11 @@ export class Registry {
     reference: string,
     withBody: boolean,
     accept: string | null,
+    noRedirect = false,
   ): Promise<PulledManifest> {
     const rc = this.pullThrough.repository(ns);
-    if (!rc) return this.manifests.get(ns, reference, withBody);
+    const redirect = !noRedirect && this.cfg.global.enableManifestRedirect;
+    if (!rc) return this.manifests.get(ns, reference, withBody, redirect);
     return this.pullThrough.manifest(rc, ns, reference, accept, withBody);
   }
 
@@ -131,11 +133,13 @@ export class Registry {
     digest: string,
     rangeHeader: string | null,
     withBody: boolean,
+    noRedirect = false,
   ): Promise<BlobRead> {
+    const redirect = !noRedirect && this.cfg.global.enableBlobRedirect;
     const rc = this.pullThrough.repository(ns);
-    if (!rc) return await this.blobs.read(ns, digest, rangeHeader, withBody);
+    if (!rc) return await this.blobs.read(ns, digest, rangeHeader, withBody, redirect);
     try {
-      return await this.blobs.read(ns, digest, rangeHeader, withBody);
+      return await this.blobs.read(ns, digest, rangeHeader, withBody, redirect);
     } catch (e) {
       if (!(e instanceof RegistryError && e.code === "BLOB_UNKNOWN")) throw e;
     }

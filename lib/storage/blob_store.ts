@@ -95,4 +95,10 @@ export interface BlobStore {
   listBlobs(): AsyncIterable<StoredObject>;
   /** Every upload file, including temporaries of interrupted writes. */
   listUploads(): AsyncIterable<StoredObject>;
+
+  /**
+   * A time-limited URL a client may GET the blob from directly (SPEC §Blobs, Redirects), with
+   * `contentType` as the answer's Content-Type; absent when the store has no such URLs.
+   */
+  presign?(digest: string, opts?: { contentType?: string }): Promise<string>;
 }

@@ -293,7 +293,7 @@ const BODY_BUFFER = 256 * 1024;
  * under external-memory pressure, which let RSS climb by ~80 MiB during pushes. Each chunk is
  * valid only until the next one is requested.
  */
-async function* bodyChunks(
+export async function* bodyChunks(
   body: ReadableStream<Uint8Array>,
   unsized: boolean,
 ): AsyncGenerator<Uint8Array> {

@@ -11,7 +11,13 @@ export type ObserveOp = (op: string, seconds: number) => void;
  * listings are timed to exhaustion.
  */
 export class InstrumentedBlobStore implements BlobStore {
-  constructor(private readonly inner: BlobStore, private readonly observe: ObserveOp) {}
+  readonly presign?: BlobStore["presign"];
+  constructor(private readonly inner: BlobStore, private readonly observe: ObserveOp) {
+    const presign = inner.presign?.bind(inner);
+    if (presign) {
+      this.presign = (digest, opts) => this.timed("presign", () => presign(digest, opts));
+    }
+  }
 
   private async timed<T>(op: string, p: () => Promise<T>): Promise<T> {
     const t = performance.now();

@@ -5,3 +5,6 @@ export {
   InstrumentedBlobStore,
   type ObserveOp as ObserveBlobStoreOp,
 } from "./instrumented_blob_store.ts";
+export { MIN_PART_SIZE, S3BlobStore, type S3StoreSettings } from "./s3_blob_store.ts";
+export { S3Client, type S3Settings } from "./s3_client.ts";
+export { describeBlobStore, openBlobStore } from "./open.ts";

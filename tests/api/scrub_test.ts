@@ -7,6 +7,7 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import { runCli, sha256Hex, startServer, type TestServer } from "../helpers/server.ts";
 import { serverTestOpts } from "../helpers/api.ts";
+import { storedBlobs } from "../helpers/stored_blobs.ts";
 import {
   imageManifest,
   jsonBytes,
@@ -135,16 +136,6 @@ async function fetchBytes(url: string): Promise<Uint8Array> {
   return new Uint8Array(await r.arrayBuffer());
 }
 
-async function* blobFiles(root: string): AsyncGenerator<string> {
-  for await (const alg of Deno.readDir(root)) {
-    for await (const pre of Deno.readDir(join(root, alg.name))) {
-      for await (const f of Deno.readDir(join(root, alg.name, pre.name))) {
-        yield `${alg.name}:${f.name}`;
-      }
-    }
-  }
-}
-
 Deno.test({
   name: "scrub: concurrent pushes and deletes while scrub runs repeatedly lose nothing reachable",
   ...serverTestOpts,
@@ -198,7 +189,7 @@ Deno.test({
         assert.equal(tags.length, keptTags, `${ns} lists exactly the kept images`);
       }
       // No unreferenced bytes survive the final scrub (grace 0).
-      for await (const d of blobFiles(join(s.dataDir, "blobs", "blobs"))) {
+      for await (const d of storedBlobs(s)) {
         assert.ok(referenced.has(d), `unreferenced blob ${d} survived the final scrub`);
       }
     } finally {
@@ -224,7 +215,7 @@ Deno.test({
       assert.equal(text.split("\n").length, 1);
       assert.match(text, /dry run.*1 blob\(s\) reclaimable \(15 bytes\)/);
       const files: string[] = [];
-      for await (const f of blobFiles(join(s.dataDir, "blobs", "blobs"))) files.push(f);
+      for await (const f of storedBlobs(s)) files.push(f);
       assert.deepEqual(files, [d]);
       assert.match(await scrubOnce(s), /1 blob\(s\) reclaimed \(15 bytes\)/);
       const gone = await fetch(`${s.url}/v2/dry/run/blobs/${d}`);
@@ -318,7 +309,7 @@ Deno.test({
       assert.match(text, /wharf_scrub_reclaimed_total\{kind="bytes"\} 30\b/);
       assert.match(text, /wharf_scrub_last_run_timestamp_seconds \d/);
       const files: string[] = [];
-      for await (const f of blobFiles(join(s.dataDir, "blobs", "blobs"))) files.push(f);
+      for await (const f of storedBlobs(s)) files.push(f);
       assert.deepEqual(files, []);
     } finally {
       await s.stop();

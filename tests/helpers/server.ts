@@ -1,6 +1,6 @@
 // Starts a real Wharf process (main.ts serve) on 127.0.0.1 with a temp KV file and blob dir,
 // and reads the bound port from its startup line. Used by every API and e2e test.
-import { join } from "node:path";
+import { basename, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { KV_LIMIT_MARKER } from "../../lib/metadata/mod.ts";
 
@@ -15,6 +15,10 @@ export interface ServerOptions {
   port?: number;
   /** reuse an existing data directory (for restart tests) */
   dataDir?: string;
+  /** TOML replacing the generated `[blob_store.fs]` table (e.g. an `[blob_store.s3]` one) */
+  blobStore?: string;
+  /** a KV file shared with other servers (scale-out tests) instead of one in the data dir */
+  metadataPath?: string;
   /** run without the test-only KV limit wrapper (benches: it serializes every value to size it,
    * which costs time and, under load, hundreds of MiB) */
   unchecked?: boolean;
@@ -38,7 +42,103 @@ export interface TestServer {
 /** Server output a test keeps (characters): enough for any failure message. */
 const OUTPUT_KEPT = 8 << 20;
 
+/**
+ * With WHARF_TEST_S3=<endpoint of an s3rver> (tests/s3/suites_on_s3_test.ts sets it), every
+ * server the suites start keeps its bytes in that S3 server, under a key prefix of its own
+ * named after its data dir (so a restart on the same data dir finds its blobs again).
+ */
+function defaultBlobStore(dataDir: string): string {
+  const s3 = Deno.env.get("WHARF_TEST_S3");
+  if (!s3) return `[blob_store.fs]\nroot_dir = ${JSON.stringify(join(dataDir, "blobs"))}`;
+  return s3Toml(s3, `t/${basename(dataDir)}`);
+}
+
+/** The `[blob_store.s3]` table for the test S3 server (tests/helpers/s3_server.ts). */
+export function s3Toml(endpoint: string, keyPrefix: string, extra = ""): string {
+  return `[blob_store.s3]
+endpoint = ${JSON.stringify(endpoint)}
+bucket = "wharf"
+region = "us-east-1"
+access_key_id = "S3RVER"
+secret_key = "S3RVER"
+path_style = true
+key_prefix = ${JSON.stringify(keyPrefix)}
+multipart_part_size = ${5 << 20}
+${extra}`;
+}
+
+/**
+ * With WHARF_TEST_REPLICAS=N (and WHARF_TEST_S3), a server is N `serve` processes on one KV file
+ * and one S3 prefix behind a round-robin HTTP proxy in the test process, so every request of a
+ * suite may land on another process (tests/s3/suites_on_s3_test.ts runs the core that way).
+ */
 export async function startServer(opts: ServerOptions = {}): Promise<TestServer> {
+  const n = Number(Deno.env.get("WHARF_TEST_REPLICAS") ?? "1");
+  if (n <= 1 || !Deno.env.get("WHARF_TEST_S3") || opts.blobStore || opts.port) {
+    return await startServerProcess(opts);
+  }
+  const first = await startServerProcess(opts);
+  const all = [first];
+  try {
+    for (let i = 1; i < n; i++) {
+      all.push(await startServerProcess({ ...opts, dataDir: first.dataDir }));
+    }
+  } catch (e) {
+    await Promise.all(all.map((s) => s.kill()));
+    throw e;
+  }
+  const lb = roundRobin(all.map((s) => s.url));
+  const each = (f: (s: TestServer) => Promise<void>) => async () => {
+    await lb.close();
+    await Promise.all(all.map(f));
+  };
+  return {
+    url: lb.url,
+    port: lb.port,
+    pid: first.pid,
+    dataDir: first.dataDir,
+    configPath: first.configPath,
+    stop: each((s) => s.stop()),
+    kill: each((s) => s.kill()),
+    output: () => all.map((s, i) => `--- replica ${i} ---\n${s.output()}`).join("\n"),
+  };
+}
+
+/** An HTTP load balancer on 127.0.0.1 sending each request to the next backend in turn. */
+export function roundRobin(backends: string[]): {
+  url: string;
+  port: number;
+  /** requests sent to each backend */
+  counts: number[];
+  close(): Promise<void>;
+} {
+  let next = 0;
+  const counts = backends.map(() => 0);
+  const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, async (req) => {
+    const i = next++ % backends.length;
+    counts[i]++;
+    const u = new URL(req.url);
+    try {
+      return await fetch(`${backends[i]}${u.pathname}${u.search}`, {
+        method: req.method,
+        headers: req.headers,
+        body: req.body,
+        redirect: "manual",
+      });
+    } catch (e) {
+      return new Response(`backend ${i}: ${(e as Error).message}`, { status: 502 });
+    }
+  });
+  const port = server.addr.port;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    port,
+    counts,
+    close: () => server.shutdown(),
+  };
+}
+
+async function startServerProcess(opts: ServerOptions): Promise<TestServer> {
   const dataDir = opts.dataDir ?? await Deno.makeTempDir({ prefix: "wharf-test-" });
   const configPath = join(dataDir, "wharf.toml");
   const toml = `[server]
@@ -46,17 +146,29 @@ bind_address = "127.0.0.1"
 port = ${opts.port ?? 0}
 ${opts.server ?? ""}
 
-[blob_store.fs]
-root_dir = ${JSON.stringify(join(dataDir, "blobs"))}
+${opts.blobStore ?? defaultBlobStore(dataDir)}
 
 [metadata_store]
-path = ${JSON.stringify(join(dataDir, "metadata.kv"))}
+path = ${JSON.stringify(opts.metadataPath ?? join(dataDir, "metadata.kv"))}
 
 ${opts.config ?? ""}
 `;
   await Deno.writeTextFile(configPath, toml);
+  // Suites asserting inline GET answers run on S3 with redirects off (an earlier config file,
+  // so a test's own [global] still wins); the redirect tests turn them on themselves.
+  const base: string[] = [];
+  if (
+    !opts.blobStore && Deno.env.get("WHARF_TEST_S3") && Deno.env.get("WHARF_TEST_S3_NO_REDIRECT")
+  ) {
+    const p = join(dataDir, "no-redirect.toml");
+    await Deno.writeTextFile(
+      p,
+      "[global]\nenable_blob_redirect = false\nenable_manifest_redirect = false\n",
+    );
+    base.push("-c", p);
+  }
   const child = new Deno.Command(Deno.execPath(), {
-    args: ["run", "--unstable-kv", "-A", join(ROOT, "main.ts"), "serve", "-c", configPath],
+    args: ["run", "--unstable-kv", "-A", join(ROOT, "main.ts"), "serve", ...base, "-c", configPath],
     cwd: ROOT,
     stdout: "piped",
     stderr: "piped",

@@ -1,0 +1,87 @@
+// Wharf on Deno Deploy (`deploy.sh deno-deploy`, docs/deploy.md). Deploy gives no writable
+// filesystem, no KV queues and forbids proxying media, so here:
+// - bytes live in S3 ([blob_store.s3] is required) and metadata in Deploy's KV
+//   (`Deno.openKv()`; WHARF_KV_PATH overrides it for local runs);
+// - the config is TOML text in WHARF_CONFIG (or a file deployed with the code: WHARF_CONFIG_FILE);
+// - blob GETs always answer 307 to S3 (X-Svc-No-Redirect is ignored), manifests over 48 KiB too;
+// - no runner polls the job queues: a Deno.cron every minute drains them for up to
+//   WHARF_DRAIN_SECS (default 50) and stops, leases keeping two ticks from running one job twice;
+// - scrub does not run inside (run `main.ts scrub` elsewhere against the same KV and bucket).
+import { buildConfig, type Config, loadConfigFiles } from "../lib/config/mod.ts";
+import { parse as parseToml } from "smol-toml";
+import { openBlobStore } from "../lib/storage/mod.ts";
+import { Metrics } from "../lib/metrics/mod.ts";
+import { Registry } from "../lib/registry/mod.ts";
+import { LayerIndex } from "../lib/index/mod.ts";
+import { Reports } from "../lib/scan/mod.ts";
+import { Authenticator, ClientIpResolver } from "../lib/auth/mod.ts";
+import { PolicySet } from "../lib/policy/mod.ts";
+import { strictIfRequested } from "../lib/metadata/mod.ts";
+import { createApp } from "../routes/app.ts";
+import { holderName, jobQueues, registerJobHandlers, registryOptions } from "../main.ts";
+
+export async function deployConfig(): Promise<Config> {
+  const file = Deno.env.get("WHARF_CONFIG_FILE");
+  const cfg = file
+    ? await loadConfigFiles([file])
+    : buildConfig(parseToml(Deno.env.get("WHARF_CONFIG") ?? "") as Record<string, unknown>, [
+      "WHARF_CONFIG",
+    ]);
+  if (!cfg.blobStore.s3) {
+    throw new Error("Deno Deploy has no writable filesystem: [blob_store.s3] is required");
+  }
+  // Bytes never pass through Deploy on the way out.
+  cfg.global.enableBlobRedirect = true;
+  cfg.global.enableManifestRedirect = true;
+  cfg.global.scrub.intervalSecs = null;
+  return cfg;
+}
+
+/** Blob GETs are redirected whatever the client asks: Deploy may not serve media. */
+export function forceRedirects(req: Request): Request {
+  if (!req.headers.has("x-svc-no-redirect")) return req;
+  const headers = new Headers(req.headers);
+  headers.delete("x-svc-no-redirect");
+  return new Request(req, { headers });
+}
+
+if (import.meta.main) {
+  const cfg = await deployConfig();
+  const policies = new PolicySet(cfg);
+  const kv = strictIfRequested(await Deno.openKv(Deno.env.get("WHARF_KV_PATH") || undefined));
+  const store = await openBlobStore(cfg);
+  const metrics = new Metrics();
+  const jobs = jobQueues(cfg, kv, metrics);
+  const registry = new Registry(cfg, kv, store, registryOptions(jobs, metrics));
+  registerJobHandlers(cfg, registry, metrics);
+  const layers = new LayerIndex(cfg, registry);
+  layers.register();
+  const reports = new Reports(cfg, registry);
+  reports.register();
+  const app = createApp({
+    registry,
+    metrics,
+    policies,
+    authenticator: new Authenticator(cfg),
+    clientIp: new ClientIpResolver(cfg.server.trustedProxies),
+    layers,
+    reports,
+  });
+  const drainMs = Number(Deno.env.get("WHARF_DRAIN_SECS") ?? "50") * 1000;
+  Deno.cron("wharf drain job queues", "* * * * *", async () => {
+    jobs.start(holderName("cron"));
+    await new Promise((r) => setTimeout(r, drainMs));
+    await jobs.stop();
+    console.log("wharf cron: job queues drained");
+  });
+  Deno.serve(
+    {
+      port: Number(Deno.env.get("PORT") ?? "8000"),
+      hostname: Deno.env.get("WHARF_HOSTNAME") ?? "0.0.0.0",
+      onListen: ({ hostname, port }) =>
+        console.log(`wharf (deno deploy entry) listening on http://${hostname}:${port}`),
+    },
+    (req, info) =>
+      app.fetch(forceRedirects(req), { remoteAddr: info.remoteAddr.hostname, certificate: null }),
+  );
+}

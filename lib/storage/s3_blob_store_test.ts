@@ -1,0 +1,126 @@
+import assert from "node:assert/strict";
+import { S3Error } from "./s3_client.ts";
+import { blobStoreContract } from "../../tests/helpers/blob_store_contract.ts";
+import { startS3, type TestS3 } from "../../tests/helpers/s3_server.ts";
+import { MIN_PART_SIZE, S3BlobStore } from "./s3_blob_store.ts";
+
+let s3: TestS3 | null = null;
+let users = 0;
+
+blobStoreContract("s3", async () => {
+  users++;
+  s3 ??= await startS3();
+  const store = new S3BlobStore({
+    endpoint: s3.endpoint,
+    bucket: s3.bucket,
+    region: "us-east-1",
+    accessKeyId: s3.accessKeyId,
+    secretKey: s3.secretKey,
+    pathStyle: true,
+    // every test gets its own prefix: an empty store on the one server
+    keyPrefix: `t-${crypto.randomUUID()}`,
+    partSize: MIN_PART_SIZE,
+    presignTtlSecs: 60,
+  });
+  await store.init();
+  return {
+    store,
+    partSize: MIN_PART_SIZE,
+    cleanup: async () => {
+      if (--users === 0 && s3) {
+        await s3.close();
+        s3 = null;
+      }
+    },
+  };
+}, { sanitize: false });
+
+Deno.test({
+  name: "s3 store: an assembly cut short leaves a marker; deleteUpload aborts the multipart upload",
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn() {
+    const s3 = await startS3();
+    try {
+      const prefix = `t-${crypto.randomUUID()}`;
+      const store = new S3BlobStore({
+        endpoint: s3.endpoint,
+        bucket: s3.bucket,
+        region: "us-east-1",
+        accessKeyId: s3.accessKeyId,
+        secretKey: s3.secretKey,
+        pathStyle: true,
+        keyPrefix: prefix,
+        partSize: MIN_PART_SIZE,
+        presignTtlSecs: 60,
+      });
+      const uuid = crypto.randomUUID();
+      const data = new Uint8Array(MIN_PART_SIZE + 10).fill(9);
+      await store.appendUpload(uuid, 0, ReadableStream.from([data]), {
+        maxBytes: data.length,
+        onChunk: () => {},
+      });
+      // A process dies after starting the assembly: the multipart upload and its marker stay.
+      const dst = `${prefix}/blobs/sha256/00/${"0".repeat(64)}`;
+      const uploadId = await store.client.createMultipart(dst);
+      await store.client.put(
+        `${prefix}/uploads/${uuid}/mpu`,
+        new TextEncoder().encode(JSON.stringify({ key: dst, uploadId })),
+      );
+      const listed = [];
+      for await (const u of store.listUploads()) listed.push(u.name);
+      assert.deepEqual(listed, [uuid], "scrub sees the session's objects as one upload");
+      const aborted: [string, string][] = [];
+      const abort = store.client.abortMultipart.bind(store.client);
+      store.client.abortMultipart = (key, id) => {
+        aborted.push([key, id]);
+        return abort(key, id);
+      };
+      await store.deleteUpload(uuid);
+      assert.deepEqual(aborted, [[dst, uploadId]]);
+      for await (const u of store.listUploads()) assert.fail(`left: ${u.name}`);
+      assert.equal(await store.exists(`sha256:${"0".repeat(64)}`), false);
+    } finally {
+      await s3.close();
+    }
+  },
+});
+
+Deno.test({
+  name: "s3 store: S3 checks the signature (wrong secret → refused, not retried) and presigns",
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn() {
+    const s3 = await startS3();
+    try {
+      const settings = {
+        endpoint: s3.endpoint,
+        bucket: s3.bucket,
+        region: "us-east-1",
+        accessKeyId: s3.accessKeyId,
+        secretKey: s3.secretKey,
+        pathStyle: true,
+        keyPrefix: "sig",
+        partSize: MIN_PART_SIZE,
+        presignTtlSecs: 60,
+      };
+      const bad = new S3BlobStore({ ...settings, secretKey: "not-the-secret" });
+      const t0 = Date.now();
+      await assert.rejects(bad.init(), (e: Error) => e instanceof S3Error && e.status === 403);
+      assert.ok(Date.now() - t0 < 2000, "a refusal is not retried");
+      const good = new S3BlobStore(settings);
+      const d = `sha256:${"a".repeat(64)}`;
+      await good.put(d, new TextEncoder().encode("presigned"));
+      const url = await good.presign(d, { contentType: "application/x-test" });
+      const r = await fetch(url);
+      assert.equal(r.status, 200);
+      assert.equal(r.headers.get("content-type"), "application/x-test");
+      assert.equal(await r.text(), "presigned");
+      const forged = await fetch(url.replace("sig/blobs", "sig/blobz"));
+      await forged.body?.cancel();
+      assert.equal(forged.status, 403);
+    } finally {
+      await s3.close();
+    }
+  },
+});

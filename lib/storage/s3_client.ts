@@ -1,0 +1,301 @@
+// The few S3 calls the blob store needs, signed with SigV4 by aws4fetch (a maintained, small
+// signer; the AWS SDK would add megabytes and buffer bodies it cannot replay). Requests that S3
+// answers with 500/503/SlowDown or that fail on the network are retried with backoff while
+// their body can be replayed; when the endpoint stays down the caller gets a 503
+// PROVIDER_UNAVAILABLE, never a half-written object (S3 writes are all-or-nothing).
+import { AwsV4Signer } from "aws4fetch";
+import { RegistryError } from "../oci/errors.ts";
+
+export interface S3Settings {
+  endpoint: string;
+  bucket: string;
+  region: string;
+  accessKeyId: string;
+  secretKey: string;
+  sessionToken?: string;
+  /** `https://endpoint/bucket/key` instead of `https://bucket.endpoint/key` */
+  pathStyle: boolean;
+  /** attempts per request (1 = no retry) */
+  attempts?: number;
+  /** first backoff; doubles per attempt, with jitter */
+  backoffMs?: number;
+}
+
+export interface S3Object {
+  key: string;
+  size: number;
+  /** ms since epoch */
+  lastModified: number;
+}
+
+interface RequestInit {
+  query?: Record<string, string>;
+  headers?: Record<string, string>;
+  body?: Uint8Array | null;
+  /** statuses returned to the caller instead of thrown (404 is always returned) */
+  accept?: number[];
+}
+
+/** S3 answered with a status that is not a retryable outage (403, 400, ...). */
+export class S3Error extends Error {
+  constructor(readonly status: number, readonly code: string, message: string) {
+    super(message);
+  }
+}
+
+export class S3Client {
+  private readonly attempts: number;
+  private readonly backoffMs: number;
+  constructor(readonly s: S3Settings) {
+    this.attempts = s.attempts ?? 5;
+    this.backoffMs = s.backoffMs ?? 100;
+  }
+
+  /** The URL of `key` (unsigned). Keys are encoded per segment so `/` stays a separator. */
+  url(key: string, query: Record<string, string> = {}): URL {
+    const base = new URL(this.s.endpoint);
+    const path = key.split("/").map(encodeRfc3986).join("/");
+    let u: URL;
+    if (this.s.pathStyle) {
+      const prefix = base.pathname.replace(/\/$/, "");
+      u = new URL(`${base.origin}${prefix}/${this.s.bucket}${key === "" ? "" : `/${path}`}`);
+    } else {
+      u = new URL(`${base.protocol}//${this.s.bucket}.${base.host}/${path}`);
+    }
+    for (const [k, v] of Object.entries(query)) u.searchParams.set(k, v);
+    return u;
+  }
+
+  private signer(method: string, url: URL, headers: Headers, signQuery = false) {
+    return new AwsV4Signer({
+      method,
+      url: url.toString(),
+      headers,
+      accessKeyId: this.s.accessKeyId,
+      secretAccessKey: this.s.secretKey,
+      sessionToken: this.s.sessionToken,
+      service: "s3",
+      region: this.s.region,
+      signQuery,
+    });
+  }
+
+  /** A presigned GET URL valid for `ttlSecs`, with extra response-* overrides. */
+  async presign(key: string, ttlSecs: number, query: Record<string, string> = {}): Promise<string> {
+    const u = this.url(key, { ...query, "X-Amz-Expires": String(ttlSecs) });
+    const signed = await this.signer("GET", u, new Headers(), true).sign();
+    return signed.url.toString();
+  }
+
+  /**
+   * Sends one request, retrying outages. The response body is the caller's to consume (or
+   * cancel) when the status is 2xx, 404 or listed in `accept`; any other status is thrown.
+   */
+  async request(method: string, key: string, init: RequestInit = {}): Promise<Response> {
+    const url = this.url(key, init.query);
+    let lastErr = "";
+    for (let attempt = 0; attempt < this.attempts; attempt++) {
+      if (attempt > 0) await sleep(this.backoff(attempt));
+      const headers = new Headers(init.headers);
+      if (init.body) headers.set("content-length", String(init.body.byteLength));
+      let res: Response;
+      try {
+        const signed = await this.signer(method, url, headers).sign();
+        res = await fetch(signed.url, {
+          method,
+          headers: signed.headers,
+          body: init.body as BodyInit | null | undefined,
+        });
+      } catch (e) {
+        lastErr = `${method} ${key}: ${(e as Error).message}`;
+        continue;
+      }
+      if (res.ok || res.status === 404 || init.accept?.includes(res.status)) return res;
+      const text = await res.text().catch(() => "");
+      const code = /<Code>([^<]*)<\/Code>/.exec(text)?.[1] ?? "";
+      if (res.status === 500 || res.status === 503 || code === "SlowDown") {
+        lastErr = `${method} ${key}: S3 answered ${res.status} ${code}`;
+        continue;
+      }
+      const msg = /<Message>([^<]*)<\/Message>/.exec(text)?.[1] ?? text.slice(0, 200);
+      throw new S3Error(
+        res.status,
+        code,
+        `${method} ${key}: S3 answered ${res.status} ${code} ${msg}`,
+      );
+    }
+    throw unavailable(lastErr);
+  }
+
+  private backoff(attempt: number): number {
+    const base = this.backoffMs * 2 ** (attempt - 1);
+    return Math.min(base, 5000) * (0.5 + Math.random() / 2);
+  }
+
+  /** GET, optionally a byte range; NotFound when absent. */
+  async get(key: string, range?: { start: number; end: number }): Promise<Response> {
+    const res = await this.request("GET", key, {
+      headers: range ? { range: `bytes=${range.start}-${range.end}` } : {},
+    });
+    if (res.status === 404) {
+      await res.body?.cancel();
+      throw new Deno.errors.NotFound(`s3 object ${key}`);
+    }
+    return res;
+  }
+
+  async head(key: string): Promise<{ size: number; lastModified: number } | null> {
+    const res = await this.request("HEAD", key);
+    await res.body?.cancel();
+    if (res.status === 404) return null;
+    return {
+      size: Number(res.headers.get("content-length") ?? 0),
+      lastModified: Date.parse(res.headers.get("last-modified") ?? "") || 0,
+    };
+  }
+
+  async put(key: string, body: Uint8Array, headers: Record<string, string> = {}): Promise<void> {
+    const res = await this.request("PUT", key, { body, headers });
+    await res.body?.cancel();
+    if (res.status === 404) throw new S3Error(404, "NoSuchBucket", `PUT ${key}: 404`);
+  }
+
+  async delete(key: string): Promise<void> {
+    const res = await this.request("DELETE", key);
+    await res.body?.cancel();
+  }
+
+  /** Server-side copy of a whole object (S3 allows up to 5 GiB this way). */
+  async copy(src: string, dst: string): Promise<void> {
+    const res = await this.request("PUT", dst, {
+      headers: { "x-amz-copy-source": this.copySource(src) },
+    });
+    const text = await res.text();
+    if (res.status === 404) throw new Deno.errors.NotFound(`s3 object ${src}`);
+    // A copy can fail after its 200 has started: the error is then in the body.
+    if (text.includes("<Error>")) throw new S3Error(500, "CopyFailed", `copy ${src}: ${text}`);
+  }
+
+  private copySource(key: string): string {
+    return `/${this.s.bucket}/${key.split("/").map(encodeRfc3986).join("/")}`;
+  }
+
+  /** Every object under `prefix` (ListObjectsV2, paged). */
+  async *list(prefix: string): AsyncGenerator<S3Object> {
+    let token: string | null = null;
+    for (;;) {
+      const query: Record<string, string> = { "list-type": "2", prefix, "max-keys": "1000" };
+      if (token) query["continuation-token"] = token;
+      const res = await this.request("GET", "", { query });
+      const xml = await res.text();
+      if (res.status === 404) throw new S3Error(404, "NoSuchBucket", `list ${prefix}: ${xml}`);
+      for (const m of xml.matchAll(/<Contents>([\s\S]*?)<\/Contents>/g)) {
+        const body = m[1];
+        yield {
+          key: unescapeXml(/<Key>([\s\S]*?)<\/Key>/.exec(body)?.[1] ?? ""),
+          size: Number(/<Size>(\d+)<\/Size>/.exec(body)?.[1] ?? 0),
+          lastModified: Date.parse(/<LastModified>([^<]*)<\/LastModified>/.exec(body)?.[1] ?? "") ||
+            0,
+        };
+      }
+      const truncated = /<IsTruncated>true<\/IsTruncated>/.test(xml);
+      token = unescapeXml(/<NextContinuationToken>([^<]*)</.exec(xml)?.[1] ?? "");
+      if (!truncated || !token) return;
+    }
+  }
+
+  async createMultipart(key: string): Promise<string> {
+    const res = await this.request("POST", key, { query: { uploads: "" } });
+    const xml = await res.text();
+    const id = /<UploadId>([^<]+)<\/UploadId>/.exec(xml)?.[1];
+    if (!id) throw new S3Error(res.status, "NoUploadId", `create multipart ${key}: ${xml}`);
+    return unescapeXml(id);
+  }
+
+  async uploadPart(key: string, uploadId: string, n: number, body: Uint8Array): Promise<string> {
+    const res = await this.request("PUT", key, {
+      query: { partNumber: String(n), uploadId },
+      body,
+    });
+    await res.body?.cancel();
+    if (res.status === 404) throw new S3Error(404, "NoSuchUpload", `part ${n} of ${key}`);
+    return res.headers.get("etag") ?? "";
+  }
+
+  /** Copies [start, end] of `src` into part `n` on the server, no bytes through us. */
+  async uploadPartCopy(
+    key: string,
+    uploadId: string,
+    n: number,
+    src: string,
+    range: { start: number; end: number },
+  ): Promise<string> {
+    const res = await this.request("PUT", key, {
+      query: { partNumber: String(n), uploadId },
+      headers: {
+        "x-amz-copy-source": this.copySource(src),
+        "x-amz-copy-source-range": `bytes=${range.start}-${range.end}`,
+      },
+    });
+    const xml = await res.text();
+    if (res.status === 404) throw new Deno.errors.NotFound(`s3 object ${src}`);
+    const etag = /<ETag>([^<]+)<\/ETag>/.exec(xml)?.[1];
+    if (!etag) throw new S3Error(500, "CopyFailed", `part copy ${src}: ${xml.slice(0, 300)}`);
+    return unescapeXml(etag);
+  }
+
+  async completeMultipart(key: string, uploadId: string, etags: string[]): Promise<void> {
+    const parts = etags.map((e, i) =>
+      `<Part><PartNumber>${i + 1}</PartNumber><ETag>${escapeXml(e)}</ETag></Part>`
+    ).join("");
+    const body = new TextEncoder().encode(
+      `<CompleteMultipartUpload>${parts}</CompleteMultipartUpload>`,
+    );
+    const res = await this.request("POST", key, { query: { uploadId }, body });
+    const xml = await res.text();
+    if (res.status === 404 || xml.includes("<Error>")) {
+      throw new S3Error(500, "CompleteFailed", `complete ${key}: ${xml.slice(0, 300)}`);
+    }
+  }
+
+  /** Aborts a multipart upload; false when the server does not implement abort. */
+  async abortMultipart(key: string, uploadId: string): Promise<boolean> {
+    const res = await this.request("DELETE", key, {
+      query: { uploadId },
+      accept: [400, 405, 501],
+    });
+    await res.body?.cancel();
+    return res.ok || res.status === 404;
+  }
+}
+
+export function unavailable(why: string): RegistryError {
+  return new RegistryError("PROVIDER_UNAVAILABLE", `blob store unavailable: ${why}`, {
+    headers: { "Retry-After": "5" },
+  });
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}
+
+function encodeRfc3986(s: string): string {
+  return encodeURIComponent(s).replace(
+    /[!'()*]/g,
+    (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`,
+  );
+}
+
+function unescapeXml(s: string): string {
+  return s.replace(/&quot;/g, '"').replace(/&apos;/g, "'").replace(/&lt;/g, "<").replace(
+    /&gt;/g,
+    ">",
+  ).replace(/&#(\d+);/g, (_, n) => String.fromCharCode(Number(n))).replace(/&amp;/g, "&");
+}
+
+function escapeXml(s: string): string {
+  return s.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;").replace(
+    /"/g,
+    "&quot;",
+  );
+}

@@ -14,7 +14,8 @@ const ALLOWED: Record<string, string[]> = {
   metadata: ["oci", "config"],
   jobs: ["oci", "config", "metadata"],
   upstream: ["oci", "config", "streams"],
-  registry: ["oci", "config", "streams", "storage", "metadata", "jobs", "upstream"],
+  events: ["oci", "config", "metadata", "jobs"],
+  registry: ["oci", "config", "streams", "storage", "metadata", "jobs", "upstream", "events"],
   index: ["oci", "config", "streams", "storage", "metadata", "jobs", "upstream", "registry"],
   scan: [
     "oci",

@@ -15,7 +15,12 @@ import { jobsHandler, queueOf } from "./jobs.ts";
 import { healthHandler } from "./health.ts";
 import { Gate, type RequestContext } from "./authorize.ts";
 import { tokenHandler } from "./token.ts";
-import { AuthenticationError, type Authenticator, type ClientIpResolver } from "../lib/auth/mod.ts";
+import {
+  AuthenticationError,
+  type Authenticator,
+  AuthorizationWebhooks,
+  type ClientIpResolver,
+} from "../lib/auth/mod.ts";
 import type { CertificateSubject } from "../lib/auth/mod.ts";
 import type { PolicySet } from "../lib/policy/mod.ts";
 import type { Metrics } from "../lib/metrics/mod.ts";
@@ -71,7 +76,11 @@ const JOB_ACTIONS = new Set(["list-jobs", "list-failed-jobs", "retry-job", "dele
 export function createApp(services: Services): Hono<{ Bindings: ConnEnv }> {
   const app = new Hono<{ Bindings: ConnEnv }>();
   const reg = services.registry;
-  const gate = new Gate(reg.cfg, services.policies);
+  const gate = new Gate(
+    reg.cfg,
+    services.policies,
+    new AuthorizationWebhooks(reg.cfg, services.metrics?.observeAuthzWebhook),
+  );
   app.onError((err, c) => errorResponse(err, c));
   app.notFound((c) => errorResponse(notFound(c.req.method), c));
 
@@ -127,6 +136,12 @@ export function createApp(services: Services): Hono<{ Bindings: ConnEnv }> {
       if (mount !== null) {
         // Mount has its own action; the source's get-blob is checked by the mount itself.
         gate.check(ctx, { name: "mount-blob", namespace: action.namespace, digest: mount });
+      }
+      try {
+        await gate.checkWebhook(ctx, action, req.headers);
+      } catch (e) {
+        await req.body?.cancel();
+        throw e;
       }
       if (WRITES.has(action.name)) {
         try {

@@ -29,6 +29,7 @@ const ALLOWED: Record<string, string[]> = {
     "index",
   ],
   replication: ["oci", "config", "streams", "storage", "metadata", "jobs", "upstream", "registry"],
+  retention: ["oci", "config", "metadata", "jobs", "registry", "events"],
   policy: ["oci", "config"],
   auth: ["oci", "config"],
 };

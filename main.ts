@@ -5,6 +5,7 @@
 import {
   type Config,
   ConfigError,
+  ConfigReloader,
   defaultConfig,
   JOB_QUEUES,
   loadConfigFiles,
@@ -156,7 +157,7 @@ async function serve(cfg: Config): Promise<void> {
   reports.watchAdvisories();
   metrics.advisoriesWith(() => reports.status());
   jobs.start(holderName("serve"));
-  const app = createApp({
+  const services = {
     registry,
     metrics,
     policies,
@@ -164,7 +165,22 @@ async function serve(cfg: Config): Promise<void> {
     clientIp: new ClientIpResolver(cfg.server.trustedProxies),
     layers,
     reports,
+  };
+  const app = createApp(services);
+  // Edits to the config files (or SIGHUP) apply without a restart; see lib/config/reload.ts.
+  const reloader = new ConfigReloader(cfg, (next) => {
+    const nextPolicies = validated(next);
+    const authenticator = new Authenticator(next);
+    const upstreams = registry.pullThrough.prepareReload(next);
+    const downstreams = replicator.prepareReload(next);
+    return () => {
+      policies.adopt(nextPolicies);
+      services.authenticator = authenticator;
+      upstreams();
+      downstreams();
+    };
   });
+  reloader.start();
   const ac = new AbortController();
   const stopScrub = scheduleScrub(
     cfg,
@@ -175,6 +191,7 @@ async function serve(cfg: Config): Promise<void> {
   const stopReconcile = scheduleReconcile(cfg, registry, replicator, ac.signal);
   const stopPrune = schedulePrune(cfg, registry, ac.signal);
   const stop = () => {
+    reloader.stop();
     reports.stop();
     stopScrub();
     stopReconcile();

@@ -1,6 +1,5 @@
-// Live configuration reload (issue 14). The config files are watched (their folders, since
-// editors replace files by renaming) and SIGHUP reloads too. A new config is loaded and
-// validated in full first: anything wrong keeps the running config, with a log line naming the
+// Live configuration reload (issue 14). The config files are watched and SIGHUP reloads too.
+// A new config is loaded and validated in full first: anything wrong keeps the running config, with a log line naming the
 // key. Otherwise the reloadable sections are copied into the live Config object, which every
 // part of the server reads at call time; what was built once from the old values at startup
 // (compiled policies, authenticators, upstream and downstream clients) is rebuilt by the
@@ -117,22 +116,44 @@ export class ConfigReloader {
     return result;
   }
 
-  /** Watches the config files' folders and listens for SIGHUP. */
+  /** Watches the config files and listens for SIGHUP. */
   start(): void {
     if (this.live.sources.length === 0) return;
     try {
       Deno.addSignalListener("SIGHUP", this.onHup);
     } catch { /* no SIGHUP on this platform */ }
-    const files = new Set(this.live.sources.map((p) => absolute(p)));
-    const dirs = [...new Set([...files].map((f) => f.slice(0, f.lastIndexOf("/")) || "/"))];
-    this.watcher = Deno.watchFs(dirs, { recursive: false });
+    this.watch();
+  }
+
+  /**
+   * Watches the files themselves (their folders may hold busy files, such as the KV file).
+   * Editors save by writing a new file and renaming it over the old one, which ends a watch on
+   * the old file: after any event the watch is set up again on whatever the paths name now.
+   */
+  private watch(): void {
+    if (this.stopped) return;
+    let watcher: Deno.FsWatcher;
+    try {
+      watcher = Deno.watchFs(this.live.sources, { recursive: false });
+    } catch {
+      // A file is missing for a moment (mid-rename): try again shortly.
+      setTimeout(() => this.watch(), 500);
+      return;
+    }
+    this.watcher = watcher;
     (async () => {
-      for await (const ev of this.watcher!) {
+      for await (const ev of watcher) {
         if (ev.kind === "access") continue;
-        if (ev.paths.some((p) => files.has(p))) this.schedule(200);
+        this.schedule(200);
+        break;
       }
     })().catch((e) => {
-      if (!this.stopped) log.error("config watch stopped", { error: String(e) });
+      if (!this.stopped) log.error("config watch failed", { error: String(e) });
+    }).finally(() => {
+      try {
+        watcher.close();
+      } catch { /* closed */ }
+      if (!this.stopped) setTimeout(() => this.watch(), 50);
     });
   }
 
@@ -151,8 +172,4 @@ export class ConfigReloader {
     } catch { /* not added */ }
     this.watcher?.close();
   }
-}
-
-function absolute(p: string): string {
-  return p.startsWith("/") ? p : `${Deno.cwd()}/${p}`.replace(/\/\.\//g, "/");
 }

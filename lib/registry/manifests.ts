@@ -118,13 +118,14 @@ export class Manifests {
     }
     const strict = !this.cfg.global.allowMissingManifestReferences;
     if (strict) await this.requireChildren(ns, parsed);
+    // Required webhooks answer before anything (even an out-of-line body) is written.
+    const hooks = await this.pushEvents(ns, reference, digest, tags);
     const { record, reserved } = await this.prepare(digest, bytes, parsed);
     const lww = byDigest ? null : parseSourceTimestamp(input.sourceTimestamp);
     const immutable = this.immutability(ns);
     const index = this.indexTriggers?.plan(ns, parsed) ?? { mutations: [], after: [] };
     const scan = this.scanTriggers?.plan(ns, digest, parsed) ?? [];
     let scanPlanned = false;
-    const hooks = await this.pushEvents(ns, reference, digest, tags);
     await this.meta.commit({
       ns,
       digest,

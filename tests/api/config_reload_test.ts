@@ -9,11 +9,20 @@ import { startReceiver } from "../helpers/webhook_receiver.ts";
 const count = (s: TestServer, re: RegExp) => (s.output().match(new RegExp(re, "g")) ?? []).length;
 
 /** Rewrites the config file as `base` + `extra` and waits for the reload's log line. */
-async function rewrite(s: TestServer, base: string, extra: string, expect: RegExp) {
+async function rewrite(
+  s: TestServer,
+  base: string,
+  extra: string,
+  expect: RegExp,
+  inPlace = false,
+) {
   const before = count(s, expect);
-  // Write to a temp file and rename over: what editors and config management do.
-  await Deno.writeTextFile(`${s.configPath}.tmp`, base + extra);
-  await Deno.rename(`${s.configPath}.tmp`, s.configPath);
+  if (inPlace) await Deno.writeTextFile(s.configPath, base + extra);
+  else {
+    // Write to a temp file and rename over: what editors and config management do.
+    await Deno.writeTextFile(`${s.configPath}.tmp`, base + extra);
+    await Deno.rename(`${s.configPath}.tmp`, s.configPath);
+  }
   const end = Date.now() + 10_000;
   while (count(s, expect) <= before) {
     if (Date.now() > end) assert.fail(`no ${expect} after rewrite:\n${s.output().slice(-2000)}`);

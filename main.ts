@@ -30,6 +30,7 @@ import { serveTls } from "./routes/tls_listener.ts";
 import { Authenticator, ClientIpResolver, hashPassword } from "./lib/auth/mod.ts";
 import { PolicyCompileError, PolicySet } from "./lib/policy/mod.ts";
 import { log } from "./lib/log.ts";
+import { OutboxDrainer } from "./lib/events/mod.ts";
 import {
   compileRetention,
   formatPrune,
@@ -157,6 +158,7 @@ async function serve(cfg: Config): Promise<void> {
   reports.watchAdvisories();
   metrics.advisoriesWith(() => reports.status());
   jobs.start(holderName("serve"));
+  const outbox = drainOutbox(cfg, kv, registry, "serve");
   const services = {
     registry,
     metrics,
@@ -217,6 +219,7 @@ async function serve(cfg: Config): Promise<void> {
     await new Promise<void>((resolve) => ac.signal.addEventListener("abort", () => resolve()));
     await tls.close();
     await jobs.stop();
+    await outbox.stop();
     replicator.close();
     await registry.close();
     await registry.pulls.settled();
@@ -249,6 +252,7 @@ async function serve(cfg: Config): Promise<void> {
   );
   await server.finished;
   await jobs.stop();
+  await outbox.stop();
   replicator.close();
   await registry.close();
   await registry.pulls.settled();
@@ -267,6 +271,14 @@ function registryOptions(jobs: JobQueues, metrics: Metrics): RegistryOptions {
     observeUpstream: metrics.observeUpstream,
     observePullThrough: (kind, result) => metrics.pullThroughResult(kind, result),
   };
+}
+
+/** Delivers async webhook events from the outbox in this process (lib/events/outbox.ts). */
+function drainOutbox(cfg: Config, kv: Deno.Kv, registry: Registry, role: string): OutboxDrainer {
+  const drainer = new OutboxDrainer(kv, cfg, holderName(role));
+  registry.events.wakeOutbox = () => drainer.wake();
+  drainer.start();
+  return drainer;
 }
 
 /** How this process names itself in job leases (shown in logs, never trusted). */
@@ -446,6 +458,7 @@ async function worker(cfg: Config, queues: QueueName[]): Promise<void> {
   reports.watchAdvisories();
   const drained = queues.length ? queues : [...JOB_QUEUES];
   const runner = jobs.start(holderName("worker"), drained);
+  const outbox = drained.includes("events") ? drainOutbox(cfg, kv, registry, "worker") : null;
   console.log(
     `wharf worker draining ${runner.queues.join(", ") || "nothing (concurrency 0)"} (${
       describe(cfg)
@@ -457,6 +470,7 @@ async function worker(cfg: Config, queues: QueueName[]): Promise<void> {
   });
   reports.stop();
   await jobs.stop();
+  await outbox?.stop();
   replicator.close();
   await registry.close();
   kv.close();

@@ -1,11 +1,11 @@
-// Event webhooks (issue 14). A write that causes an event plans its async deliveries as jobs on
-// the `events` queue inside the write's own commit (plan), or, where the write's commit is not
-// ours to extend (blob links, scan reports, pulls), enqueues them right after it (emit). Each
-// delivery job targets one webhook: it retries with the queue's backoff, up to the webhook's
-// max_retries, and is then dead-lettered (visible at /v2/_svc/jobs/failed?queue=events). When
-// more webhooks want an event than fit a commit comfortably, one fan-out job carries it and
-// enqueues the deliveries when it runs, so a commit never grows with the number of webhooks.
-// `required` webhooks are called before the operation (require) and a failure fails it.
+// Event webhooks (issue 14). A write that causes an event plans its async deliveries into the
+// write's own commit (plan): one outbox entry per webhook (outbox.ts), drained in batches, with
+// retries, backoff and dead letters in the `events` job queue. Where the write's commit is not
+// ours to extend (blob links, scan reports, pulls) the entries are written right after it
+// (emit). When more webhooks want an event than fit a commit comfortably, one fan-out job on the
+// `events` queue carries it and writes the entries when it runs, so a commit never grows with the
+// number of webhooks. `required` webhooks are called before the operation (require) and a
+// failure fails it.
 import { type Config, type EventKind, type EventWebhookConfig } from "../config/mod.ts";
 import { repositoryOf } from "../config/mod.ts";
 import type { JobContext, JobQueues } from "../jobs/mod.ts";
@@ -16,9 +16,11 @@ import { log } from "../log.ts";
 import { currentActor } from "./actor.ts";
 import { deliver, DeliveryError } from "./deliver.ts";
 import type { EventFields, WharfEvent } from "./event.ts";
+import { DELIVER_KIND, outboxEntry, planEntry } from "./outbox.ts";
 
-export const DELIVER_KIND = "deliver-event";
 export const FANOUT_KIND = "fanout-event";
+/** Outbox entries per commit when a fan-out job writes them. */
+const FANOUT_CHUNK = 200;
 /** Up to this many deliveries are planned in the causing commit; more go through a fan-out. */
 export const DIRECT_DELIVERIES_MAX = 4;
 
@@ -28,9 +30,13 @@ interface DeliverPayload {
 }
 
 export class Events {
+  /** set by the process that drains the outbox: entries were just written here */
+  wakeOutbox: () => void = () => {};
+
   constructor(
     private readonly cfg: Config,
     private readonly jobs: JobQueues,
+    private readonly kv: Deno.Kv,
     private readonly now: () => number = Date.now,
   ) {}
 
@@ -69,16 +75,18 @@ export class Events {
   plan(ev: WharfEvent): PlannedMutation[] {
     const hooks = this.webhooks(ev.kind, ev.namespace, "async");
     if (hooks.length === 0) return [];
-    const q = this.jobs.queue("events");
     if (hooks.length > DIRECT_DELIVERIES_MAX) {
-      return q.plan({ kind: FANOUT_KIND, payload: { event: ev }, lockKey: `fanout|${ev.id}` });
+      return this.jobs.queue("events").plan(fanoutJob(ev));
     }
-    return hooks.flatMap((h) => q.plan(deliveryJob(h, ev)));
+    const now = this.now();
+    return hooks.map((h) => planEntry(h, ev, now));
   }
 
-  /** After a commit that carried planned deliveries: count them and wake local workers. */
+  /** After a commit that carried planned deliveries: wake the local drainers. */
   committed(planned: PlannedMutation[]): void {
-    if (planned.length) this.jobs.queue("events").committed(planned.length / 2);
+    if (planned.length === 0) return;
+    this.wakeOutbox();
+    this.jobs.queue("events").committed(0);
   }
 
   /**
@@ -88,12 +96,11 @@ export class Events {
   async emit(ev: WharfEvent): Promise<void> {
     const hooks = this.webhooks(ev.kind, ev.namespace, "async");
     if (hooks.length === 0) return;
-    const q = this.jobs.queue("events");
     try {
       if (hooks.length > DIRECT_DELIVERIES_MAX) {
-        await q.enqueue({ kind: FANOUT_KIND, payload: { event: ev }, lockKey: `fanout|${ev.id}` });
+        await this.jobs.queue("events").enqueue(fanoutJob(ev));
       } else {
-        for (const h of hooks) await q.enqueue(deliveryJob(h, ev));
+        await this.writeEntries(hooks, ev);
       }
     } catch (e) {
       log.error("event not queued", { kind: ev.kind, id: ev.id, error: String(e) });
@@ -157,6 +164,19 @@ export class Events {
     await this.emit(ev);
   }
 
+  private async writeEntries(hooks: EventWebhookConfig[], ev: WharfEvent): Promise<void> {
+    for (let i = 0; i < hooks.length; i += FANOUT_CHUNK) {
+      const op = this.kv.atomic();
+      const now = this.now();
+      for (const h of hooks.slice(i, i + FANOUT_CHUNK)) {
+        const e = outboxEntry(h, ev, now);
+        op.set(e.key, e.value);
+      }
+      await op.commit();
+    }
+    this.wakeOutbox();
+  }
+
   /** Registers the delivery and fan-out jobs (before the runner starts). */
   register(): void {
     this.jobs.handle("events", DELIVER_KIND, (job) => this.deliverJob(job));
@@ -182,20 +202,11 @@ export class Events {
     if (!ev || typeof ev !== "object" || typeof ev.kind !== "string") {
       throw new PermanentJobError("payload needs an event");
     }
-    const q = this.jobs.queue("events");
-    // A rerun after a crash re-enqueues: lock keys fold duplicates still pending, and a
-    // delivery that already finished is sent again (at least once).
-    for (const h of this.webhooks(ev.kind, ev.namespace, "async")) {
-      await q.enqueue(deliveryJob(h, ev));
-    }
+    // A rerun after a crash writes the entries again: a delivery may repeat (at least once).
+    await this.writeEntries(this.webhooks(ev.kind, ev.namespace, "async"), ev);
   }
 }
 
-function deliveryJob(h: EventWebhookConfig, ev: WharfEvent) {
-  return {
-    kind: DELIVER_KIND,
-    payload: { webhook: h.name, event: ev } satisfies DeliverPayload,
-    lockKey: `deliver|${ev.id}|${h.name}`,
-    maxAttempts: h.maxRetries + 1,
-  };
+function fanoutJob(ev: WharfEvent) {
+  return { kind: FANOUT_KIND, payload: { event: ev }, lockKey: `fanout|${ev.id}` };
 }

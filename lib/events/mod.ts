@@ -2,4 +2,5 @@
 export { type Actor, currentActor, withActor } from "./actor.ts";
 export { type EventFields, type WharfEvent } from "./event.ts";
 export { deliver, DeliveryError, signature, SIGNATURE_HEADER } from "./deliver.ts";
-export { DELIVER_KIND, DIRECT_DELIVERIES_MAX, Events, FANOUT_KIND } from "./emitter.ts";
+export { DIRECT_DELIVERIES_MAX, Events, FANOUT_KIND } from "./emitter.ts";
+export { DELIVER_KIND, OutboxDrainer, type OutboxEntry } from "./outbox.ts";

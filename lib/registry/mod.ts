@@ -72,7 +72,7 @@ export class Registry {
     options: RegistryOptions = {},
   ) {
     this.jobs = options.jobs ?? new JobQueues(kv, cfg.global.jobQueue);
-    this.events = new Events(cfg, this.jobs);
+    this.events = new Events(cfg, this.jobs, kv);
     const blobMeta = new BlobMeta(kv);
     const manifestMeta = new ManifestMeta(kv);
     this.blobs = new Blobs(store, blobMeta, manifestMeta);

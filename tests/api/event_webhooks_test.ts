@@ -159,10 +159,10 @@ Deno.test(
     const pushed: string[] = [];
     try {
       for (let i = 0; i < 3; i++) pushed.push((await pushImage(s1.url, `down/n${i}`, "v1")).digest);
-      // Deliveries are failing now; the jobs are pending and retried with backoff.
+      // Deliveries are failing now; the outbox keeps them and retries with backoff.
       await new Promise((r) => setTimeout(r, 3000));
-      const pending = await (await req(s1, `/v2/_svc/jobs/list?queue=events`)).json();
-      assert.ok(pending.jobs?.length > 0, JSON.stringify(pending));
+      const failed = await (await req(s1, `/v2/_svc/jobs/failed?queue=events`)).json();
+      assert.deepEqual(failed.failed, [], "nothing is given up on while retries remain");
       // Killed without a chance to flush anything: the records in KV are the queue.
       await s1.kill();
     } catch (e) {
@@ -344,6 +344,33 @@ Deno.test(
           c.close();
         } catch { /* closed */ }
       }
+    }
+  },
+);
+
+Deno.test(
+  "more webhooks than fit a commit: one fan-out job, then one delivery per webhook",
+  serverTestOpts,
+  async () => {
+    const rx = startReceiver();
+    try {
+      const hooks = Array.from(
+        { length: 7 },
+        (_, i) => hook(`h${i}`, `${rx.url}/h${i}`, `events = ["tag.create"]`),
+      ).join("");
+      await withServer({ config: FAST_QUEUE + hooks }, async (s) => {
+        await pushImage(s.url, "fan/a", "v1");
+        await rx.waitFor((d) => d.length >= 7);
+        await new Promise((r) => setTimeout(r, 500));
+        assert.equal(rx.deliveries.length, 7);
+        assert.equal(
+          new Set(rx.deliveries.map((d) => d.event.id)).size,
+          1,
+          "one event, fanned out",
+        );
+      });
+    } finally {
+      await rx.stop();
     }
   },
 );

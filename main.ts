@@ -30,7 +30,7 @@ import { serveTls } from "./routes/tls_listener.ts";
 import { Authenticator, ClientIpResolver, hashPassword } from "./lib/auth/mod.ts";
 import { PolicyCompileError, PolicySet } from "./lib/policy/mod.ts";
 import { log } from "./lib/log.ts";
-import { OutboxDrainer } from "./lib/events/mod.ts";
+import { countOutbox, OutboxDrainer } from "./lib/events/mod.ts";
 import {
   compileRetention,
   formatPrune,
@@ -159,6 +159,7 @@ async function serve(cfg: Config): Promise<void> {
   metrics.advisoriesWith(() => reports.status());
   jobs.start(holderName("serve"));
   const outbox = drainOutbox(cfg, kv, registry, "serve");
+  metrics.outboxPendingWith(() => countOutbox(rawKv, cfg));
   const services = {
     registry,
     metrics,

@@ -3,4 +3,4 @@ export { type Actor, currentActor, withActor } from "./actor.ts";
 export { type EventFields, type WharfEvent } from "./event.ts";
 export { deliver, DeliveryError, signature, SIGNATURE_HEADER } from "./deliver.ts";
 export { DIRECT_DELIVERIES_MAX, Events, FANOUT_KIND } from "./emitter.ts";
-export { DELIVER_KIND, OutboxDrainer, type OutboxEntry } from "./outbox.ts";
+export { countOutbox, DELIVER_KIND, OutboxDrainer, type OutboxEntry } from "./outbox.ts";

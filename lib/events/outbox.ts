@@ -225,3 +225,19 @@ export class OutboxDrainer {
     return true;
   }
 }
+
+/** Entries waiting per async webhook (at most `cap` counted each): the pending gauge. */
+export async function countOutbox(
+  kv: Deno.Kv,
+  cfg: Config,
+  cap = 10_000,
+): Promise<Map<string, number>> {
+  const out = new Map<string, number>();
+  for (const h of cfg.eventWebhooks) {
+    if (h.policy !== "async") continue;
+    let n = 0;
+    for await (const _ of kv.list({ prefix: ["evq", h.name] }, { limit: cap })) n++;
+    out.set(h.name, n);
+  }
+  return out;
+}

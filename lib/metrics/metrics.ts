@@ -91,6 +91,13 @@ export class Metrics {
       "result",
     ]),
   );
+  private readonly outboxPending = this.set.add(
+    new Gauge(
+      "wharf_event_outbox_pending",
+      "Async webhook deliveries not yet made (due or backing off), per webhook; counted up to 10000",
+      ["webhook"],
+    ),
+  );
   private readonly authzWebhookDecisions = this.set.add(
     new Counter(
       "wharf_authorization_webhook_decisions_total",
@@ -372,6 +379,13 @@ export class Metrics {
     this.replicationLag.collect = async () => {
       const ages = await oldest();
       for (const d of downstreams) this.replicationLag.set(ages.get(d) ?? 0, [d]);
+    };
+  }
+
+  /** Undelivered events per webhook at scrape time (lib/events countOutbox). */
+  outboxPendingWith(count: () => Promise<Map<string, number>>): void {
+    this.outboxPending.collect = async () => {
+      for (const [webhook, n] of await count()) this.outboxPending.set(n, [webhook]);
     };
   }
 

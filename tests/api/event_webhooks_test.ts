@@ -163,6 +163,9 @@ Deno.test(
       await new Promise((r) => setTimeout(r, 3000));
       const failed = await (await req(s1, `/v2/_svc/jobs/failed?queue=events`)).json();
       assert.deepEqual(failed.failed, [], "nothing is given up on while retries remain");
+      const metrics = await (await req(s1, "/metrics")).text();
+      const pending = /wharf_event_outbox_pending\{webhook="h"\} (\d+)/.exec(metrics);
+      assert.ok(pending && Number(pending[1]) >= 9, `pending deliveries: ${pending?.[0]}`);
       // Killed without a chance to flush anything: the records in KV are the queue.
       await s1.kill();
     } catch (e) {

@@ -4,13 +4,15 @@
 //    for Debian's docker-registry (distribution 2.8, `notifications.endpoints`), servers one at
 //    a time; the time until the receiver holds every push event is reported too;
 // 2. prune of 10,000 tags (100 manifests × 100 tags) by `main.ts prune`, dry run and real.
-// Run: deno run -A --unstable-kv bench/events_bench.ts [--small]   (loopback only)
+// Run: deno run -A --unstable-kv bench/events_bench.ts [--small] [--prune-only]   (loopback only)
 import { createHash } from "node:crypto";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 
 const ROOT = fileURLToPath(new URL("../", import.meta.url));
 const SMALL = Deno.args.includes("--small");
+/** `--prune-only`: skip the push comparison */
+const PRUNE_ONLY = Deno.args.includes("--prune-only");
 const PUSHES = SMALL ? 600 : 3000;
 const CONCURRENCY = 16;
 const ROUNDS = SMALL ? 1 : 3;
@@ -195,7 +197,7 @@ const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.len
 const rx = receiver();
 const rows: string[] = [];
 const results: Record<string, number[]> = {};
-for (let round = 0; round < ROUNDS; round++) {
+for (let round = 0; round < (PRUNE_ONLY ? 0 : ROUNDS); round++) {
   for (const side of ["wharf", "wharf+webhook", "distribution", "distribution+webhook"]) {
     rx.reset();
     const withHook = side.endsWith("+webhook");
@@ -230,14 +232,16 @@ for (const [side, xs] of Object.entries(results)) {
 // of the per-round ratios, which the load of the moment affects least.
 const overhead = (a: string, b: string) =>
   ((1 - median(results[b].map((x, i) => x / results[a][i]))) * 100).toFixed(1);
-console.log(`\n| ${PUSHES} manifest pushes, ${CONCURRENCY} clients | pushes/s (median) |`);
-console.log("| --- | --- |");
-for (const r of rows) console.log(r);
-console.log(
-  `\nwebhook overhead (median of per-round ratios): Wharf ${
-    overhead("wharf", "wharf+webhook")
-  }%, distribution ${overhead("distribution", "distribution+webhook")}%`,
-);
+if (!PRUNE_ONLY) {
+  console.log(`\n| ${PUSHES} manifest pushes, ${CONCURRENCY} clients | pushes/s (median) |`);
+  console.log("| --- | --- |");
+  for (const r of rows) console.log(r);
+  console.log(
+    `\nwebhook overhead (median of per-round ratios): Wharf ${
+      overhead("wharf", "wharf+webhook")
+    }%, distribution ${overhead("distribution", "distribution+webhook")}%`,
+  );
+}
 await rx.stop();
 
 // Prune: PRUNE_MANIFESTS manifests × TAGS_PER_MANIFEST tags, every tag but `keep-*` goes.

@@ -37,6 +37,9 @@ export interface PruneSummary {
   seconds: number;
 }
 
+/** Tag deletes in flight at once within a namespace. */
+const DELETE_CONCURRENCY = 8;
+
 /** The identity prune's deletes are attributed to in events. */
 export const PRUNE_ACTOR = { username: "wharf-retention", id: null, client_ip: null };
 
@@ -119,6 +122,7 @@ async function pruneNamespace(
     return protectedDigests.get(digest)!;
   };
   const untagged = new Set<string>();
+  const doomed: ImageFacts[] = [];
   for (const img of images) {
     s.tags++;
     const v = rules.judge(img, now);
@@ -143,17 +147,25 @@ async function pruneNamespace(
     }
     opts.report?.(`delete ${ns}:${img.tag} (${img.digest})`);
     s.deleted++;
-    if (opts.dryRun) continue;
-    try {
-      await registry.manifests.delete(ns, img.tag, null);
-      untagged.add(img.digest);
-    } catch (e) {
-      s.deleted--;
-      if (e instanceof RegistryError && e.code === "MANIFEST_UNKNOWN") continue; // gone already
-      s.failures++;
-      log.error("prune: tag delete failed", { namespace: ns, tag: img.tag, error: String(e) });
-    }
+    if (!opts.dryRun) doomed.push(img);
   }
+  // Tag deletes check only their own tag key, so several run at once without conflicting.
+  let next = 0;
+  await Promise.all(Array.from({ length: DELETE_CONCURRENCY }, async () => {
+    for (let i = next++; i < doomed.length; i = next++) {
+      const img = doomed[i];
+      if (opts.signal?.aborted) return;
+      try {
+        await registry.manifests.delete(ns, img.tag, null);
+        untagged.add(img.digest);
+      } catch (e) {
+        s.deleted--;
+        if (e instanceof RegistryError && e.code === "MANIFEST_UNKNOWN") continue; // gone already
+        s.failures++;
+        log.error("prune: tag delete failed", { namespace: ns, tag: img.tag, error: String(e) });
+      }
+    }
+  }));
   if (opts.dryRun) {
     // The manifests a real run would delete: every tag of theirs goes.
     const going = new Set(images.filter((i) => !isKept(i, rules, now)).map((i) => i.tag));

@@ -1,6 +1,6 @@
 // The HTTP edge: one catch-all that maps each request to its Action, authorizes it and hands it
 // to a thin handler. No storage or KV call lives in routes/.
-import { Hono } from "hono";
+import { type Context, Hono } from "hono";
 import type { Registry } from "../lib/registry/mod.ts";
 import { resolveNsParam } from "../lib/config/mod.ts";
 import { isValidName, RegistryError } from "../lib/oci/mod.ts";
@@ -31,7 +31,7 @@ import { filesSearchHandler } from "./files.ts";
 import type { Reports } from "../lib/scan/mod.ts";
 import { countAuth, instrumentFetch, metricsHandler, noteAction } from "./metrics.ts";
 import { uiAction, uiHandler } from "./ui.ts";
-import { withActor } from "../lib/events/mod.ts";
+import { anonymousActor, identifyActor, withActor } from "../lib/events/mod.ts";
 
 export interface Services {
   registry: Registry;
@@ -84,7 +84,9 @@ export function createApp(services: Services): Hono<{ Bindings: ConnEnv }> {
   app.onError((err, c) => errorResponse(err, c));
   app.notFound((c) => errorResponse(notFound(c.req.method), c));
 
-  app.all("*", async (c) => {
+  // Events planned while a request is handled name its identity (filled in once authenticated).
+  app.all("*", (c) => withActor(anonymousActor(), () => handle(c)));
+  const handle = async (c: Context<{ Bindings: ConnEnv }>) => {
     const req = c.req.raw;
     const url = new URL(req.url);
     const action = parseAction(req.method, url.pathname) ??
@@ -108,78 +110,75 @@ export function createApp(services: Services): Hono<{ Bindings: ConnEnv }> {
         ),
       };
       countAuth(services.metrics, ctx.auth, null);
+      identifyActor({
+        username: ctx.auth.identity.username ?? null,
+        id: ctx.auth.identity.id ?? null,
+        client_ip: ctx.clientIp || null,
+      });
     } catch (e) {
       if (!(e instanceof AuthenticationError)) throw e;
       countAuth(services.metrics, null, req.headers.get("authorization"));
       await req.body?.cancel();
       throw gate.unauthorized(action, e.message);
     }
-    const actor = {
-      username: ctx.auth.identity.username ?? null,
-      id: ctx.auth.identity.id ?? null,
-      client_ip: ctx.clientIp || null,
-    };
-    // Events planned anywhere below name this request's identity as their actor.
-    return await withActor(actor, async () => {
-      // The namespaces listing names its repository in the query: let rules see it.
-      const repo = action.name === "list-namespaces" ? url.searchParams.get("repository") : null;
-      gate.check(
-        ctx,
-        action,
-        repo && isValidName(repo)
-          ? { repository: repo }
-          : JOB_ACTIONS.has(action.name)
-          ? { queue: queueOf(url) }
-          : {},
-      );
-      const mount = action.name === "start-upload" ? url.searchParams.get("mount") : null;
-      if (mount !== null) {
-        // Mount has its own action; the source's get-blob is checked by the mount itself.
-        gate.check(ctx, { name: "mount-blob", namespace: action.namespace, digest: mount });
-      }
+    // The namespaces listing names its repository in the query: let rules see it.
+    const repo = action.name === "list-namespaces" ? url.searchParams.get("repository") : null;
+    gate.check(
+      ctx,
+      action,
+      repo && isValidName(repo)
+        ? { repository: repo }
+        : JOB_ACTIONS.has(action.name)
+        ? { queue: queueOf(url) }
+        : {},
+    );
+    const mount = action.name === "start-upload" ? url.searchParams.get("mount") : null;
+    if (mount !== null) {
+      // Mount has its own action; the source's get-blob is checked by the mount itself.
+      gate.check(ctx, { name: "mount-blob", namespace: action.namespace, digest: mount });
+    }
+    try {
+      await gate.checkWebhook(ctx, action, req.headers);
+    } catch (e) {
+      await req.body?.cancel();
+      throw e;
+    }
+    if (WRITES.has(action.name)) {
       try {
-        await gate.checkWebhook(ctx, action, req.headers);
+        reg.assertWritable(action.namespace!);
       } catch (e) {
         await req.body?.cancel();
         throw e;
       }
-      if (WRITES.has(action.name)) {
-        try {
-          reg.assertWritable(action.namespace!);
-        } catch (e) {
-          await req.body?.cancel();
-          throw e;
-        }
-      }
-      const h: Handlers = {
-        canRead: (ns, digest) => gate.allows(ctx, { name: "get-blob", namespace: ns, digest }),
-        canListTags: (ns) => gate.allows(ctx, { name: "list-tags", namespace: ns }),
-        client: ctx.auth.identity.username ?? ctx.auth.identity.id ?? "anonymous",
-      };
-      if (action.name === "get-token") {
-        return await tokenHandler(
-          ctx,
-          services.authenticator,
-          () => gate.unauthorized(action, "registry tokens cannot be exchanged"),
-        );
-      }
-      if (action.name === "metrics") return await metricsHandler(req, services.metrics);
-      if (action.name === "ui-asset") return await uiHandler(req, url);
-      if (action.name === "get-report") {
-        return await vulnerabilitiesHandler(req, url, action, services.reports, extra);
-      }
-      if (action.name === "search-files") {
-        return await filesSearchHandler(req, url, action, reg, extra, h.canRead, h.canListTags);
-      }
-      if (action.name === "diff-images") {
-        return await diffHandler(req, url, action, services.reports, extra);
-      }
-      if (action.resource?.startsWith("layer-")) {
-        return await layerHandler(req, url, action, services.layers, extra);
-      }
-      return await dispatch(req, url, action, reg, extra, h);
-    });
-  });
+    }
+    const h: Handlers = {
+      canRead: (ns, digest) => gate.allows(ctx, { name: "get-blob", namespace: ns, digest }),
+      canListTags: (ns) => gate.allows(ctx, { name: "list-tags", namespace: ns }),
+      client: ctx.auth.identity.username ?? ctx.auth.identity.id ?? "anonymous",
+    };
+    if (action.name === "get-token") {
+      return await tokenHandler(
+        ctx,
+        services.authenticator,
+        () => gate.unauthorized(action, "registry tokens cannot be exchanged"),
+      );
+    }
+    if (action.name === "metrics") return await metricsHandler(req, services.metrics);
+    if (action.name === "ui-asset") return await uiHandler(req, url);
+    if (action.name === "get-report") {
+      return await vulnerabilitiesHandler(req, url, action, services.reports, extra);
+    }
+    if (action.name === "search-files") {
+      return await filesSearchHandler(req, url, action, reg, extra, h.canRead, h.canListTags);
+    }
+    if (action.name === "diff-images") {
+      return await diffHandler(req, url, action, services.reports, extra);
+    }
+    if (action.resource?.startsWith("layer-")) {
+      return await layerHandler(req, url, action, services.layers, extra);
+    }
+    return await dispatch(req, url, action, reg, extra, h);
+  };
   if (services.metrics) {
     const inner = app.fetch;
     app.fetch = instrumentFetch(

@@ -20,3 +20,14 @@ export function withActor<T>(actor: Actor, fn: () => T): T {
 export function currentActor(): Actor {
   return storage.getStore() ?? NOBODY;
 }
+
+/** A request's actor before it is authenticated; identifyActor fills it in. */
+export function anonymousActor(): Actor {
+  return { username: null, id: null, client_ip: null };
+}
+
+/** Sets who the current request is (within withActor; elsewhere a no-op). */
+export function identifyActor(a: Actor): void {
+  const cur = storage.getStore();
+  if (cur) Object.assign(cur, a);
+}

@@ -1,10 +1,11 @@
 // Wharf's composition root: reads config, opens KV and the blob store, serves.
-// Usage: main.ts [serve|worker|replicate|reindex|scan|scrub|hash-password] [-c FILE]...
-//        [--dry-run] [--force] [--queue Q]... [--namespace N] [--rescan] [--status]
+// Usage: main.ts [serve|worker|replicate|reindex|scan|scrub|prune|hash-password] [-c FILE]...
+//        [--dry-run] [--force] [--queue Q]... [--namespace N] [--rescan] [--status] [--now T]
 // (later config files win)
 import {
   type Config,
   ConfigError,
+  ConfigReloader,
   defaultConfig,
   JOB_QUEUES,
   loadConfigFiles,
@@ -34,6 +35,14 @@ import { serveTls } from "./routes/tls_listener.ts";
 import { Authenticator, ClientIpResolver, hashPassword } from "./lib/auth/mod.ts";
 import { PolicyCompileError, PolicySet } from "./lib/policy/mod.ts";
 import { log } from "./lib/log.ts";
+import { countOutbox, OutboxDrainer } from "./lib/events/mod.ts";
+import {
+  compileRetention,
+  formatPrune,
+  prune,
+  pullTimesWithoutRecording,
+  RetentionCompileError,
+} from "./lib/retention/mod.ts";
 
 interface Cli {
   command: string;
@@ -49,6 +58,8 @@ interface Cli {
   rescan: boolean;
   /** `scan --status` */
   status: boolean;
+  /** `prune --now <RFC 3339>`: the clock retention rules see (ms) */
+  now: number | null;
 }
 
 function parseArgs(args: string[]): Cli {
@@ -61,6 +72,7 @@ function parseArgs(args: string[]): Cli {
     namespace: null,
     rescan: false,
     status: false,
+    now: null,
   };
   let i = 0;
   if (args[0] && !args[0].startsWith("-")) cli.command = args[i++];
@@ -78,6 +90,10 @@ function parseArgs(args: string[]): Cli {
       cli.rescan = true;
     } else if (a === "--status") {
       cli.status = true;
+    } else if (a === "--now") {
+      const t = Date.parse(args[++i] ?? "");
+      if (!Number.isFinite(t)) throw new ConfigError(`--now needs an RFC 3339 time`);
+      cli.now = t;
     } else if (a === "--namespace") {
       const n = args[++i];
       if (!n) throw new ConfigError(`--namespace needs a repository name`);
@@ -112,8 +128,24 @@ function describe(cfg: Config): string {
   }; ${policy}; web UI ${cfg.ui.enabled ? "on at /" : "off"}`;
 }
 
+/**
+ * What a config must pass beyond loading before it is served (at startup and on reload): every
+ * CEL rule compiles, and a retention schedule does not read pull times nobody records.
+ */
+function validated(cfg: Config): PolicySet {
+  const policies = new PolicySet(cfg);
+  const rules = compileRetention(cfg);
+  const key = pullTimesWithoutRecording(cfg, rules);
+  if (key && cfg.global.retentionSchedule.intervalSecs !== null) {
+    throw new RetentionCompileError(
+      `${key} reads pull times but global.update_pull_time is off (they are not recorded)`,
+    );
+  }
+  return policies;
+}
+
 async function serve(cfg: Config): Promise<void> {
-  const policies = new PolicySet(cfg); // compile first: a bad rule stops startup before any I/O
+  const policies = validated(cfg); // compile first: a bad rule stops startup before any I/O
   const fsStore = await openBlobStore(cfg);
   const metrics = new Metrics();
   const store = new InstrumentedBlobStore(fsStore, metrics.observeBlobStore);
@@ -130,7 +162,9 @@ async function serve(cfg: Config): Promise<void> {
   reports.watchAdvisories();
   metrics.advisoriesWith(() => reports.status());
   jobs.start(holderName("serve"));
-  const app = createApp({
+  const outbox = drainOutbox(cfg, kv, registry, "serve");
+  metrics.outboxPendingWith(() => countOutbox(rawKv, cfg));
+  const services = {
     registry,
     metrics,
     policies,
@@ -138,7 +172,22 @@ async function serve(cfg: Config): Promise<void> {
     clientIp: new ClientIpResolver(cfg.server.trustedProxies),
     layers,
     reports,
+  };
+  const app = createApp(services);
+  // Edits to the config files (or SIGHUP) apply without a restart; see lib/config/reload.ts.
+  const reloader = new ConfigReloader(cfg, (next) => {
+    const nextPolicies = validated(next);
+    const authenticator = new Authenticator(next);
+    const upstreams = registry.pullThrough.prepareReload(next);
+    const downstreams = replicator.prepareReload(next);
+    return () => {
+      policies.adopt(nextPolicies);
+      services.authenticator = authenticator;
+      upstreams();
+      downstreams();
+    };
   });
+  reloader.start();
   const ac = new AbortController();
   const stopScrub = scheduleScrub(
     cfg,
@@ -147,12 +196,15 @@ async function serve(cfg: Config): Promise<void> {
     metrics,
   );
   const stopReconcile = scheduleReconcile(cfg, registry, replicator, ac.signal);
+  const stopPrune = schedulePrune(cfg, registry, ac.signal);
   const stop = () => {
     if (ac.signal.aborted) return;
     console.log("wharf stopping: finishing open requests and running jobs");
+    reloader.stop();
     reports.stop();
     stopScrub();
     stopReconcile();
+    stopPrune();
     ac.abort();
   };
   Deno.addSignalListener("SIGTERM", stop);
@@ -174,6 +226,7 @@ async function serve(cfg: Config): Promise<void> {
     await new Promise<void>((resolve) => ac.signal.addEventListener("abort", () => resolve()));
     await tls.close();
     await jobs.stop();
+    await outbox.stop();
     replicator.close();
     await registry.close();
     await registry.pulls.settled();
@@ -208,6 +261,7 @@ async function serve(cfg: Config): Promise<void> {
   );
   await server.finished;
   await jobs.stop();
+  await outbox.stop();
   replicator.close();
   await registry.close();
   await registry.pulls.settled();
@@ -227,6 +281,14 @@ export function registryOptions(jobs: JobQueues, metrics: Metrics): RegistryOpti
     observeUpstream: metrics.observeUpstream,
     observePullThrough: (kind, result) => metrics.pullThroughResult(kind, result),
   };
+}
+
+/** Delivers async webhook events from the outbox in this process (lib/events/outbox.ts). */
+function drainOutbox(cfg: Config, kv: Deno.Kv, registry: Registry, role: string): OutboxDrainer {
+  const drainer = new OutboxDrainer(kv, cfg, holderName(role));
+  registry.events.wakeOutbox = () => drainer.wake();
+  drainer.start();
+  return drainer;
 }
 
 /** How this process names itself in job leases (shown in logs, never trusted). */
@@ -402,6 +464,7 @@ async function worker(cfg: Config, queues: QueueName[]): Promise<void> {
   reports.watchAdvisories();
   const drained = queues.length ? queues : [...JOB_QUEUES];
   const runner = jobs.start(holderName("worker"), drained);
+  const outbox = drained.includes("events") ? drainOutbox(cfg, kv, registry, "worker") : null;
   console.log(
     `wharf worker draining ${runner.queues.join(", ") || "nothing (concurrency 0)"} (${
       describe(cfg)
@@ -413,6 +476,7 @@ async function worker(cfg: Config, queues: QueueName[]): Promise<void> {
   });
   reports.stop();
   await jobs.stop();
+  await outbox?.stop();
   replicator.close();
   await registry.close();
   kv.close();
@@ -471,6 +535,77 @@ function scheduleScrub(
   return () => clearInterval(timer);
 }
 
+/**
+ * `[global.retention_policy] interval_secs`: prune inside the server, one run at a time. The
+ * interval is read on each tick, so a reload that changes the rules applies to the next run.
+ */
+function schedulePrune(cfg: Config, registry: Registry, signal: AbortSignal): () => void {
+  const every = cfg.global.retentionSchedule.intervalSecs;
+  if (every === null) return () => {};
+  let running = false;
+  const timer = setInterval(async () => {
+    if (running || signal.aborted) return;
+    running = true;
+    try {
+      const dryRun = cfg.global.retentionSchedule.dryRun;
+      const s = await prune(cfg, registry, {
+        dryRun,
+        signal,
+        report: (line) => log.info(`retention: ${dryRun ? "would " : ""}${line}`),
+      });
+      log.info(formatPrune(s, dryRun));
+    } catch (e) {
+      log.error("scheduled prune failed", { error: e instanceof Error ? e.message : String(e) });
+    } finally {
+      running = false;
+    }
+  }, every * 1000);
+  return () => clearInterval(timer);
+}
+
+/**
+ * `main.ts prune [--dry-run] [--now T]`: deletes the tags no retention rule keeps (and the
+ * manifests left untagged) through the normal delete path; their events are queued like any
+ * delete's. Refuses to start when a rule reads pull times that are not recorded.
+ */
+async function pruneCommand(cfg: Config, cli: Cli): Promise<number> {
+  let rules;
+  try {
+    validated(cfg);
+    rules = compileRetention(cfg);
+  } catch (e) {
+    if (!(e instanceof RetentionCompileError) && !(e instanceof PolicyCompileError)) throw e;
+    console.error(`wharf: config ${cfg.sources.join(", ")}: ${e.message}`);
+    return 2;
+  }
+  const key = pullTimesWithoutRecording(cfg, rules);
+  if (key) {
+    console.error(
+      `wharf: prune: ${key} reads pull times (image.last_pulled_at, top_pulled) but global.update_pull_time is off, so none are recorded; turn it on or change the rules`,
+    );
+    return 2;
+  }
+  if (rules.size === 0) {
+    console.error("wharf: prune: no [global.retention_policy] or repository retention_policy");
+    return 2;
+  }
+  const store = await openBlobStore(cfg);
+  const kv = await openMetadata(cfg.metadataStore.url ?? cfg.metadataStore.path);
+  const registry = new Registry(cfg, kv, store);
+  try {
+    const s = await prune(cfg, registry, {
+      dryRun: cli.dryRun,
+      now: cli.now ?? undefined,
+      report: (line) => console.log(`${cli.dryRun ? "would " : ""}${line}`),
+    });
+    console.log(formatPrune(s, cli.dryRun));
+    return s.failures > 0 ? 1 : 0;
+  } finally {
+    await registry.close();
+    kv.close();
+  }
+}
+
 /** `main.ts scrub`: one pass against the configured stores, safe while servers run. */
 async function scrub(cfg: Config, dryRun: boolean): Promise<number> {
   const store = await openBlobStore(cfg);
@@ -521,13 +656,18 @@ async function main(): Promise<number> {
         await serve(cfg);
       } catch (e) {
         // A bad rule or an unreadable upstream ca_bundle stops startup with a message.
-        if (!(e instanceof PolicyCompileError) && !isUpstreamError(e)) throw e;
+        if (
+          !(e instanceof PolicyCompileError) && !(e instanceof RetentionCompileError) &&
+          !isUpstreamError(e)
+        ) throw e;
         console.error(`wharf: config ${cfg.sources.join(", ")}: ${e.message}`);
         return 2;
       }
       return 0;
     case "scrub":
       return await scrub(cfg, cli.dryRun);
+    case "prune":
+      return await pruneCommand(cfg, cli);
     case "replicate":
       return await replicate(cfg, cli.dryRun);
     case "reindex":
@@ -548,7 +688,7 @@ async function main(): Promise<number> {
       return 0;
     default:
       console.error(
-        `wharf: unknown command ${cli.command} (commands: serve, worker, replicate, reindex, scan, scrub, hash-password)`,
+        `wharf: unknown command ${cli.command} (commands: serve, worker, replicate, reindex, scan, scrub, prune, hash-password)`,
       );
       return 2;
   }

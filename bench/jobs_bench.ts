@@ -16,7 +16,7 @@ async function round(concurrentEnqueuers: number, drainConcurrency: number) {
   const cfg = {
     ...defaultJobQueue(),
     pollIntervalMs: 50,
-    concurrency: { cache: drainConcurrency, replication: 0, scan: 0, index: 0 },
+    concurrency: { cache: drainConcurrency, replication: 0, scan: 0, index: 0, events: 0 },
   };
   const jobs = new JobQueues(kv, cfg);
   let done = 0;

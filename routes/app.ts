@@ -1,6 +1,6 @@
 // The HTTP edge: one catch-all that maps each request to its Action, authorizes it and hands it
 // to a thin handler. No storage or KV call lives in routes/.
-import { Hono } from "hono";
+import { type Context, Hono } from "hono";
 import type { Registry } from "../lib/registry/mod.ts";
 import { resolveNsParam } from "../lib/config/mod.ts";
 import { isValidName, RegistryError } from "../lib/oci/mod.ts";
@@ -15,7 +15,12 @@ import { jobsHandler, queueOf } from "./jobs.ts";
 import { healthHandler } from "./health.ts";
 import { Gate, type RequestContext } from "./authorize.ts";
 import { tokenHandler } from "./token.ts";
-import { AuthenticationError, type Authenticator, type ClientIpResolver } from "../lib/auth/mod.ts";
+import {
+  AuthenticationError,
+  type Authenticator,
+  AuthorizationWebhooks,
+  type ClientIpResolver,
+} from "../lib/auth/mod.ts";
 import type { CertificateSubject } from "../lib/auth/mod.ts";
 import type { PolicySet } from "../lib/policy/mod.ts";
 import type { Metrics } from "../lib/metrics/mod.ts";
@@ -26,6 +31,7 @@ import { filesSearchHandler } from "./files.ts";
 import type { Reports } from "../lib/scan/mod.ts";
 import { countAuth, instrumentFetch, metricsHandler, noteAction } from "./metrics.ts";
 import { uiAction, uiHandler } from "./ui.ts";
+import { anonymousActor, identifyActor, withActor } from "../lib/events/mod.ts";
 
 export interface Services {
   registry: Registry;
@@ -70,11 +76,17 @@ const JOB_ACTIONS = new Set(["list-jobs", "list-failed-jobs", "retry-job", "dele
 export function createApp(services: Services): Hono<{ Bindings: ConnEnv }> {
   const app = new Hono<{ Bindings: ConnEnv }>();
   const reg = services.registry;
-  const gate = new Gate(reg.cfg, services.policies);
+  const gate = new Gate(
+    reg.cfg,
+    services.policies,
+    new AuthorizationWebhooks(reg.cfg, services.metrics?.observeAuthzWebhook),
+  );
   app.onError((err, c) => errorResponse(err, c));
   app.notFound((c) => errorResponse(notFound(c.req.method), c));
 
-  app.all("*", async (c) => {
+  // Events planned while a request is handled name its identity (filled in once authenticated).
+  app.all("*", (c) => withActor(anonymousActor(), () => handle(c)));
+  const handle = async (c: Context<{ Bindings: ConnEnv }>) => {
     const req = c.req.raw;
     const url = new URL(req.url);
     const action = parseAction(req.method, url.pathname) ??
@@ -100,6 +112,11 @@ export function createApp(services: Services): Hono<{ Bindings: ConnEnv }> {
         ),
       };
       countAuth(services.metrics, ctx.auth, null);
+      identifyActor({
+        username: ctx.auth.identity.username ?? null,
+        id: ctx.auth.identity.id ?? null,
+        client_ip: ctx.clientIp || null,
+      });
     } catch (e) {
       if (!(e instanceof AuthenticationError)) throw e;
       countAuth(services.metrics, null, req.headers.get("authorization"));
@@ -121,6 +138,12 @@ export function createApp(services: Services): Hono<{ Bindings: ConnEnv }> {
     if (mount !== null) {
       // Mount has its own action; the source's get-blob is checked by the mount itself.
       gate.check(ctx, { name: "mount-blob", namespace: action.namespace, digest: mount });
+    }
+    try {
+      await gate.checkWebhook(ctx, action, req.headers);
+    } catch (e) {
+      await req.body?.cancel();
+      throw e;
     }
     if (WRITES.has(action.name)) {
       try {
@@ -157,7 +180,7 @@ export function createApp(services: Services): Hono<{ Bindings: ConnEnv }> {
       return await layerHandler(req, url, action, services.layers, extra);
     }
     return await dispatch(req, url, action, reg, extra, h);
-  });
+  };
   if (services.metrics) {
     const inner = app.fetch;
     app.fetch = instrumentFetch(

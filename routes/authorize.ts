@@ -3,7 +3,7 @@
 // DENIED for authenticated ones.
 import type { Config } from "../lib/config/mod.ts";
 import type { PolicyRequest, PolicySet } from "../lib/policy/mod.ts";
-import type { AuthResult } from "../lib/auth/mod.ts";
+import type { AuthorizationWebhooks, AuthResult } from "../lib/auth/mod.ts";
 import { RegistryError } from "../lib/oci/mod.ts";
 import type { Action } from "./actions.ts";
 
@@ -25,8 +25,52 @@ const PULL = new Set([
 ]);
 const DELETE = new Set(["delete-blob", "delete-manifest"]);
 
+/** Listings are filtered by the policies alone: the authorization webhook is not asked. */
+const LISTINGS = new Set([
+  "list-catalog",
+  "list-tags",
+  "list-repositories",
+  "list-namespaces",
+  "list-revisions",
+  "list-uploads",
+  "get-referrers",
+  "list-jobs",
+  "list-failed-jobs",
+]);
+
 export class Gate {
-  constructor(private readonly cfg: Config, private readonly policies: PolicySet) {}
+  constructor(
+    private readonly cfg: Config,
+    private readonly policies: PolicySet,
+    private readonly webhooks?: AuthorizationWebhooks,
+  ) {}
+
+  /**
+   * After `check` allowed: the authorization webhook of the action's namespace (or the global
+   * one) is asked; a refusal is answered as a policy refusal is.
+   */
+  async checkWebhook(ctx: RequestContext, a: Action, headers: Headers): Promise<void> {
+    if (!this.webhooks || a.namespace === undefined || LISTINGS.has(a.name)) return;
+    const ok = await this.webhooks.allows(
+      {
+        action: a.name,
+        method: ctx.method,
+        namespace: a.namespace,
+        reference: a.reference,
+        digest: a.digest,
+        tag: a.tag,
+      },
+      ctx.auth.identity,
+      ctx.clientIp,
+      headers,
+    );
+    if (ok) return;
+    const id = ctx.auth.identity;
+    if (ctx.auth.method === "anonymous" || (id.id === undefined && id.username === undefined)) {
+      throw this.unauthorized(a, "authentication required");
+    }
+    throw new RegistryError("DENIED", `${a.name} denied by the authorization webhook`);
+  }
 
   allows(ctx: RequestContext, a: Action, extra: Partial<PolicyRequest> = {}): boolean {
     const req: PolicyRequest = {

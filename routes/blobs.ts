@@ -12,7 +12,11 @@ export async function blobHandler(
   const ns = a.namespace!;
   const digest = a.digest!;
   if (a.name === "delete-blob") {
-    await reg.blobs.delete(ns, digest);
+    await reg.events.around(
+      "blob.delete",
+      { namespace: ns, digest, reference: digest },
+      () => reg.blobs.delete(ns, digest),
+    );
     return new Response(null, { status: 202, headers: extra });
   }
   const head = req.method === "HEAD";

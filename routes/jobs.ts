@@ -37,7 +37,7 @@ function parse(url: URL, a: Action, reg: Registry): JobQuery {
   }
   const q = url.searchParams.get("queue") ?? "cache";
   if (!isQueueName(q)) {
-    throw bad(`unknown queue ${truncate(q)} (queues: cache, replication, scan, index)`);
+    throw bad(`unknown queue ${truncate(q)} (queues: cache, replication, scan, index, events)`);
   }
   const nRaw = url.searchParams.get("n");
   let n = JOBS_DEFAULT_N;

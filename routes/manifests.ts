@@ -43,7 +43,15 @@ export async function manifestHandler(
       extra.set("Content-Length", String(m.size));
       extra.set("ETag", `"${m.digest}"`);
       // Only a GET is a pull; HEAD is a client's existence/freshness check (as docker/distribution).
-      if (!head) reg.pulls.record(ns, ref, m.digest, h.client);
+      if (!head) {
+        await reg.events.notify("manifest.pull", {
+          namespace: ns,
+          digest: m.digest,
+          reference: ref,
+          tag: a.tag ?? null,
+        });
+        reg.pulls.record(ns, ref, m.digest, h.client);
+      }
       return new Response(head ? null : m.body as BodyInit, { status: 200, headers: extra });
     }
     case "put-manifest": {

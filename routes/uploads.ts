@@ -18,15 +18,24 @@ export async function uploadHandler(
   };
   switch (a.name) {
     case "start-upload": {
-      const r = await reg.uploads.start(ns, {
-        digest: query(url, "digest"),
-        digestAlgorithm: query(url, "digest-algorithm"),
-        mount: query(url, "mount"),
-        from: query(url, "from"),
-        canRead: h.canRead,
-        body: bodyOf(req),
-        contentLength: contentLength(req),
-      });
+      // A monolithic upload or a mount links a blob at once: that is a blob.push.
+      const digest = query(url, "digest") ?? query(url, "mount");
+      const start = () =>
+        reg.uploads.start(ns, {
+          digest: query(url, "digest"),
+          digestAlgorithm: query(url, "digest-algorithm"),
+          mount: query(url, "mount"),
+          from: query(url, "from"),
+          canRead: h.canRead,
+          body: bodyOf(req),
+          contentLength: contentLength(req),
+        });
+      const r = digest === null ? await start() : await reg.events.around(
+        "blob.push",
+        { namespace: ns, digest },
+        start,
+        (r) => r.kind === "created" ? { namespace: ns, digest: r.digest } : null,
+      );
       if (r.kind === "created") return created(ns, r.digest, extra);
       return new Response(null, {
         status: 202,
@@ -53,11 +62,18 @@ export async function uploadHandler(
       });
     }
     case "complete-upload": {
-      const r = await reg.uploads.complete(ns, a.uuid!, query(url, "digest"), {
-        body: bodyOf(req),
-        contentLength: contentLength(req),
-        contentRange: req.headers.get("content-range"),
-      });
+      const complete = () =>
+        reg.uploads.complete(ns, a.uuid!, query(url, "digest"), {
+          body: bodyOf(req),
+          contentLength: contentLength(req),
+          contentRange: req.headers.get("content-range"),
+        });
+      const r = await reg.events.around(
+        "blob.push",
+        { namespace: ns, digest: query(url, "digest") },
+        complete,
+        (r) => ({ namespace: ns, digest: r.digest }),
+      );
       return created(ns, r.digest, extra);
     }
     default: {

@@ -14,7 +14,8 @@ const ALLOWED: Record<string, string[]> = {
   metadata: ["oci", "config"],
   jobs: ["oci", "config", "metadata"],
   upstream: ["oci", "config", "streams"],
-  registry: ["oci", "config", "streams", "storage", "metadata", "jobs", "upstream"],
+  events: ["oci", "config", "metadata", "jobs"],
+  registry: ["oci", "config", "streams", "storage", "metadata", "jobs", "upstream", "events"],
   index: ["oci", "config", "streams", "storage", "metadata", "jobs", "upstream", "registry"],
   scan: [
     "oci",
@@ -28,6 +29,7 @@ const ALLOWED: Record<string, string[]> = {
     "index",
   ],
   replication: ["oci", "config", "streams", "storage", "metadata", "jobs", "upstream", "registry"],
+  retention: ["oci", "config", "metadata", "jobs", "registry", "events"],
   policy: ["oci", "config"],
   auth: ["oci", "config"],
 };

@@ -18,6 +18,7 @@ import {
   type UpstreamConfig,
 } from "./schema.ts";
 import { isValidName } from "../oci/grammar.ts";
+import { readAuthWebhookRef, readAuthWebhooks, readEventWebhooks, readRetention } from "./hooks.ts";
 
 export class ConfigError extends Error {}
 
@@ -139,6 +140,7 @@ export function buildConfig(doc: Table, paths: string[]): Config {
     "auth",
     "ui",
     "scan",
+    "event_webhook",
   ]);
 
   const server = r.table(doc.server, "server");
@@ -193,6 +195,8 @@ export function buildConfig(doc: Table, paths: string[]): Config {
     "scrub",
     "job_queue",
     "index",
+    "authorization_webhook",
+    "retention_policy",
   ]);
   cfg.global.maxBlobSize = r.int(g, "max_blob_size", "global", 1) ?? null;
   cfg.global.maxManifestSize = r.int(g, "max_manifest_size", "global", 1, 64 * 1024 * 1024) ??
@@ -232,6 +236,13 @@ export function buildConfig(doc: Table, paths: string[]): Config {
     cfg.global.index.maxUncompressedSize;
   cfg.global.index.maxEntries = r.int(ix, "max_entries", "global.index", 1) ??
     cfg.global.index.maxEntries;
+  const fail = r.fail.bind(r);
+  cfg.eventWebhooks = readEventWebhooks(doc.event_webhook, fail);
+  cfg.global.authorizationWebhook = readAuthWebhookRef(g, "global", cfg.auth.webhooks, fail) ??
+    null;
+  const retention = readRetention(g.retention_policy, "global.retention_policy", true, fail);
+  cfg.global.retentionPolicy = retention?.policy ?? null;
+  if (retention) cfg.global.retentionSchedule = retention.schedule;
   readUi(r, r.table(doc.ui, "ui"), cfg);
   const sc = r.table(doc.scan, "scan");
   r.only(sc, "scan", ["advisories_dir", "on_push", "reload_interval_secs", "max_database_size"]);
@@ -257,6 +268,8 @@ export function buildConfig(doc: Table, paths: string[]): Config {
       "upstream",
       "revalidate_secs",
       "downstream",
+      "authorization_webhook",
+      "retention_policy",
     ]);
     const rc: RepositoryConfig = {
       name,
@@ -265,6 +278,10 @@ export function buildConfig(doc: Table, paths: string[]): Config {
       immutableTagsExclusions: r.regexes(t, "immutable_tags_exclusions", path),
       namespace: r.str(t, "namespace", path),
     };
+    const hook = readAuthWebhookRef(t, path, cfg.auth.webhooks, fail);
+    if (hook) rc.authorizationWebhook = hook;
+    const keep = readRetention(t.retention_policy, `${path}.retention_policy`, false, fail);
+    if (keep) rc.retentionPolicy = keep.policy;
     const upstreams = readUpstreams(r, t.upstream, `${path}.upstream`);
     if (upstreams.list.length > 0) {
       rc.upstreams = upstreams.list;
@@ -489,7 +506,8 @@ function readTls(r: Reader, t: Table): TlsConfig {
 }
 
 function readAuth(r: Reader, auth: Table, cfg: Config): void {
-  r.only(auth, "auth", ["identity", "oidc", "token_service"]);
+  r.only(auth, "auth", ["identity", "oidc", "token_service", "webhook"]);
+  cfg.auth.webhooks = readAuthWebhooks(auth.webhook, r.fail.bind(r));
   const usernames = new Set<string>();
   for (const [id, v] of Object.entries(r.table(auth.identity, "auth.identity"))) {
     const path = `auth.identity.${id}`;

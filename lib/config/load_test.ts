@@ -48,7 +48,13 @@ Deno.test("upstreams and the job queue are read with their defaults", () => {
     },
   }, []);
   assert.equal(c.global.jobQueue.maxAttempts, 3);
-  assert.deepEqual(c.global.jobQueue.concurrency, { cache: 8, replication: 2, scan: 1, index: 0 });
+  assert.deepEqual(c.global.jobQueue.concurrency, {
+    cache: 8,
+    replication: 2,
+    scan: 1,
+    index: 0,
+    events: 4,
+  });
   assert.equal(c.global.jobQueue.leaseSecs, 30);
   const hub = c.repositories.get("hub")!;
   assert.equal(hub.revalidateSecs, 60);

@@ -1,4 +1,10 @@
 // The configuration as the server uses it, with every default filled in.
+import type {
+  AuthWebhookConfig,
+  EventWebhookConfig,
+  RetentionPolicyConfig,
+  RetentionScheduleConfig,
+} from "./hooks.ts";
 
 export interface PolicyConfig {
   default: "allow" | "deny";
@@ -72,7 +78,7 @@ export interface UpstreamConfig {
   maxRedirects: number;
 }
 
-export const JOB_QUEUES = ["cache", "replication", "scan", "index"] as const;
+export const JOB_QUEUES = ["cache", "replication", "scan", "index", "events"] as const;
 export type QueueName = typeof JOB_QUEUES[number];
 
 export interface JobQueueConfig {
@@ -142,6 +148,10 @@ export interface RepositoryConfig {
   revalidateSecs?: number;
   /** replication: registries every write here is mirrored to */
   downstreams?: DownstreamConfig[];
+  /** an [auth.webhook.<name>] asked after the CEL policies allow (global's when unset) */
+  authorizationWebhook?: string;
+  /** replaces the global retention policy for this repository's namespaces */
+  retentionPolicy?: RetentionPolicyConfig;
 }
 
 export type ReplicationMode = "event" | "event+reconcile" | "reconcile";
@@ -180,6 +190,8 @@ export interface Config {
     identities: BasicIdentityConfig[];
     oidc: Map<string, OidcProviderConfig>;
     tokenService: TokenServiceConfig | null;
+    /** `[auth.webhook.<name>]` */
+    webhooks: Map<string, AuthWebhookConfig>;
   };
   blobStore: { fs: { rootDir: string }; s3: S3StoreConfig | null };
   /** `url` (a remote KV over KV Connect) replaces `path` when set */
@@ -214,7 +226,13 @@ export interface Config {
     };
     jobQueue: JobQueueConfig;
     index: IndexConfig;
+    /** an [auth.webhook.<name>] asked after the CEL policies allow; null = none */
+    authorizationWebhook: string | null;
+    retentionPolicy: RetentionPolicyConfig | null;
+    retentionSchedule: RetentionScheduleConfig;
   };
+  /** `[event_webhook.<name>]` */
+  eventWebhooks: EventWebhookConfig[];
   scan: ScanConfig;
   ui: {
     /** serve the web UI on non-API paths (with no config file at all: on) */
@@ -233,7 +251,7 @@ export const DEFAULT_MAX_MANIFEST_SIZE = 4 * 1024 * 1024;
 export function defaultConfig(): Config {
   return {
     server: { bindAddress: "0.0.0.0", port: 5000, tls: null, trustedProxies: [] },
-    auth: { identities: [], oidc: new Map(), tokenService: null },
+    auth: { identities: [], oidc: new Map(), tokenService: null, webhooks: new Map() },
     blobStore: { fs: { rootDir: "./data/blobs" }, s3: null },
     metadataStore: { path: "./data/metadata.kv", url: null },
     global: {
@@ -253,7 +271,11 @@ export function defaultConfig(): Config {
       scrub: { intervalSecs: null, graceSecs: 300 },
       jobQueue: defaultJobQueue(),
       index: defaultIndexConfig(),
+      authorizationWebhook: null,
+      retentionPolicy: null,
+      retentionSchedule: { intervalSecs: null, dryRun: false },
     },
+    eventWebhooks: [],
     scan: defaultScanConfig(),
     ui: { enabled: false, name: "Wharf", oidc: null },
     repositories: new Map(),
@@ -268,7 +290,7 @@ export function defaultJobQueue(): JobQueueConfig {
     backoffMaxMs: 60_000,
     leaseSecs: 30,
     pollIntervalMs: 1000,
-    concurrency: { cache: 4, replication: 2, scan: 1, index: 1 },
+    concurrency: { cache: 4, replication: 2, scan: 1, index: 1, events: 4 },
   };
 }
 
@@ -277,3 +299,5 @@ export const UPSTREAM_DEFAULTS = {
   readTimeoutSecs: 300,
   maxRedirects: 5,
 } as const;
+
+export * from "./hooks.ts";

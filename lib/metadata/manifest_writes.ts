@@ -50,11 +50,13 @@ export interface ManifestWrite {
    */
   owned?: () => Promise<Deno.KvEntryMaybe<unknown>>;
   /** jobs a tag change causes (replication), committed with that tag's mutations */
-  tagJobs?: (tag: string) => PlannedMutation[];
+  tagJobs?: (tag: string, existing: TagRecord | null) => PlannedMutation[];
   /** jobs a new revision pushed without tags causes, committed with the revision */
   revisionJobs?: () => PlannedMutation[];
   /** jobs any new revision causes (layer indexing), committed with the revision */
   newRevisionJobs?: () => PlannedMutation[];
+  /** jobs every push causes, new revision or not (event webhooks), in the head commit */
+  pushJobs?: () => PlannedMutation[];
 }
 
 /** Whether writing `tag` changes it: a write that changes nothing causes no job (no ping-pong). */
@@ -64,7 +66,7 @@ function tagChanges(w: ManifestWrite, existing: TagRecord | null): boolean {
 
 function tagUnit(w: ManifestWrite, tag: string, existing: TagRecord | null): PlannedMutation[] {
   const muts = tagMutations(w.ns, w.digest, tag, existing, w.tagCreatedAt);
-  if (w.tagJobs && tagChanges(w, existing)) muts.push(...w.tagJobs(tag));
+  if (w.tagJobs && tagChanges(w, existing)) muts.push(...w.tagJobs(tag, existing));
   return muts;
 }
 
@@ -158,6 +160,7 @@ export async function commitManifest(kv: Deno.Kv, w: ManifestWrite): Promise<voi
       if (w.tags.length === 0 && w.revisionJobs) fixed.push(...w.revisionJobs());
       if (w.newRevisionJobs) fixed.push(...w.newRevisionJobs());
     }
+    if (w.pushJobs) fixed.push(...w.pushJobs());
     if (!budget.addAll(op, fixed)) throw new Error("manifest head commit exceeds KV limits");
     let t = 0;
     for (; t < w.tags.length; t++) {

@@ -91,6 +91,28 @@ export class Metrics {
       "result",
     ]),
   );
+  private readonly outboxPending = this.set.add(
+    new Gauge(
+      "wharf_event_outbox_pending",
+      "Async webhook deliveries not yet made (due or backing off), per webhook; counted up to 10000",
+      ["webhook"],
+    ),
+  );
+  private readonly authzWebhookDecisions = this.set.add(
+    new Counter(
+      "wharf_authorization_webhook_decisions_total",
+      "Authorization webhook decisions by webhook and decision (allow, deny, cached-deny, error)",
+      ["webhook", "decision"],
+    ),
+  );
+  private readonly authzWebhookDuration = this.set.add(
+    new Histogram(
+      "wharf_authorization_webhook_duration_seconds",
+      "Authorization webhook calls (cached denials excluded) by webhook",
+      ["webhook"],
+      REQUEST_BUCKETS,
+    ),
+  );
   readonly uploadSessions = this.set.add(
     new Gauge("wharf_upload_sessions_open", "Upload sessions recorded in the metadata store", []),
   );
@@ -359,6 +381,19 @@ export class Metrics {
       for (const d of downstreams) this.replicationLag.set(ages.get(d) ?? 0, [d]);
     };
   }
+
+  /** Undelivered events per webhook at scrape time (lib/events countOutbox). */
+  outboxPendingWith(count: () => Promise<Map<string, number>>): void {
+    this.outboxPending.collect = async () => {
+      for (const [webhook, n] of await count()) this.outboxPending.set(n, [webhook]);
+    };
+  }
+
+  /** Callback for the authorization webhook (lib/auth AuthorizationWebhooks). */
+  readonly observeAuthzWebhook = (webhook: string, decision: string, seconds: number): void => {
+    this.authzWebhookDecisions.inc([webhook, decision]);
+    if (decision !== "cached-deny") this.authzWebhookDuration.observe(seconds, [webhook]);
+  };
 
   pullThroughResult(kind: "manifest" | "blob", result: string): void {
     this.pullThrough.inc([kind, result]);

@@ -6,8 +6,8 @@ import { repositoryOf } from "../config/repositories.ts";
 import { AccessPolicy, type PolicyIdentity, type PolicyRequest } from "./access_policy.ts";
 
 export class PolicySet {
-  private readonly global: AccessPolicy;
-  private readonly repos = new Map<string, AccessPolicy>();
+  private global: AccessPolicy;
+  private repos = new Map<string, AccessPolicy>();
 
   /** Throws PolicyCompileError naming the policy and rule on a CEL syntax error. */
   constructor(private readonly cfg: Config) {
@@ -20,6 +20,12 @@ export class PolicySet {
         );
       }
     }
+  }
+
+  /** Takes over `next`'s compiled policies (a config reload; `cfg` is the same live object). */
+  adopt(next: PolicySet): void {
+    this.global = next.global;
+    this.repos = next.repos;
   }
 
   /** Fills `request.repository` from the namespace and evaluates global, then repository. */

@@ -17,6 +17,8 @@ import {
 import type { ReplicationTriggers } from "./replication_triggers.ts";
 import type { IndexTriggers } from "./index_triggers.ts";
 import type { ScanTriggers } from "./scan_triggers.ts";
+import type { Events } from "../events/mod.ts";
+import type { PlannedMutation } from "../metadata/mod.ts";
 
 export interface ManifestBody {
   digest: string;
@@ -61,6 +63,8 @@ export class Manifests {
     private readonly triggers?: ReplicationTriggers,
     private readonly indexTriggers?: IndexTriggers,
     private readonly scanTriggers?: ScanTriggers,
+    /** absent: writes cause no webhook events */
+    private readonly events?: Events,
   ) {}
 
   async resolve(ns: string, reference: string): Promise<{ digest: string; rev: RevisionRecord }> {
@@ -126,6 +130,8 @@ export class Manifests {
     }
     const strict = !this.cfg.global.allowMissingManifestReferences;
     if (strict) await this.requireChildren(ns, parsed);
+    // Required webhooks answer before anything (even an out-of-line body) is written.
+    const hooks = await this.pushEvents(ns, reference, digest, tags);
     const { record, reserved } = await this.prepare(digest, bytes, parsed);
     const lww = byDigest ? null : parseSourceTimestamp(input.sourceTimestamp);
     const immutable = this.immutability(ns);
@@ -142,7 +148,8 @@ export class Manifests {
       reserved,
       placed: () => this.store.exists(digest),
       owned: strict ? () => this.blobs.requireOwned(ns, parsed.blobs) : undefined,
-      ...this.jobHooks(ns, digest),
+      ...this.jobHooks(ns, digest, hooks),
+      pushJobs: hooks?.pushJobs,
       newRevisionJobs: () => {
         scanPlanned = scan.length > 0;
         return [...index.mutations, ...scan];
@@ -162,18 +169,61 @@ export class Manifests {
     });
     this.triggers?.committed();
     this.indexTriggers?.committed();
+    hooks?.committed();
     if (scanPlanned) this.scanTriggers?.committed(scan);
     if (index.after.length) await this.indexTriggers!.enqueue(index.after).catch(() => {});
     return { digest, subject: parsed.subject, tags };
   }
 
-  /** The replication jobs a push to `ns` causes, planned inside its commits. */
-  private jobHooks(ns: string, digest: string) {
-    const t = this.triggers;
-    if (!t?.replicates(ns)) return {};
+  /**
+   * The push's events: `required` webhooks are asked now (a refusal throws before anything is
+   * written); async deliveries are planned into the commits (manifest.push with the head,
+   * tag.create with each tag that changes). Null when no webhook wants them.
+   */
+  private async pushEvents(ns: string, reference: string, digest: string, tags: string[]) {
+    const ev = this.events;
+    if (!ev || (!ev.wanted("manifest.push", ns) && !ev.wanted("tag.create", ns))) return null;
+    const push = ev.event("manifest.push", {
+      namespace: ns,
+      digest,
+      reference,
+      tag: parseDigest(reference) ? null : reference,
+    });
+    await ev.require(push);
+    if (ev.webhooks("tag.create", ns, "required").length > 0) {
+      for (const tag of tags) {
+        await ev.require(ev.event("tag.create", { namespace: ns, digest, reference, tag }));
+      }
+    }
+    const planned: PlannedMutation[] = [];
+    const keep = (m: PlannedMutation[]) => (planned.push(...m), m);
+    let last: PlannedMutation[] = [];
     return {
-      tagJobs: (tag: string) => t.tagPushed(ns, tag),
-      revisionJobs: () => t.revisionPushed(ns, digest),
+      // The head commit may be rebuilt on a conflict: only its last plan is committed.
+      pushJobs: () => (last = ev.plan(push)),
+      // A re-push of the digest a tag already names refreshes it but creates nothing.
+      tagJobs: (tag: string, existing: TagRecord | null) =>
+        existing?.digest === digest
+          ? []
+          : keep(ev.plan(ev.event("tag.create", { namespace: ns, digest, reference, tag }))),
+      committed: () => ev.committed([...planned, ...last]),
+    };
+  }
+
+  /** The replication and event jobs a push to `ns` causes, planned inside its commits. */
+  private jobHooks(
+    ns: string,
+    digest: string,
+    hooks: { tagJobs: (tag: string, existing: TagRecord | null) => PlannedMutation[] } | null,
+  ) {
+    const t = this.triggers?.replicates(ns) ? this.triggers : null;
+    if (!t && !hooks) return {};
+    return {
+      tagJobs: (tag: string, existing: TagRecord | null) => [
+        ...(t?.tagPushed(ns, tag) ?? []),
+        ...(hooks?.tagJobs(tag, existing) ?? []),
+      ],
+      revisionJobs: t ? () => t.revisionPushed(ns, digest) : undefined,
     };
   }
 
@@ -272,31 +322,63 @@ export class Manifests {
       if (!isValidTag(reference)) {
         throw new RegistryError("UNSUPPORTED", `invalid tag ${truncate(reference)}`);
       }
-      await this.meta.deleteTag(ns, reference, guard, this.deleteJobs(ns, reference, lww));
+      const tagged = await this.meta.tag(ns, reference);
+      const ev = tagged ? await this.deleteEvent("tag.delete", ns, reference, tagged.digest) : null;
+      await this.meta.deleteTag(ns, reference, guard, this.deleteJobs(ns, reference, lww, ev));
       this.triggers?.committed();
+      ev?.committed();
       return;
     }
     const rev = await this.meta.revision(ns, reference);
     if (!rev) throw new RegistryError("MANIFEST_UNKNOWN", reference);
     const parsed = parseManifest(await this.body(reference, rev), rev.mediaType);
+    const ev = await this.deleteEvent("manifest.delete", ns, reference, reference);
     await this.meta.deleteRevision(
       ns,
       reference,
       parsed,
       guard,
-      this.deleteJobs(ns, reference, lww),
+      this.deleteJobs(ns, reference, lww, ev),
     );
     this.triggers?.committed();
+    ev?.committed();
+  }
+
+  /** A delete's event: required webhooks asked now, async deliveries planned with the delete. */
+  private async deleteEvent(
+    kind: "tag.delete" | "manifest.delete",
+    ns: string,
+    reference: string,
+    digest: string | null,
+  ) {
+    const ev = this.events;
+    if (!ev?.wanted(kind, ns)) return null;
+    const tag = kind === "tag.delete" ? reference : null;
+    const e = ev.event(kind, { namespace: ns, digest, reference, tag });
+    await ev.require(e);
+    let last: PlannedMutation[] = [];
+    return {
+      plan: () => (last = ev.plan(e)),
+      committed: () => ev.committed(last),
+    };
   }
 
   /** A delete's jobs carry its event time: the source's timestamp when it was replicated. */
-  private deleteJobs(ns: string, reference: string, lww: number | null) {
-    const t = this.triggers;
-    if (!t?.replicates(ns)) return undefined;
+  private deleteJobs(
+    ns: string,
+    reference: string,
+    lww: number | null,
+    ev: { plan: () => PlannedMutation[] } | null,
+  ) {
+    const t = this.triggers?.replicates(ns) ? this.triggers : null;
+    if (!t && !ev) return undefined;
     const at = lww ?? Date.now();
-    return parseDigest(reference)
+    const replication = !t
+      ? () => []
+      : parseDigest(reference)
       ? () => t.revisionDeleted(ns, reference, at)
       : () => t.tagDeleted(ns, reference, at);
+    return () => [...replication(), ...(ev?.plan() ?? [])];
   }
 }
 

@@ -24,6 +24,7 @@ import type { ReferrerDescriptor } from "./listings.ts";
 import { ReplicationTriggers } from "./replication_triggers.ts";
 import { IndexTriggers } from "./index_triggers.ts";
 import { ScanTriggers } from "./scan_triggers.ts";
+import { Events } from "../events/mod.ts";
 
 export { type BlobRead } from "./blobs.ts";
 export { INDEX_KIND, indexLayerJob, isTarLayer, tarLayers } from "./index_triggers.ts";
@@ -61,6 +62,8 @@ export class Registry {
   readonly svc: SvcListings;
   readonly jobs: JobQueues;
   readonly pullThrough: PullThrough;
+  /** event webhooks: what writes plan, and the `events` queue's delivery jobs */
+  readonly events: Events;
 
   constructor(
     readonly cfg: Config,
@@ -69,6 +72,7 @@ export class Registry {
     options: RegistryOptions = {},
   ) {
     this.jobs = options.jobs ?? new JobQueues(kv, cfg.global.jobQueue);
+    this.events = new Events(cfg, this.jobs, kv);
     const blobMeta = new BlobMeta(kv);
     const manifestMeta = new ManifestMeta(kv);
     this.blobs = new Blobs(store, blobMeta, manifestMeta);
@@ -80,6 +84,7 @@ export class Registry {
       new ReplicationTriggers(cfg, this.jobs),
       new IndexTriggers(cfg, this.jobs),
       new ScanTriggers(cfg, this.jobs),
+      this.events,
     );
     this.uploads = new Uploads({
       store,
@@ -106,6 +111,7 @@ export class Registry {
   /** Registers the job kinds this registry runs; call before starting a runner. */
   registerJobHandlers(): void {
     this.jobs.handle("cache", CACHE_FILL_KIND, (job) => this.pullThrough.fillJob(job));
+    this.events.register();
   }
 
   /** Refuses client writes to a pull-through repository (403 DENIED). */

@@ -72,18 +72,41 @@ interface FillPayload {
 }
 
 export class PullThrough {
-  private readonly sets = new Map<string, UpstreamSet>();
+  private sets = new Map<string, UpstreamSet>();
 
   /** Builds the upstream clients now, so a bad ca_bundle fails at startup. */
   constructor(private readonly d: PullThroughDeps) {
-    for (const rc of d.cfg.repositories.values()) {
+    this.sets = this.build(d.cfg);
+  }
+
+  private build(cfg: Config): Map<string, UpstreamSet> {
+    const sets = new Map<string, UpstreamSet>();
+    for (const rc of cfg.repositories.values()) {
       if (rc.upstreams?.length) {
-        this.sets.set(
+        sets.set(
           rc.name,
-          new UpstreamSet(rc.name, rc.upstreams, { observe: d.observeUpstream }),
+          new UpstreamSet(rc.name, rc.upstreams, { observe: this.d.observeUpstream }),
         );
       }
     }
+    return sets;
+  }
+
+  /**
+   * A config reload: builds the clients of `next`'s upstreams now (throws on a bad ca_bundle,
+   * refusing the reload) and returns the switch to them. Old clients are closed a minute later,
+   * when requests still using them are long done.
+   */
+  prepareReload(next: Config): () => void {
+    const sets = this.build(next);
+    return () => {
+      const old = this.sets;
+      this.sets = sets;
+      const t = setTimeout(() => {
+        for (const s of old.values()) s.close();
+      }, 60_000);
+      Deno.unrefTimer(t as unknown as number);
+    };
   }
 
   close(): void {

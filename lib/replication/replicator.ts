@@ -50,7 +50,7 @@ interface Local {
 }
 
 export class Replicator {
-  private readonly clients = new Map<string, { cfg: DownstreamConfig; client: DownstreamClient }>();
+  private clients = new Map<string, { cfg: DownstreamConfig; client: DownstreamClient }>();
   private readonly meta: ManifestMeta;
   private readonly blobs: BlobMeta;
   private readonly store: BlobStore;
@@ -74,6 +74,27 @@ export class Replicator {
 
   close(): void {
     for (const { client } of this.clients.values()) client.close();
+  }
+
+  /**
+   * A config reload: builds `next`'s downstream clients now (throws on a bad ca_bundle, refusing
+   * the reload) and returns the switch to them; old clients close a minute later.
+   */
+  prepareReload(next: Config): () => void {
+    const clients = new Map<string, { cfg: DownstreamConfig; client: DownstreamClient }>();
+    for (const rc of next.repositories.values()) {
+      for (const d of rc.downstreams ?? []) {
+        clients.set(d.name, { cfg: d, client: new DownstreamClient(d) });
+      }
+    }
+    return () => {
+      const old = this.clients;
+      this.clients = clients;
+      const t = setTimeout(() => {
+        for (const { client } of old.values()) client.close();
+      }, 60_000);
+      Deno.unrefTimer(t as unknown as number);
+    };
   }
 
   downstream(name: string): { cfg: DownstreamConfig; client: DownstreamClient } | undefined {

@@ -248,7 +248,18 @@ export class Scanner {
       throw new PermanentJobError("payload needs a digest and a namespace");
     }
     const report = await this.scan(p.namespace, p.digest, job.signal);
-    if (report) await this.store(p.digest, report);
+    if (!report) return;
+    await this.store(p.digest, report);
+    const events = this.registry.events;
+    if (events.wanted("scan.completed", p.namespace)) {
+      // A scan is background work: required webhooks are not consulted, deliveries are queued.
+      await events.emit(events.event("scan.completed", {
+        namespace: p.namespace,
+        digest: p.digest,
+        reference: p.digest,
+        severity_counts: { ...report.counts },
+      }));
+    }
   }
 
   /** The report of one platform image, or null for a manifest that is not one. */

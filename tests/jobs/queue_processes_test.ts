@@ -16,7 +16,7 @@ const CFG: JobQueueConfig = {
   backoffMaxMs: 200,
   leaseSecs: 2,
   pollIntervalMs: 50,
-  concurrency: { cache: 4, replication: 2, scan: 1, index: 1 },
+  concurrency: { cache: 4, replication: 2, scan: 1, index: 1, events: 0 },
 };
 
 interface Worker {

@@ -6,7 +6,7 @@ import { DeleteButton } from "./buttons.tsx";
 import { useInterval } from "./hooks.ts";
 import { ErrorState, Loading } from "./states.tsx";
 
-export const QUEUES = ["cache", "replication", "scan", "index"];
+export const QUEUES = ["cache", "replication", "scan", "index", "events"];
 
 interface Job {
   storage_key: string;

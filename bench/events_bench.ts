@@ -1,0 +1,297 @@
+// Event webhooks and retention (issue 14, Performance), side by side in one run:
+// 1. manifest push ops/s (16 concurrent clients, distinct small manifests, one shared config
+//    blob) without and with one async webhook (a receiver here answering 204), for Wharf and
+//    for Debian's docker-registry (distribution 2.8, `notifications.endpoints`), servers one at
+//    a time; the time until the receiver holds every push event is reported too;
+// 2. prune of 10,000 tags (100 manifests × 100 tags) by `main.ts prune`, dry run and real.
+// Run: deno run -A --unstable-kv bench/events_bench.ts [--small] [--prune-only]   (loopback only)
+import { createHash } from "node:crypto";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const ROOT = fileURLToPath(new URL("../", import.meta.url));
+const SMALL = Deno.args.includes("--small");
+/** `--prune-only`: skip the push comparison */
+const PRUNE_ONLY = Deno.args.includes("--prune-only");
+const PUSHES = SMALL ? 600 : 3000;
+const CONCURRENCY = 16;
+const ROUNDS = SMALL ? 1 : 3;
+const PRUNE_MANIFESTS = SMALL ? 20 : 100;
+const TAGS_PER_MANIFEST = 100;
+/** extra TOML with the webhook (e.g. a job queue setting), from WHARF_BENCH_HOOK_EXTRA */
+const HOOK_EXTRA = (Deno.env.get("WHARF_BENCH_HOOK_EXTRA") ?? "").replaceAll("\\n", "\n");
+
+interface Server {
+  url: string;
+  dir: string;
+  config: string;
+  stop(): Promise<void>;
+}
+
+function freePort(): number {
+  const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const p = (l.addr as Deno.NetAddr).port;
+  l.close();
+  return p;
+}
+
+async function waitUp(url: string): Promise<void> {
+  for (let i = 0; i < 300; i++) {
+    try {
+      const r = await fetch(`${url}/v2/`);
+      await r.body?.cancel();
+      return;
+    } catch {
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+  throw new Error(`${url} did not come up`);
+}
+
+async function startWharf(extra: string): Promise<Server> {
+  const dir = await Deno.makeTempDir({ prefix: "wharf-events-bench-" });
+  const port = freePort();
+  const config = join(dir, "wharf.toml");
+  await Deno.writeTextFile(
+    config,
+    `[server]\nbind_address = "127.0.0.1"\nport = ${port}\n[blob_store.fs]\nroot_dir = "${dir}/blobs"\n[metadata_store]\npath = "${dir}/m.kv"\n[global.index]\non_push = "none"\n[scan]\non_push = false\n${extra}`,
+  );
+  const child = new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "--unstable-kv",
+      "-A",
+      "--v8-flags=--max-semi-space-size=4,--expose-gc",
+      join(ROOT, "main.ts"),
+      "serve",
+      "-c",
+      config,
+    ],
+    stdout: "null",
+    stderr: "null",
+    env: { NO_COLOR: "1", RUST_BACKTRACE: "0" },
+  }).spawn();
+  const url = `http://127.0.0.1:${port}`;
+  await waitUp(url);
+  return {
+    url,
+    dir,
+    config,
+    stop: async () => {
+      child.kill("SIGTERM");
+      await child.status;
+      await Deno.remove(dir, { recursive: true }).catch(() => {});
+    },
+  };
+}
+
+async function startDistribution(receiver: string | null): Promise<Server> {
+  const dir = await Deno.makeTempDir({ prefix: "wharf-events-bench-dist-" });
+  const port = freePort();
+  const config = join(dir, "config.yml");
+  const notify = receiver
+    ? `notifications:\n  endpoints:\n    - name: bench\n      url: ${receiver}\n      timeout: 1s\n      threshold: 5\n      backoff: 1s\n`
+    : "";
+  await Deno.writeTextFile(
+    config,
+    `version: 0.1\nlog:\n  level: error\n  accesslog:\n    disabled: true\nstorage:\n  filesystem:\n    rootdirectory: ${dir}/data\n  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:${port}\n${notify}`,
+  );
+  const child = new Deno.Command("docker-registry", {
+    args: ["serve", config],
+    stdout: "null",
+    stderr: "null",
+  }).spawn();
+  const url = `http://127.0.0.1:${port}`;
+  await waitUp(url);
+  return {
+    url,
+    dir,
+    config,
+    stop: async () => {
+      child.kill("SIGTERM");
+      await child.status;
+      await Deno.remove(dir, { recursive: true }).catch(() => {});
+    },
+  };
+}
+
+const sha = (b: Uint8Array) => `sha256:${createHash("sha256").update(b).digest("hex")}`;
+const enc = new TextEncoder();
+const MT = "application/vnd.oci.image.manifest.v1+json";
+
+async function pushConfig(url: string, ns: string): Promise<{ digest: string; size: number }> {
+  const data = enc.encode(JSON.stringify({ os: "linux", architecture: "amd64" }));
+  const digest = sha(data);
+  // Two-step upload: docker-registry 2.8 does not take a monolithic POST.
+  const start = await fetch(`${url}/v2/${ns}/blobs/uploads/`, { method: "POST" });
+  await start.body?.cancel();
+  const loc = new URL(start.headers.get("location")!, url);
+  loc.searchParams.set("digest", digest);
+  const r = await fetch(loc, { method: "PUT", body: data as BodyInit });
+  await r.body?.cancel();
+  if (r.status !== 201) throw new Error(`config push: ${r.status}`);
+  return { digest, size: data.length };
+}
+
+function manifest(config: { digest: string; size: number }, i: number, run: string): string {
+  return JSON.stringify({
+    schemaVersion: 2,
+    mediaType: MT,
+    config: { mediaType: "application/vnd.oci.image.config.v1+json", ...config },
+    layers: [],
+    annotations: { "bench.run": run, "bench.i": String(i) },
+  });
+}
+
+/** Pushes PUSHES distinct manifests, CONCURRENCY at once; returns ops/s. */
+async function pushPhase(url: string, ns: string, run: string): Promise<number> {
+  const config = await pushConfig(url, ns);
+  let next = 0;
+  const t0 = performance.now();
+  await Promise.all(Array.from({ length: CONCURRENCY }, async () => {
+    for (let i = next++; i < PUSHES; i = next++) {
+      const r = await fetch(`${url}/v2/${ns}/manifests/t${i}`, {
+        method: "PUT",
+        body: manifest(config, i, run),
+        headers: { "content-type": MT },
+      });
+      await r.body?.cancel();
+      if (r.status !== 201) throw new Error(`push ${i}: ${r.status}`);
+    }
+  }));
+  return PUSHES / ((performance.now() - t0) / 1000);
+}
+
+/** A receiver counting manifest push events (Wharf's kind, or distribution's envelope). */
+function receiver() {
+  let pushes = 0;
+  const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen: () => {} }, async (req) => {
+    const body = await req.text();
+    try {
+      const j = JSON.parse(body);
+      if (j.kind === "manifest.push") pushes++;
+      for (const e of j.events ?? []) {
+        if (e.action === "push" && String(e.target?.mediaType).includes("manifest")) pushes++;
+      }
+    } catch { /* not JSON */ }
+    return new Response(null, { status: 204 });
+  });
+  return {
+    url: `http://127.0.0.1:${(server.addr as Deno.NetAddr).port}/`,
+    count: () => pushes,
+    reset: () => pushes = 0,
+    stop: () => server.shutdown(),
+  };
+}
+
+async function drained(rx: ReturnType<typeof receiver>, want: number, t0: number) {
+  const end = performance.now() + 120_000;
+  while (rx.count() < want && performance.now() < end) {
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  return { got: rx.count(), seconds: (performance.now() - t0) / 1000 };
+}
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+
+const rx = receiver();
+const rows: string[] = [];
+const results: Record<string, number[]> = {};
+for (let round = 0; round < (PRUNE_ONLY ? 0 : ROUNDS); round++) {
+  for (const side of ["wharf", "wharf+webhook", "distribution", "distribution+webhook"]) {
+    rx.reset();
+    const withHook = side.endsWith("+webhook");
+    const s = side.startsWith("wharf")
+      ? await startWharf(
+        withHook
+          ? `[event_webhook.bench]\nurl = "${rx.url}"\nevents = ["manifest.push"]\n${HOOK_EXTRA}`
+          : "",
+      )
+      : await startDistribution(withHook ? rx.url : null);
+    try {
+      const t0 = performance.now();
+      const ops = await pushPhase(s.url, "bench/app", `${side}-${round}`);
+      (results[side] ??= []).push(ops);
+      let lag = "";
+      if (withHook) {
+        const d = await drained(rx, PUSHES, t0);
+        lag = `; all ${d.got}/${PUSHES} push events received ${
+          d.seconds.toFixed(1)
+        } s after the first push`;
+      }
+      console.log(`${side} round ${round + 1}: ${ops.toFixed(0)} manifest pushes/s${lag}`);
+    } finally {
+      await s.stop();
+    }
+  }
+}
+for (const [side, xs] of Object.entries(results)) {
+  rows.push(`| ${side} | ${median(xs).toFixed(0)} |`);
+}
+// The machine is shared: each round runs the pair back to back and the overhead is the median
+// of the per-round ratios, which the load of the moment affects least.
+const overhead = (a: string, b: string) =>
+  ((1 - median(results[b].map((x, i) => x / results[a][i]))) * 100).toFixed(1);
+if (!PRUNE_ONLY) {
+  console.log(`\n| ${PUSHES} manifest pushes, ${CONCURRENCY} clients | pushes/s (median) |`);
+  console.log("| --- | --- |");
+  for (const r of rows) console.log(r);
+  console.log(
+    `\nwebhook overhead (median of per-round ratios): Wharf ${
+      overhead("wharf", "wharf+webhook")
+    }%, distribution ${overhead("distribution", "distribution+webhook")}%`,
+  );
+}
+await rx.stop();
+
+// Prune: PRUNE_MANIFESTS manifests × TAGS_PER_MANIFEST tags, every tag but `keep-*` goes.
+{
+  const s = await startWharf(
+    `[global.retention_policy]\nrules = ['image.tag.startsWith("keep")']\n`,
+  );
+  try {
+    const config = await pushConfig(s.url, "prune/app");
+    for (let m = 0; m < PRUNE_MANIFESTS; m++) {
+      const body = manifest(config, m, "prune");
+      const qs = Array.from({ length: TAGS_PER_MANIFEST }, (_, t) => `tag=m${m}-t${t}`).join("&");
+      const r = await fetch(`${s.url}/v2/prune/app/manifests/${sha(enc.encode(body))}?${qs}`, {
+        method: "PUT",
+        body,
+        headers: { "content-type": MT },
+      });
+      await r.body?.cancel();
+      if (r.status !== 201) throw new Error(`prune setup push ${m}: ${r.status}`);
+    }
+    const tags = PRUNE_MANIFESTS * TAGS_PER_MANIFEST;
+    for (const dry of [true, false]) {
+      const t0 = performance.now();
+      const out = await new Deno.Command(Deno.execPath(), {
+        args: [
+          "run",
+          "--unstable-kv",
+          "-A",
+          join(ROOT, "main.ts"),
+          "prune",
+          ...(dry ? ["--dry-run"] : []),
+          "-c",
+          s.config,
+        ],
+        stdout: "piped",
+        stderr: "piped",
+        env: { NO_COLOR: "1", RUST_BACKTRACE: "0" },
+      }).output();
+      const wall = (performance.now() - t0) / 1000;
+      const text = new TextDecoder().decode(out.stdout);
+      const summary = text.trim().split("\n").at(-1) ?? "";
+      const secs = Number(/in ([\d.]+) s$/.exec(summary)?.[1] ?? NaN);
+      console.log(
+        `prune${dry ? " --dry-run" : ""} of ${tags} tags: ${(tags / secs).toFixed(0)} tags/s (${
+          secs.toFixed(2)
+        } s in prune, ${wall.toFixed(2)} s with process start)\n  ${summary}`,
+      );
+      if (!out.success) console.log(new TextDecoder().decode(out.stderr).slice(-2000));
+    }
+  } finally {
+    await s.stop();
+  }
+}

@@ -1,0 +1,212 @@
+// Event webhooks (issue 14). A write that causes an event plans its async deliveries into the
+// write's own commit (plan): one outbox entry per webhook (outbox.ts), drained in batches, with
+// retries, backoff and dead letters in the `events` job queue. Where the write's commit is not
+// ours to extend (blob links, scan reports, pulls) the entries are written right after it
+// (emit). When more webhooks want an event than fit a commit comfortably, one fan-out job on the
+// `events` queue carries it and writes the entries when it runs, so a commit never grows with the
+// number of webhooks. `required` webhooks are called before the operation (require) and a
+// failure fails it.
+import { type Config, type EventKind, type EventWebhookConfig } from "../config/mod.ts";
+import { repositoryOf } from "../config/mod.ts";
+import type { JobContext, JobQueues } from "../jobs/mod.ts";
+import { PermanentJobError } from "../jobs/mod.ts";
+import type { PlannedMutation } from "../metadata/mod.ts";
+import { RegistryError } from "../oci/mod.ts";
+import { log } from "../log.ts";
+import { currentActor } from "./actor.ts";
+import { deliver, DeliveryError } from "./deliver.ts";
+import type { EventFields, WharfEvent } from "./event.ts";
+import { DELIVER_KIND, outboxEntry, planEntry } from "./outbox.ts";
+
+export const FANOUT_KIND = "fanout-event";
+/** Outbox entries per commit when a fan-out job writes them. */
+const FANOUT_CHUNK = 200;
+/** Up to this many deliveries are planned in the causing commit; more go through a fan-out. */
+export const DIRECT_DELIVERIES_MAX = 4;
+
+interface DeliverPayload {
+  webhook: string;
+  event: WharfEvent;
+}
+
+export class Events {
+  /** set by the process that drains the outbox: entries were just written here */
+  wakeOutbox: () => void = () => {};
+
+  constructor(
+    private readonly cfg: Config,
+    private readonly jobs: JobQueues,
+    private readonly kv: Deno.Kv,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  /** Webhooks of `policy` that want `kind` events of `ns`, as configured now. */
+  webhooks(kind: EventKind, ns: string, policy: "async" | "required"): EventWebhookConfig[] {
+    return this.cfg.eventWebhooks.filter((w) =>
+      w.policy === policy && (w.events.length === 0 || w.events.includes(kind)) &&
+      (w.repositoryFilter.length === 0 || w.repositoryFilter.some((re) => re.test(ns)))
+    );
+  }
+
+  /** Whether any webhook wants `kind` events of `ns` (callers skip building events otherwise). */
+  wanted(kind: EventKind, ns: string): boolean {
+    return this.cfg.eventWebhooks.length > 0 &&
+      (this.webhooks(kind, ns, "async").length > 0 ||
+        this.webhooks(kind, ns, "required").length > 0);
+  }
+
+  event(kind: EventKind, f: EventFields): WharfEvent {
+    const ev: WharfEvent = {
+      id: crypto.randomUUID(),
+      timestamp: new Date(this.now()).toISOString(),
+      kind,
+      namespace: f.namespace,
+      repository: repositoryOf(this.cfg, f.namespace).name,
+      digest: f.digest ?? null,
+      reference: f.reference ?? null,
+      tag: f.tag ?? null,
+      actor: currentActor(),
+    };
+    if (f.severity_counts) ev.severity_counts = f.severity_counts;
+    return ev;
+  }
+
+  /** The async deliveries of `ev` as mutations for the causing write's commit. */
+  plan(ev: WharfEvent): PlannedMutation[] {
+    const hooks = this.webhooks(ev.kind, ev.namespace, "async");
+    if (hooks.length === 0) return [];
+    if (hooks.length > DIRECT_DELIVERIES_MAX) {
+      return this.jobs.queue("events").plan(fanoutJob(ev));
+    }
+    const now = this.now();
+    return hooks.map((h) => planEntry(h, ev, now));
+  }
+
+  /** After a commit that carried planned deliveries: wake the local drainers. */
+  committed(planned: PlannedMutation[]): void {
+    if (planned.length === 0) return;
+    this.wakeOutbox();
+    this.jobs.queue("events").committed(0);
+  }
+
+  /**
+   * Enqueues the async deliveries of `ev` in a commit of their own (for writes whose commit is
+   * not built here). A failure is logged, never thrown: the write it follows has succeeded.
+   */
+  async emit(ev: WharfEvent): Promise<void> {
+    const hooks = this.webhooks(ev.kind, ev.namespace, "async");
+    if (hooks.length === 0) return;
+    try {
+      if (hooks.length > DIRECT_DELIVERIES_MAX) {
+        await this.jobs.queue("events").enqueue(fanoutJob(ev));
+      } else {
+        await this.writeEntries(hooks, ev);
+      }
+    } catch (e) {
+      log.error("event not queued", { kind: ev.kind, id: ev.id, error: String(e) });
+    }
+  }
+
+  /**
+   * Calls every `required` webhook of `ev` before the operation. A non-2xx answer refuses it
+   * (403 DENIED); no answer in time is 503, so clients retry.
+   */
+  async require(ev: WharfEvent): Promise<void> {
+    const hooks = this.webhooks(ev.kind, ev.namespace, "required");
+    if (hooks.length === 0) return;
+    const body = JSON.stringify(ev);
+    await Promise.all(hooks.map(async (h) => {
+      try {
+        await deliver(h, body, ev.id, ev.kind);
+      } catch (e) {
+        const status = e instanceof DeliveryError ? e.status : null;
+        log.warn("required webhook refused an operation", {
+          webhook: h.name,
+          kind: ev.kind,
+          namespace: ev.namespace,
+          error: (e as Error).message,
+        });
+        if (status !== null) {
+          throw new RegistryError("DENIED", `${ev.kind} refused by webhook ${h.name} (${status})`);
+        }
+        throw new RegistryError(
+          "PROVIDER_UNAVAILABLE",
+          `webhook ${h.name} required for ${ev.kind} did not answer`,
+          { headers: { "Retry-After": "5" } },
+        );
+      }
+    }));
+  }
+
+  /**
+   * An operation whose commit is not built here (blob links and unlinks): required webhooks
+   * first, then `op`, then the async deliveries when `fired` says the event happened.
+   */
+  async around<T>(
+    kind: EventKind,
+    f: EventFields,
+    op: () => Promise<T>,
+    fired: (r: T) => EventFields | null = () => f,
+  ): Promise<T> {
+    if (!this.wanted(kind, f.namespace)) return await op();
+    await this.require(this.event(kind, f));
+    const r = await op();
+    const done = fired(r);
+    if (done) await this.emit(this.event(kind, done));
+    return r;
+  }
+
+  /** An event after a read (manifest.pull): required webhooks, then async deliveries. */
+  async notify(kind: EventKind, f: EventFields): Promise<void> {
+    if (!this.wanted(kind, f.namespace)) return;
+    const ev = this.event(kind, f);
+    await this.require(ev);
+    await this.emit(ev);
+  }
+
+  private async writeEntries(hooks: EventWebhookConfig[], ev: WharfEvent): Promise<void> {
+    for (let i = 0; i < hooks.length; i += FANOUT_CHUNK) {
+      const op = this.kv.atomic();
+      const now = this.now();
+      for (const h of hooks.slice(i, i + FANOUT_CHUNK)) {
+        const e = outboxEntry(h, ev, now);
+        op.set(e.key, e.value);
+      }
+      await op.commit();
+    }
+    this.wakeOutbox();
+  }
+
+  /** Registers the delivery and fan-out jobs (before the runner starts). */
+  register(): void {
+    this.jobs.handle("events", DELIVER_KIND, (job) => this.deliverJob(job));
+    this.jobs.handle("events", FANOUT_KIND, (job) => this.fanoutJob(job));
+  }
+
+  private async deliverJob(job: JobContext): Promise<void> {
+    const p = job.payload as DeliverPayload | null;
+    if (!p || typeof p.webhook !== "string" || !p.event || typeof p.event !== "object") {
+      throw new PermanentJobError("payload needs a webhook and an event");
+    }
+    const hook = this.cfg.eventWebhooks.find((w) => w.name === p.webhook);
+    if (!hook) {
+      // Removed by a config reload: nobody to deliver to any more.
+      log.info("event dropped: webhook no longer configured", { webhook: p.webhook });
+      return;
+    }
+    await deliver(hook, JSON.stringify(p.event), p.event.id, p.event.kind);
+  }
+
+  private async fanoutJob(job: JobContext): Promise<void> {
+    const ev = (job.payload as { event?: WharfEvent } | null)?.event;
+    if (!ev || typeof ev !== "object" || typeof ev.kind !== "string") {
+      throw new PermanentJobError("payload needs an event");
+    }
+    // A rerun after a crash writes the entries again: a delivery may repeat (at least once).
+    await this.writeEntries(this.webhooks(ev.kind, ev.namespace, "async"), ev);
+  }
+}
+
+function fanoutJob(ev: WharfEvent) {
+  return { kind: FANOUT_KIND, payload: { event: ev }, lockKey: `fanout|${ev.id}` };
+}

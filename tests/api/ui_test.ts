@@ -109,3 +109,35 @@ Deno.test({
     }
   },
 });
+
+Deno.test({
+  name: "ui: every file of ui/dist is committed (a fresh clone serves the same bundle)",
+  sanitizeResources: false,
+  sanitizeOps: false,
+  fn: async () => {
+    const git = await new Deno.Command("git", {
+      args: ["ls-files", "-z", "--", "dist"],
+      cwd: UI_DIR,
+      stdout: "piped",
+      stderr: "null",
+    }).output().catch(() => null);
+    // Outside a git checkout (an unpacked release) there is nothing to compare against; CI
+    // always runs in one.
+    if (!git || git.code !== 0) {
+      assert.notEqual(Deno.env.get("WHARF_REQUIRE_TOOLS"), "1", "git ls-files failed in CI");
+      return;
+    }
+    const tracked = new Set(
+      new TextDecoder().decode(git.stdout).split("\0").filter(Boolean).map((p) =>
+        p.replace(/^dist\//, "")
+      ),
+    );
+    const present = [...(await bundleFiles(join(UI_DIR, "dist"))).keys()].sort();
+    assert.deepEqual(
+      present.filter((p) => !tracked.has(p)),
+      [],
+      "files in ui/dist that git does not track: `git add ui/dist`",
+    );
+    assert.deepEqual([...tracked].sort(), present);
+  },
+});

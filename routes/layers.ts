@@ -40,7 +40,7 @@ export async function layerHandler(
   const head = req.method === "HEAD";
   switch (a.resource) {
     case "layer-entries": {
-      const r = await layers.entries(ns, digest);
+      const r = await layers.entries(ns, digest, acceptsGzip(req.headers.get("accept-encoding")));
       if (r.status === 202) {
         extra.set("Content-Type", "application/json");
         extra.set("Retry-After", "1");
@@ -51,15 +51,10 @@ export async function layerHandler(
       }
       extra.set("Content-Type", "application/json");
       extra.set("Vary", "Accept-Encoding");
-      let body = r.body;
-      if (acceptsGzip(req.headers.get("accept-encoding"))) {
-        body = body.pipeThrough(
-          new CompressionStream("gzip") as unknown as TransformStream<Uint8Array, Uint8Array>,
-        );
-        extra.set("Content-Encoding", "gzip");
-      }
-      if (head) await body.cancel();
-      return new Response(head ? null : body, { status: 200, headers: extra });
+      if (r.gzipped) extra.set("Content-Encoding", "gzip");
+      if (r.length !== undefined) extra.set("Content-Length", String(r.length));
+      if (head) await r.body.cancel();
+      return new Response(head ? null : r.body, { status: 200, headers: extra });
     }
     case "layer-file": {
       const p = path(url);

@@ -3,6 +3,7 @@
 // it, scan text files for secrets — and writes the listing, the random-access data and a small
 // KV pointer. Memory stays flat: entries go to the listing file as they are read, file data is
 // hashed chunk by chunk, gzip checkpoints are computed by a worker fed with flow control.
+import { ListingWriter } from "./listing_document.ts";
 import { createHash } from "node:crypto";
 import zlib from "node:zlib";
 import type { Config } from "../config/mod.ts";
@@ -167,22 +168,19 @@ async function indexOnce(
   let compression = detectCompression(head);
   if (compression === "not-tar") return await unsupported("not a tar archive", null);
 
-  // Listing: NDJSON written while the walk goes on.
-  const listing = new TransformStream<Uint8Array, Uint8Array>();
-  const listingWriter = listing.writable.getWriter();
+  // Listing: NDJSON and the endpoint's document, written while the walk goes on.
+  const listingWriter = new ListingWriter(store, base);
   // Lines go out in batches: awaiting one file write per entry stalled the walk (and with it the
   // decoder worker) on every entry of a many-file layer (21k entries: both threads ~55% idle).
   let listed: string[] = [];
   let listedChars = 0;
   const flushListing = async () => {
     if (listed.length === 0) return;
-    const text = listed.join("\n") + "\n";
+    const batch = listed;
     listed = [];
     listedChars = 0;
-    await listingWriter.write(enc.encode(text));
+    await listingWriter.write(batch);
   };
-  const listingDone = store.writeDerived(files.listing(base), listing.readable);
-  const enc = new TextEncoder();
 
   let checkpointsDone: Promise<CheckpointsResult> | null = null;
   let stopInflate: (() => void) | undefined;
@@ -353,7 +351,7 @@ async function indexOnce(
     }
   } catch (e) {
     if (e instanceof DOMException && e.name === "AbortError") {
-      await listingWriter.abort(e).catch(() => {});
+      await listingWriter.abort(e);
       throw e;
     }
     if (
@@ -362,8 +360,7 @@ async function indexOnce(
       // node:zlib's zstd errors name the data's fault: re-running cannot do better
       !(compression === "zstd" && isDecodeError(e))
     ) {
-      await listingWriter.abort(e).catch(() => {});
-      await listingDone.catch(() => {});
+      await listingWriter.abort(e);
       await checkpointsDone?.catch(() => {});
       await windowsWriter?.abort(e).catch(() => {});
       await windowsDone?.catch(() => {});
@@ -376,13 +373,12 @@ async function indexOnce(
       walkError = e instanceof Error ? e.message : String(e);
       overLimit = e instanceof IndexError;
     } else {
-      await listingWriter.abort(e).catch(() => {});
+      await listingWriter.abort(e);
       throw e;
     }
   }
   if (entries === 0 && walkError !== null) {
-    await listingWriter.abort(new Error(walkError)).catch(() => {});
-    await listingDone.catch(() => {});
+    await listingWriter.abort(new Error(walkError));
     await store.deleteDerived(base).catch(() => {});
     // Nothing readable at all: a compressed blob that is no tar, or garbage.
     if (compression !== "none") compression = compression ?? null;
@@ -392,8 +388,6 @@ async function indexOnce(
     );
   }
   await flushListing();
-  await listingWriter.close();
-  await listingDone;
   // The walk stops at the end-of-archive blocks without reading on: the decoder worker would
   // wait for it to take what follows (padding, or anything after the archive) forever.
   stopInflate?.();
@@ -410,14 +404,23 @@ async function indexOnce(
     await framesDone;
     await store.writeDerived(files.frameTable(base), ReadableStream.from([encodeFrames(table)]));
   }
+  const outcome = walkError === null ? "ready" : "partial";
+  const error = walkError === null ? {} : { error: walkError };
+  const documentSize = await listingWriter.close({
+    compression,
+    uncompressedSize: total,
+    state: outcome,
+    ...error,
+  });
   return await finalRecord({
     version: INDEX_VERSION,
-    state: walkError === null ? "ready" : "partial",
+    state: outcome,
     compression,
     uncompressedSize: total,
     entries,
-    ...(walkError === null ? {} : { error: walkError }),
+    ...error,
     indexedAt: Date.now(),
+    documentSize,
     base,
   });
 }

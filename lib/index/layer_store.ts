@@ -26,6 +26,8 @@ export interface IndexRecord {
   entries: number;
   error?: string;
   indexedAt: number;
+  /** stored size of listing.json.gz; absent for a listing indexed before it was written */
+  documentSize?: number;
   /** derived-file prefix of this run */
   base: string;
 }
@@ -45,6 +47,8 @@ export function runBase(digest: string, current: string | undefined): string {
 
 export const files = {
   listing: (base: string) => `${base}/listing.ndjson`,
+  /** the entries endpoint's JSON document, gzipped (listing_document.ts) */
+  listingDocument: (base: string) => `${base}/listing.json.gz`,
   checkpoints: (base: string) => `${base}/checkpoints.bin`,
   /** the 32 KiB windows of the checkpoints, in table order */
   windows: (base: string) => `${base}/windows.bin`,
@@ -172,11 +176,6 @@ export class LayerReader {
     if (rest.length) {
       yield { entry: JSON.parse(dec.decode(rest)), offset: base, length: rest.length };
     }
-  }
-
-  /** The listing as stored (NDJSON), for the entries endpoint. */
-  listing(rec: IndexRecord): Promise<ReadableStream<Uint8Array>> {
-    return this.store.readDerived(files.listing(rec.base));
   }
 
   /** Bytes [start, end] (inclusive) of the uncompressed stream of `digest`. */

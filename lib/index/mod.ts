@@ -8,6 +8,7 @@ import { BlobMeta, ManifestMeta } from "../metadata/mod.ts";
 import { type JobContext, PermanentJobError } from "../jobs/mod.ts";
 import { INDEX_KIND, indexLayerJob, type Registry, tarLayers } from "../registry/mod.ts";
 import { indexLayer } from "./indexer.ts";
+import { listingDocument } from "./listing_document.ts";
 import {
   INDEX_VERSION,
   indexKey,
@@ -45,8 +46,11 @@ export type EntriesAnswer =
     status: 200;
     refreshing: boolean;
     record: IndexRecord;
-    /** the listing JSON, streamed */
+    /** the listing JSON, streamed; gzip-encoded when `gzipped` */
     body: ReadableStream<Uint8Array>;
+    gzipped: boolean;
+    /** the body's length when known */
+    length?: number;
   };
 
 export interface FileAnswer {
@@ -184,7 +188,8 @@ export class LayerIndex {
     return (await this.registry.kv.get<IndexRecord>(indexKey(digest))).value;
   }
 
-  async entries(ns: string, digest: string): Promise<EntriesAnswer> {
+  /** The listing of `digest` for `ns`; gzip-encoded when the client takes `gzip`. */
+  async entries(ns: string, digest: string, gzip = false): Promise<EntriesAnswer> {
     // Rule 2: the fill runs behind the 202; a later request finds the layer owned and
     // queues the index job.
     if (await this.owned(ns, digest) === "fetching") return { status: 202 };
@@ -204,7 +209,7 @@ export class LayerIndex {
       status: 200,
       refreshing,
       record: rec,
-      body: listingJson(rec, refreshing, await this.reader.listing(rec)),
+      ...await listingDocument(this.registry.store, rec, refreshing, gzip),
     };
   }
 
@@ -276,45 +281,4 @@ export class LayerIndex {
     if (!blob) throw new RegistryError("BLOB_UNKNOWN", digest);
     return { rec, entry, size: blob.size };
   }
-}
-
-/** `{refreshing, compressed, uncompressed_size, entries: [...]}` around the stored NDJSON. */
-function listingJson(
-  rec: IndexRecord,
-  refreshing: boolean,
-  ndjson: ReadableStream<Uint8Array>,
-): ReadableStream<Uint8Array> {
-  const enc = new TextEncoder();
-  const extra = rec.state === "partial"
-    ? `,"partial":true,"error":${JSON.stringify(rec.error ?? "")}`
-    : "";
-  const head = `{"refreshing":${refreshing},"compressed":${
-    rec.compression !== "none"
-  },"uncompressed_size":${rec.uncompressedSize}${extra},"entries":[`;
-  let first = true;
-  let pending = "";
-  const dec = new TextDecoder();
-  return ndjson.pipeThrough(
-    new TransformStream<Uint8Array, Uint8Array>({
-      start(c) {
-        c.enqueue(enc.encode(head));
-      },
-      transform(chunk, c) {
-        pending += dec.decode(chunk, { stream: true });
-        const lines = pending.split("\n");
-        pending = lines.pop()!;
-        let out = "";
-        for (const l of lines) {
-          if (!l) continue;
-          out += (first ? "" : ",") + l;
-          first = false;
-        }
-        if (out) c.enqueue(enc.encode(out));
-      },
-      flush(c) {
-        if (pending.trim()) c.enqueue(enc.encode((first ? "" : ",") + pending));
-        c.enqueue(enc.encode("]}"));
-      },
-    }),
-  );
 }

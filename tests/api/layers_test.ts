@@ -326,6 +326,8 @@ Deno.test({
       });
       assert.equal(zipped.status, 200);
       assert.equal(zipped.headers.get("content-encoding"), "gzip");
+      // the stored gzipped document goes out as it is, its length known
+      assert.equal(zipped.headers.get("content-length"), String(zipped.body.length));
       assert.deepEqual(
         JSON.parse(new TextDecoder().decode(gunzipSync(zipped.body))),
         JSON.parse(new TextDecoder().decode(plain.body)),

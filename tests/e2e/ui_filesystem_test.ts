@@ -15,7 +15,6 @@ import { tarHeader, tarOf } from "../helpers/tar.ts";
 import { isFile, missingReason, runs } from "./_tools.ts";
 import { assertAccessible, launch, screenshot } from "./_browser.ts";
 import { fsAnchor, parseFsAnchor } from "../../ui/src/filesystem/anchor.ts";
-import { readListing } from "../../ui/src/filesystem/listing_stream.ts";
 import {
   buildTree,
   flatten,
@@ -1149,41 +1148,4 @@ Deno.test("ui filesystem: merge rules (markers act on lower layers only, replace
     ["d", 1, "changed"],
     ["d/y", 0, "removed"],
   ]);
-});
-
-Deno.test("ui filesystem: a listing read while it downloads equals JSON.parse, however it is cut", async () => {
-  const listing = {
-    refreshing: false,
-    compressed: true,
-    uncompressed_size: 51200,
-    entries: [
-      entry("etc", "dir"),
-      {
-        ...entry('we}ird {"[path]"}\\', "file", 3),
-        content: { sha256: "ab", mime_type: "text/plain" },
-      },
-      {
-        ...entry("usr/bin/ünï", "file", 9),
-        capabilities: ["cap_net_raw"],
-        content: { sha256: "cd", mime_type: "text/plain", secrets: [{ kind: "k", line: 2 }] },
-      },
-      { ...entry("lnk", "symlink"), link_target: ']}"{' },
-      ...Array.from({ length: 50 }, (_, i) => entry(`d/f${i}`)),
-    ],
-    partial: true,
-    error: 'cut "short" ]}',
-  };
-  const text = new TextEncoder().encode(JSON.stringify(listing, null, 1));
-  for (const size of [1, 2, 3, 7, 64, 1000, text.length]) {
-    const body = new ReadableStream<Uint8Array>({
-      start(c) {
-        for (let i = 0; i < text.length; i += size) c.enqueue(text.slice(i, i + size));
-        c.close();
-      },
-    });
-    assert.deepEqual(await readListing(body), listing, `chunks of ${size}`);
-  }
-  const empty = { refreshing: false, entries: [], compressed: false, uncompressed_size: 0 };
-  const body = new Response(JSON.stringify(empty)).body!;
-  assert.deepEqual(await readListing(body), empty);
 });

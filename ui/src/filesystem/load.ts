@@ -2,8 +2,7 @@
 // `{status:"indexing"}` (SPEC §Layer entries 1); it is asked again every second until 200, and the
 // tab says which layers are still being indexed meanwhile.
 import { ApiError, apiFetch, checked, nsPath } from "../api.ts";
-import { type LayerEntry, type MergedTree, TreeBuilder } from "./model.ts";
-import { readListing } from "./listing_stream.ts";
+import { type LayerEntry, type LayerListing, type MergedTree, TreeBuilder } from "./model.ts";
 
 export const POLL_MS = 1000;
 
@@ -38,8 +37,10 @@ const sleep = (ms: number, signal: AbortSignal) =>
 /**
  * The merged tree of the layers `digests` (lowest first). Every layer is asked at once; a layer
  * answering 202 is asked again every POLL_MS, and `onIndexing` hears the 0-based layers still
- * waiting whenever that set changes. Each listing is merged batch by batch while it downloads,
- * a layer's batches held back until every layer below it is in.
+ * waiting whenever that set changes. A layer's listing merges once every layer below it is in.
+ * The listing is parsed whole: the server sends its stored gzipped document (~1 MB for 100k
+ * entries) in tens of milliseconds, and one native JSON.parse of the 37 MB beats cutting it into
+ * batches while it arrives (100k entries: 0.8–1.1 s to the open tree against 1.4–1.7 s).
  */
 export async function loadTree(
   namespace: string,
@@ -90,7 +91,8 @@ export async function loadTree(
       }
       if (r.status !== 202) {
         if (waiting.delete(li)) report();
-        const listing = await readListing(r.body!, (batch) => deliver(li, batch));
+        const listing = await r.json() as LayerListing;
+        deliver(li, listing.entries);
         if (listing.partial) builder.markPartial(li, listing.error ?? "partial listing");
         complete(li);
         return;

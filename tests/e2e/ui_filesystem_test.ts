@@ -9,7 +9,7 @@ import assert from "node:assert/strict";
 import { gzipSync } from "node:zlib";
 import { join } from "node:path";
 import type { Page } from "playwright-core";
-import { type TestServer, withServer } from "../helpers/server.ts";
+import { drainQueues, type TestServer, withServer } from "../helpers/server.ts";
 import { pushTarImage } from "../helpers/tar_image.ts";
 import { tarHeader, tarOf } from "../helpers/tar.ts";
 import { isFile, missingReason, runs } from "./_tools.ts";
@@ -1008,13 +1008,7 @@ Deno.test({
         await new Promise((res) => setTimeout(res, 250));
       }
       // ... and for the rest of its job (the file-search index of 100k paths) to end
-      for (;;) {
-        const r = await fetch(`${s.url}/v2/_svc/jobs/list?queue=index`);
-        assert.equal(r.status, 200);
-        if ((await r.json()).jobs.length === 0) break;
-        assert.ok(Date.now() < deadline, "the index job never ended");
-        await new Promise((res) => setTimeout(res, 250));
-      }
+      await drainQueues(s.url);
       const browser = await launch();
       try {
         const page = await browser.newPage({

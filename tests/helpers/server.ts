@@ -3,6 +3,7 @@
 import { basename, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { KV_LIMIT_MARKER } from "../../lib/metadata/mod.ts";
+import { JOB_QUEUES } from "../../lib/config/mod.ts";
 
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 
@@ -354,4 +355,24 @@ export async function runCli(
   const dec = new TextDecoder();
   assertNoKvLimitViolation(dec.decode(out.stderr));
   return { code: out.code, stdout: dec.decode(out.stdout), stderr: dec.decode(out.stderr) };
+}
+
+/**
+ * Waits until no queue holds a pending job: the background work a write caused (indexing,
+ * scans, events) is done, so a timing that follows measures only what it names.
+ */
+export async function drainQueues(url: string, timeoutMs = 120_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  // A job can cause one in a queue already looked at: done only when one pass finds none.
+  for (;;) {
+    let busy: string | null = null;
+    for (const queue of JOB_QUEUES) {
+      const r = await fetch(`${url}/v2/_svc/jobs/list?queue=${queue}&n=1`);
+      if (r.status !== 200) throw new Error(`jobs/list ${queue}: ${r.status} ${await r.text()}`);
+      if ((await r.json()).jobs.length > 0) busy ??= queue;
+    }
+    if (busy === null) return;
+    if (Date.now() > deadline) throw new Error(`the ${busy} queue did not drain`);
+    await new Promise((res) => setTimeout(res, 200));
+  }
 }

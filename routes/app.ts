@@ -54,6 +54,11 @@ export interface ConnEnv {
 /** Per-request authorization callbacks for handlers that consult other namespaces. */
 export interface Handlers {
   canRead: (ns: string, digest: string) => boolean;
+  /**
+   * Mount rules 1-2: may the caller take `digest` from `ns`? Its `get-blob` there, by the
+   * policies and then the authorization webhook, as a GET of the blob would be.
+   */
+  canMountFrom: (ns: string, digest: string) => Promise<boolean>;
   canListTags: (ns: string) => boolean;
   /** who is pulling, as pull history records it: username, else id, else `anonymous` */
   client: string;
@@ -155,6 +160,10 @@ export function createApp(services: Services): Hono<{ Bindings: ConnEnv }> {
     }
     const h: Handlers = {
       canRead: (ns, digest) => gate.allows(ctx, { name: "get-blob", namespace: ns, digest }),
+      canMountFrom: async (ns, digest) => {
+        const read: Action = { name: "get-blob", namespace: ns, digest };
+        return gate.allows(ctx, read) && await gate.webhookAllows(ctx, read, req.headers);
+      },
       canListTags: (ns) => gate.allows(ctx, { name: "list-tags", namespace: ns }),
       client: ctx.auth.identity.username ?? ctx.auth.identity.id ?? "anonymous",
     };

@@ -50,8 +50,19 @@ export class Gate {
    * one) is asked; a refusal is answered as a policy refusal is.
    */
   async checkWebhook(ctx: RequestContext, a: Action, headers: Headers): Promise<void> {
-    if (!this.webhooks || a.namespace === undefined || LISTINGS.has(a.name)) return;
-    const ok = await this.webhooks.allows(
+    const ok = await this.webhookAllows(ctx, a, headers);
+    if (ok) return;
+    const id = ctx.auth.identity;
+    if (ctx.auth.method === "anonymous" || (id.id === undefined && id.username === undefined)) {
+      throw this.unauthorized(a, "authentication required");
+    }
+    throw new RegistryError("DENIED", `${a.name} denied by the authorization webhook`);
+  }
+
+  /** The authorization webhook's answer for `a` (true when none applies). */
+  async webhookAllows(ctx: RequestContext, a: Action, headers: Headers): Promise<boolean> {
+    if (!this.webhooks || a.namespace === undefined || LISTINGS.has(a.name)) return true;
+    return await this.webhooks.allows(
       {
         action: a.name,
         method: ctx.method,
@@ -64,12 +75,6 @@ export class Gate {
       ctx.clientIp,
       headers,
     );
-    if (ok) return;
-    const id = ctx.auth.identity;
-    if (ctx.auth.method === "anonymous" || (id.id === undefined && id.username === undefined)) {
-      throw this.unauthorized(a, "authentication required");
-    }
-    throw new RegistryError("DENIED", `${a.name} denied by the authorization webhook`);
   }
 
   allows(ctx: RequestContext, a: Action, extra: Partial<PolicyRequest> = {}): boolean {

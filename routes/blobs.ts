@@ -12,11 +12,13 @@ export async function blobHandler(
   const ns = a.namespace!;
   const digest = a.digest!;
   if (a.name === "delete-blob") {
-    await reg.events.around(
-      "blob.delete",
-      { namespace: ns, digest, reference: digest },
-      () => reg.blobs.delete(ns, digest),
-    );
+    const ev = await reg.events.prepare("blob.delete", {
+      namespace: ns,
+      digest,
+      reference: digest,
+    });
+    await reg.blobs.delete(ns, digest, () => ev.plan());
+    ev.committed();
     return new Response(null, { status: 202, headers: extra });
   }
   const head = req.method === "HEAD";

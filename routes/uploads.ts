@@ -18,24 +18,25 @@ export async function uploadHandler(
   };
   switch (a.name) {
     case "start-upload": {
-      // A monolithic upload or a mount links a blob at once: that is a blob.push.
+      // A monolithic upload or a mount links a blob at once: that is a blob.push, its
+      // deliveries written in the link's commit.
       const digest = query(url, "digest") ?? query(url, "mount");
-      const start = () =>
-        reg.uploads.start(ns, {
-          digest: query(url, "digest"),
-          digestAlgorithm: query(url, "digest-algorithm"),
-          mount: query(url, "mount"),
-          from: query(url, "from"),
-          canRead: h.canRead,
-          body: bodyOf(req),
-          contentLength: contentLength(req),
-        });
-      const r = digest === null ? await start() : await reg.events.around(
-        "blob.push",
-        { namespace: ns, digest },
-        start,
-        (r) => r.kind === "created" ? { namespace: ns, digest: r.digest } : null,
-      );
+      const ev = digest === null
+        ? null
+        : await reg.events.prepare("blob.push", { namespace: ns, digest });
+      const r = await reg.uploads.start(ns, {
+        digest: query(url, "digest"),
+        digestAlgorithm: query(url, "digest-algorithm"),
+        mount: query(url, "mount"),
+        from: query(url, "from"),
+        canRead: h.canMountFrom,
+        body: bodyOf(req),
+        contentLength: contentLength(req),
+        linkJobs: ev ? (d) => ev.plan({ digest: d }) : undefined,
+      });
+      ev?.committed();
+      // The namespace had the blob already: nothing was written, the push still happened.
+      if (r.kind === "created" && !r.linked) await ev?.alone({ digest: r.digest });
       if (r.kind === "created") return created(ns, r.digest, extra);
       return new Response(null, {
         status: 202,
@@ -62,18 +63,17 @@ export async function uploadHandler(
       });
     }
     case "complete-upload": {
-      const complete = () =>
-        reg.uploads.complete(ns, a.uuid!, query(url, "digest"), {
-          body: bodyOf(req),
-          contentLength: contentLength(req),
-          contentRange: req.headers.get("content-range"),
-        });
-      const r = await reg.events.around(
-        "blob.push",
-        { namespace: ns, digest: query(url, "digest") },
-        complete,
-        (r) => ({ namespace: ns, digest: r.digest }),
-      );
+      const ev = await reg.events.prepare("blob.push", {
+        namespace: ns,
+        digest: query(url, "digest"),
+      });
+      const r = await reg.uploads.complete(ns, a.uuid!, query(url, "digest"), {
+        body: bodyOf(req),
+        contentLength: contentLength(req),
+        contentRange: req.headers.get("content-range"),
+        linkJobs: (d) => ev.plan({ digest: d }),
+      });
+      ev.committed();
       return created(ns, r.digest, extra);
     }
     default: {

@@ -1,8 +1,8 @@
 // Event webhooks (issue 14). A write that causes an event plans its async deliveries into the
-// write's own commit (plan): one outbox entry per webhook (outbox.ts), drained in batches, with
-// retries, backoff and dead letters in the `events` job queue. Where the write's commit is not
-// ours to extend (blob links, scan reports, pulls) the entries are written right after it
-// (emit). When more webhooks want an event than fit a commit comfortably, one fan-out job on the
+// write's own commit (plan, or prepare where the commit is built in lib/metadata: blob links,
+// scan reports): one outbox entry per webhook (outbox.ts), drained in batches, with retries,
+// backoff and dead letters in the `events` job queue. A pull writes nothing of its own (its
+// history is best effort, batched apart), so its event is the one commit it causes (emit). When more webhooks want an event than fit a commit comfortably, one fan-out job on the
 // `events` queue carries it and writes the entries when it runs, so a commit never grows with the
 // number of webhooks. `required` webhooks are called before the operation (require) and a
 // failure fails it.
@@ -139,21 +139,20 @@ export class Events {
   }
 
   /**
-   * An operation whose commit is not built here (blob links and unlinks): required webhooks
-   * first, then `op`, then the async deliveries when `fired` says the event happened.
+   * For a write whose commit is built elsewhere (blob links and unlinks, scan reports): the
+   * `required` webhooks are asked now, before it; `plan` gives its async deliveries for that
+   * commit (called once per attempt: only the committed attempt's survive), and `committed`
+   * wakes the drainers after it. Nothing is planned when no webhook wants the event.
    */
-  async around<T>(
-    kind: EventKind,
-    f: EventFields,
-    op: () => Promise<T>,
-    fired: (r: T) => EventFields | null = () => f,
-  ): Promise<T> {
-    if (!this.wanted(kind, f.namespace)) return await op();
-    await this.require(this.event(kind, f));
-    const r = await op();
-    const done = fired(r);
-    if (done) await this.emit(this.event(kind, done));
-    return r;
+  async prepare(kind: EventKind, f: EventFields, consultRequired = true): Promise<EventPlan> {
+    if (!this.wanted(kind, f.namespace)) return NO_EVENT;
+    if (consultRequired) await this.require(this.event(kind, f));
+    let last: PlannedMutation[] = [];
+    return {
+      plan: (fired = {}) => (last = this.plan(this.event(kind, { ...f, ...fired }))),
+      committed: () => this.committed(last),
+      alone: (fired = {}) => this.emit(this.event(kind, { ...f, ...fired })),
+    };
   }
 
   /** An event after a read (manifest.pull): required webhooks, then async deliveries. */
@@ -206,6 +205,17 @@ export class Events {
     await this.writeEntries(this.webhooks(ev.kind, ev.namespace, "async"), ev);
   }
 }
+
+/** An event's deliveries, planned into the causing write's commit (Events.prepare). */
+export interface EventPlan {
+  /** the mutations for the commit; `fired` overrides fields known only then (the digest) */
+  plan(fired?: Partial<EventFields>): PlannedMutation[];
+  committed(): void;
+  /** the deliveries in a commit of their own: the operation happened without a write */
+  alone(fired?: Partial<EventFields>): Promise<void>;
+}
+
+const NO_EVENT: EventPlan = { plan: () => [], committed: () => {}, alone: async () => {} };
 
 function fanoutJob(ev: WharfEvent) {
   return { kind: FANOUT_KIND, payload: { event: ev }, lockKey: `fanout|${ev.id}` };

@@ -151,18 +151,19 @@ export class OutboxDrainer {
   /** One batch; true when it found work (look again at once). */
   private async batch(hook: EventWebhookConfig): Promise<boolean> {
     const now = this.now();
-    const due: Deno.KvEntry<OutboxEntry>[] = [];
     const end = outboxKey(hook.name, storageKey(now + 1, ""));
-    for await (
-      const e of this.kv.list<OutboxEntry>({ prefix: ["evq", hook.name], end }, {
-        limit: BATCH,
-      })
-    ) due.push(e);
-    if (due.length === 0) return false;
+    const list = async () => {
+      const out: Deno.KvEntry<OutboxEntry>[] = [];
+      const sel = { prefix: ["evq", hook.name], end };
+      for await (const e of this.kv.list<OutboxEntry>(sel, { limit: BATCH })) out.push(e);
+      return out;
+    };
+    // An idle poll is this one list, without the lease.
+    if ((await list()).length === 0) return false;
     const concurrency = Math.max(1, this.queue.concurrency.events);
-    // The lease covers the whole batch at its slowest, plus the configured lease.
+    // The lease covers a whole batch at its slowest, plus the configured lease.
     const until = now + this.queue.leaseSecs * 1000 +
-      Math.ceil(due.length / concurrency) * hook.timeoutMs;
+      Math.ceil(BATCH / concurrency) * hook.timeoutMs;
     const lease = await this.kv.get<{ holder: string; until: number }>(leaseKey(hook.name));
     if (lease.value && lease.value.holder !== this.holder && lease.value.until > now) {
       return false; // another process drains this webhook
@@ -170,6 +171,14 @@ export class OutboxDrainer {
     const took = await this.kv.atomic().check(lease)
       .set(leaseKey(hook.name), { holder: this.holder, until }).commit();
     if (!took.ok) return false;
+    // Listed again under the lease: the first list may predate the last holder's commit, and
+    // delivering from it would repeat what that holder just delivered and deleted.
+    const due = await list();
+    if (due.length === 0) {
+      await this.kv.atomic().check({ key: leaseKey(hook.name), versionstamp: took.versionstamp })
+        .set(leaseKey(hook.name), { holder: this.holder, until: 0 }).commit();
+      return false;
+    }
 
     const outcome: (string | null)[] = new Array(due.length).fill(null);
     let next = 0;

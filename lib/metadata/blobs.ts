@@ -2,6 +2,7 @@
 import { RegistryError } from "../oci/errors.ts";
 import { type BlobRecord, K, type LinkRecord } from "./keys.ts";
 import { getAll, hasAny } from "./kv_util.ts";
+import { addJobs, type PlannedMutation } from "./kv_limits.ts";
 import { checkNotReclaiming, explainConflict, reclaimingError } from "./reclaim.ts";
 
 /** Whether the bytes of a digest are in the blob store right now. */
@@ -63,13 +64,14 @@ export class BlobMeta {
     throw reclaimingError(digest);
   }
 
-  /** Step 2, after the bytes are in place: `ns` owns them. One commit. */
+  /** Step 2, after the bytes are in place: `ns` owns them. One commit, with the jobs it causes. */
   async addLink(
     ns: string,
     digest: string,
     size: number,
     reserved: string,
     placed: BytesPlaced,
+    jobs: () => PlannedMutation[] = () => [],
   ): Promise<void> {
     let guard = reserved;
     for (let attempt = 0; attempt < RESERVED_WRITE_ATTEMPTS; attempt++) {
@@ -80,14 +82,18 @@ export class BlobMeta {
         .set(K.link(ns, digest), { size, at: now } satisfies LinkRecord)
         .set(K.owner(digest, ns), true);
       checkNotReclaiming(op, digest);
-      if ((await op.commit()).ok) return;
+      if ((await addJobs(op, jobs()).commit()).ok) return;
       guard = await reservationAfterConflict(this.kv, digest, placed);
     }
     throw reclaimingError(digest);
   }
 
   /** Links an existing blob into `ns` (mount); false when the blob record is gone. */
-  async mount(ns: string, digest: string): Promise<boolean> {
+  async mount(
+    ns: string,
+    digest: string,
+    jobs: () => PlannedMutation[] = () => [],
+  ): Promise<boolean> {
     const b = await this.kv.get<BlobRecord>(K.blob(digest));
     if (!b.value) return false;
     const op = this.kv.atomic()
@@ -96,7 +102,7 @@ export class BlobMeta {
       .set(K.owner(digest, ns), true);
     // A mount racing reclamation of its source is simply unsatisfiable: the client uploads.
     checkNotReclaiming(op, digest);
-    return (await op.commit()).ok;
+    return (await addJobs(op, jobs()).commit()).ok;
   }
 
   /** Namespaces that own `digest`, in key order, at most `limit`. */
@@ -109,7 +115,11 @@ export class BlobMeta {
   }
 
   /** SPEC: DELETE blob → 405 DENIED while a manifest of the namespace references it. */
-  async unlink(ns: string, digest: string): Promise<void> {
+  async unlink(
+    ns: string,
+    digest: string,
+    jobs: () => PlannedMutation[] = () => [],
+  ): Promise<void> {
     for (let attempt = 0; attempt < RESERVED_WRITE_ATTEMPTS; attempt++) {
       const link = await this.kv.get<LinkRecord>(K.link(ns, digest));
       if (!link.value) throw new RegistryError("BLOB_UNKNOWN", digest);
@@ -123,8 +133,9 @@ export class BlobMeta {
       }
       // unlinkver tells strict-mode manifest commits that read the link before this one that
       // it is gone.
-      const r = await this.kv.atomic().check(link).check(refver).delete(K.link(ns, digest))
-        .delete(K.owner(digest, ns)).set(K.unlinkver(ns), true).commit();
+      const op = this.kv.atomic().check(link).check(refver).delete(K.link(ns, digest))
+        .delete(K.owner(digest, ns)).set(K.unlinkver(ns), true);
+      const r = await addJobs(op, jobs()).commit();
       if (r.ok) return;
     }
     throw new RegistryError("INTERNAL_ERROR", "blob delete kept conflicting", { status: 503 });

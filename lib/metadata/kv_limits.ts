@@ -145,6 +145,18 @@ export type PlannedMutation =
   | { kind: "set"; key: Deno.KvKey; value: unknown }
   | { kind: "delete"; key: Deno.KvKey };
 
+/**
+ * Adds the jobs a write causes (event deliveries: a handful of small sets, never a check) to
+ * that write's own commit.
+ */
+export function addJobs(op: Deno.AtomicOperation, jobs: PlannedMutation[]): Deno.AtomicOperation {
+  for (const m of jobs) {
+    if (m.kind === "set") op.set(m.key, m.value);
+    else op.delete(m.key);
+  }
+  return op;
+}
+
 /** Adds `m` to `op` if `budget` has room; false (nothing added) otherwise. */
 export function addPlanned(
   op: Deno.AtomicOperation,

@@ -29,6 +29,7 @@ export {
 } from "./pulls.ts";
 export { SvcMeta } from "./svc_reads.ts";
 export {
+  addJobs,
   addPlanned,
   CommitBudget,
   commitInBatches,

@@ -2,6 +2,7 @@
 import { K, type UploadRecord } from "./keys.ts";
 import { checkNotReclaiming, reclaimingError } from "./reclaim.ts";
 import { type BytesPlaced, reservationAfterConflict, RESERVED_WRITE_ATTEMPTS } from "./blobs.ts";
+import { addJobs, type PlannedMutation } from "./kv_limits.ts";
 
 export class UploadMeta {
   constructor(private readonly kv: Deno.Kv) {}
@@ -42,6 +43,7 @@ export class UploadMeta {
     size: number,
     reserved: string,
     placed: BytesPlaced,
+    jobs: () => PlannedMutation[] = () => [],
   ): Promise<boolean> {
     let guard = reserved;
     for (let attempt = 0; attempt < RESERVED_WRITE_ATTEMPTS; attempt++) {
@@ -54,7 +56,7 @@ export class UploadMeta {
         .set(K.link(ns, digest), { size, at: now })
         .set(K.owner(digest, ns), true);
       checkNotReclaiming(op, digest);
-      if ((await op.commit()).ok) return true;
+      if ((await addJobs(op, jobs()).commit()).ok) return true;
       const again = await this.kv.get<UploadRecord>(entry.key);
       if (again.versionstamp !== entry.versionstamp) return false;
       try {

@@ -3,7 +3,7 @@
 import { RegistryError } from "../oci/errors.ts";
 import { type RangeResult, resolveRange } from "../oci/range.ts";
 import type { BlobStore } from "../storage/blob_store.ts";
-import type { BlobMeta, ManifestMeta } from "../metadata/mod.ts";
+import type { BlobMeta, ManifestMeta, PlannedMutation } from "../metadata/mod.ts";
 
 export interface BlobRead {
   /** null when not known yet (a pull-through fill of an upstream that sent no length) */
@@ -78,7 +78,8 @@ export class Blobs {
     return { size: rev.size, range, stream: ReadableStream.from([part]) };
   }
 
-  delete(ns: string, digest: string): Promise<void> {
-    return this.meta.unlink(ns, digest);
+  /** Unlinks `digest` from `ns`; `jobs` (event deliveries) go in the same commit. */
+  delete(ns: string, digest: string, jobs?: () => PlannedMutation[]): Promise<void> {
+    return this.meta.unlink(ns, digest, jobs);
   }
 }

@@ -13,13 +13,15 @@ import { parseContentRange } from "../oci/range.ts";
 import type { BlobStore } from "../storage/blob_store.ts";
 import { TooLargeError } from "../storage/blob_store.ts";
 import { Hasher } from "../streams/hasher.ts";
-import type { BlobMeta, UploadMeta, UploadRecord } from "../metadata/mod.ts";
+import type { BlobMeta, PlannedMutation, UploadMeta, UploadRecord } from "../metadata/mod.ts";
 import { HasherCache, KeyedLock } from "./hashers.ts";
 
 export interface BodyInput {
   body: ReadableStream<Uint8Array> | null;
   /** declared Content-Length; null when the body is chunked or absent */
   contentLength: number | null;
+  /** jobs a new link of `digest` causes (event deliveries), written in the link's commit */
+  linkJobs?: (digest: string) => PlannedMutation[];
 }
 
 export interface StartInput extends BodyInput {
@@ -32,7 +34,8 @@ export interface StartInput extends BodyInput {
 }
 
 export type StartResult =
-  | { kind: "created"; digest: string }
+  /** `linked`: this request linked the blob (false: `ns` had it already) */
+  | { kind: "created"; digest: string; linked: boolean }
   | { kind: "session"; uuid: string; offset: number };
 
 export interface UploadDeps {
@@ -67,8 +70,11 @@ export class Uploads {
       const d = requireDigest(input.mount, "mount digest");
       if (input.from !== null) requireName(input.from);
       await input.body?.cancel();
-      if (await this.tryMount(ns, d.value, input.from, input.canRead)) {
-        return { kind: "created", digest: d.value };
+      if (await this.d.blobs.link(ns, d.value)) {
+        return { kind: "created", digest: d.value, linked: false };
+      }
+      if (await this.tryMount(ns, d.value, input)) {
+        return { kind: "created", digest: d.value, linked: true };
       }
       return await this.newSession(ns, algorithm, pinned, null);
     }
@@ -82,11 +88,11 @@ export class Uploads {
       }
       if (await this.d.blobs.link(ns, d.value)) {
         await input.body?.cancel();
-        return { kind: "created", digest: d.value };
+        return { kind: "created", digest: d.value, linked: false };
       }
       if (input.contentLength !== null) {
         await this.monolithic(ns, d, input);
-        return { kind: "created", digest: d.value };
+        return { kind: "created", digest: d.value, linked: true };
       }
       return await this.newSession(ns, d.algorithm, pinned, input.body);
     }
@@ -94,18 +100,12 @@ export class Uploads {
     return await this.newSession(ns, algorithm, pinned, null);
   }
 
-  private async tryMount(
-    ns: string,
-    digest: string,
-    from: string | null,
-    canRead: StartInput["canRead"],
-  ): Promise<boolean> {
-    if (await this.d.blobs.link(ns, digest)) return true;
-    const sources = from !== null ? [from] : await this.d.blobs.owners(digest);
+  private async tryMount(ns: string, digest: string, input: StartInput): Promise<boolean> {
+    const sources = input.from !== null ? [input.from] : await this.d.blobs.owners(digest);
     for (const src of sources) {
       if (src === ns || !(await this.d.blobs.link(src, digest))) continue;
-      if (!(await canRead(src, digest))) continue;
-      return await this.d.blobs.mount(ns, digest);
+      if (!(await input.canRead(src, digest))) continue;
+      return await this.d.blobs.mount(ns, digest, jobsOf(input, digest));
     }
     return false;
   }
@@ -159,7 +159,14 @@ export class Uploads {
       }
       const reserved = await this.d.blobs.reserve(d.value, declared);
       await this.d.store.commitUpload(uuid, d.value, declared);
-      await this.d.blobs.addLink(ns, d.value, declared, reserved, this.placed(d.value));
+      await this.d.blobs.addLink(
+        ns,
+        d.value,
+        declared,
+        reserved,
+        this.placed(d.value),
+        jobsOf(input, d.value),
+      );
     } finally {
       await this.d.store.deleteUpload(uuid);
     }
@@ -317,7 +324,8 @@ export class Uploads {
       await this.d.store.commitUpload(uuid, d.value, offset);
       this.hashers.drop(uuid);
       const placed = this.placed(d.value);
-      if (!(await this.d.uploads.complete(entry, ns, d.value, offset, reserved, placed))) {
+      const jobs = jobsOf(input, d.value);
+      if (!(await this.d.uploads.complete(entry, ns, d.value, offset, reserved, placed, jobs))) {
         throw new RegistryError("BLOB_UPLOAD_UNKNOWN", "upload session completed concurrently");
       }
       return { digest: d.value, size: offset };
@@ -331,6 +339,8 @@ export class Uploads {
     });
   }
 }
+
+const jobsOf = (input: BodyInput, digest: string) => () => input.linkJobs?.(digest) ?? [];
 
 const tooLarge = () =>
   new RegistryError("BLOB_UPLOAD_INVALID", "blob exceeds global.max_blob_size");

@@ -4,7 +4,7 @@
 // advisory snapshot, and the config's `Env` and `history` checked for credentials. The report
 // is a derived file of the blob store (two slots per image, like the layer index), pointed to
 // by a small KV record that names the advisory snapshot it used.
-import { ManifestMeta } from "../metadata/mod.ts";
+import { addJobs, ManifestMeta, type PlannedMutation } from "../metadata/mod.ts";
 import { BlobMeta } from "../metadata/mod.ts";
 import { type JobContext, PermanentJobError } from "../jobs/mod.ts";
 import { indexLayerJob, type Registry, tarLayers } from "../registry/mod.ts";
@@ -249,17 +249,16 @@ export class Scanner {
     }
     const report = await this.scan(p.namespace, p.digest, job.signal);
     if (!report) return;
-    await this.store(p.digest, report);
-    const events = this.registry.events;
-    if (events.wanted("scan.completed", p.namespace)) {
-      // A scan is background work: required webhooks are not consulted, deliveries are queued.
-      await events.emit(events.event("scan.completed", {
-        namespace: p.namespace,
-        digest: p.digest,
-        reference: p.digest,
-        severity_counts: { ...report.counts },
-      }));
-    }
+    // A scan is background work: required webhooks are not consulted; the deliveries are
+    // written with the report's record.
+    const ev = await this.registry.events.prepare("scan.completed", {
+      namespace: p.namespace,
+      digest: p.digest,
+      reference: p.digest,
+      severity_counts: { ...report.counts },
+    }, false);
+    await this.store(p.digest, report, () => ev.plan());
+    ev.committed();
   }
 
   /** The report of one platform image, or null for a manifest that is not one. */
@@ -448,7 +447,11 @@ export class Scanner {
   }
 
   /** Writes the report to the slot the current record does not use, then points at it. */
-  private async store(digest: string, report: ImageReport): Promise<void> {
+  private async store(
+    digest: string,
+    report: ImageReport,
+    jobs: () => PlannedMutation[],
+  ): Promise<void> {
     const cur = await this.registry.kv.get<ScanRecord>(scanKey(digest));
     const [alg, hex] = digest.split(":");
     const dir = `reports/${alg}/${hex}`;
@@ -464,6 +467,8 @@ export class Scanner {
       packages: report.packages.length,
       os: report.os ? `${report.os.id} ${report.os.version_id ?? ""}`.trim() : null,
     };
-    await this.registry.kv.atomic().check(cur).set(scanKey(digest), rec).commit();
+    const op = this.registry.kv.atomic().check(cur).set(scanKey(digest), rec);
+    // A lost race means another run of this job stored its report (and its event) first.
+    await addJobs(op, jobs()).commit();
   }
 }

@@ -191,3 +191,55 @@ url = "${g.url}"
     }
   },
 );
+
+Deno.test(
+  "authorization webhook: a cross-namespace mount asks it for get-blob on the source",
+  serverTestOpts,
+  async () => {
+    const g = startReceiver();
+    try {
+      await withServer({
+        config: `
+[global]
+authorization_webhook = "central"
+
+[global.access_policy]
+default = "allow"
+
+[auth.webhook.central]
+url = "${g.url}"
+cache_ttl_secs = 0
+`,
+      }, async (s) => {
+        const img = await pushImage(s.url, "vault/src", "v1");
+        // The source may be written but not read by this caller: the policies allow both.
+        g.decide = (h) =>
+          h.get("x-svc-action") === "get-blob" && h.get("x-svc-namespace") === "vault/src"
+            ? 403
+            : 200;
+        const mount = (to: string) =>
+          req(s, `/v2/${to}/blobs/uploads/?mount=${img.layer}&from=vault/src`, {
+            method: "POST",
+          });
+        const refused = await mount("open/dst");
+        await refused.body?.cancel();
+        assert.equal(refused.status, 202, "no mount: an upload session instead (mount rule 2)");
+        const asked = g.calls.filter((h) =>
+          h.get("x-svc-action") === "get-blob" && h.get("x-svc-namespace") === "vault/src"
+        );
+        assert.equal(asked.length, 1, "the webhook was asked about the source");
+        assert.equal(asked[0].get("x-svc-digest"), img.layer);
+        const head = await req(s, `/v2/open/dst/blobs/${img.layer}`, { method: "HEAD" });
+        assert.equal(head.status, 404, "the blob was not linked into open/dst");
+
+        g.decide = null;
+        const allowed = await mount("open/dst");
+        await allowed.body?.cancel();
+        assert.equal(allowed.status, 201);
+        assert.equal(allowed.headers.get("docker-content-digest"), img.layer);
+      });
+    } finally {
+      await g.stop();
+    }
+  },
+);

@@ -412,3 +412,87 @@ Deno.test("malformed webhook config stops startup naming the key", async () => {
     );
   }
 });
+
+Deno.test(
+  "async webhook: blob links, unlinks and scan reports carry their deliveries in their own commit",
+  serverTestOpts,
+  async () => {
+    const { join } = await import("node:path");
+    const { pushTarImage } = await import("../helpers/tar_image.ts");
+    const { tarOf } = await import("../helpers/tar.ts");
+    const { sha256Hex } = await import("../helpers/server.ts");
+    // No drainer here (events concurrency 0): the entries stay as their commits wrote them.
+    await withServer({
+      config: `[global.job_queue]\npoll_interval_ms = 100\nconcurrency.events = 0\n` +
+        hook("all", "http://127.0.0.1:9/"),
+    }, async (s) => {
+      const img = await pushTarImage(s.url, "tx/app", "v1", [
+        tarOf([{ path: "etc/hello.txt", data: "hi\n" }]),
+      ]);
+      // a blob uploaded in a session (POST, PATCH, PUT)
+      const bytes = new TextEncoder().encode(`session blob ${crypto.randomUUID()}`);
+      const digest = `sha256:${await sha256Hex(bytes)}`;
+      const start = await req(s, `/v2/tx/app/blobs/uploads/`, { method: "POST" });
+      await start.body?.cancel();
+      const loc = start.headers.get("location")!;
+      const patch = await req(s, loc, { method: "PATCH", body: bytes });
+      await patch.body?.cancel();
+      const put = await req(s, `${patch.headers.get("location")}?digest=${digest}`, {
+        method: "PUT",
+      });
+      await put.body?.cancel();
+      assert.equal(put.status, 201);
+      // a mount into another namespace, then a delete there
+      const mount = await req(s, `/v2/tx/other/blobs/uploads/?mount=${digest}&from=tx/app`, {
+        method: "POST",
+      });
+      await mount.body?.cancel();
+      assert.equal(mount.status, 201);
+      const del = await req(s, `/v2/tx/other/blobs/${digest}`, { method: "DELETE" });
+      await del.body?.cancel();
+      assert.equal(del.status, 202);
+      // the scan of the pushed image (scan on push is on by default)
+      const deadline = Date.now() + 60_000;
+      const kv = await Deno.openKv(join(s.dataDir, "metadata.kv"));
+      try {
+        const outbox = async () => {
+          const out: Deno.KvEntry<{ event: Record<string, string> }>[] = [];
+          for await (const e of kv.list<{ event: Record<string, string> }>({ prefix: ["evq"] })) {
+            out.push(e);
+          }
+          return out;
+        };
+        while (!(await outbox()).some((e) => e.value.event.kind === "scan.completed")) {
+          assert.ok(Date.now() < deadline, "no scan.completed entry");
+          await new Promise((r) => setTimeout(r, 200));
+        }
+        const entries = await outbox();
+        const one = (kind: string, ns: string, d: string) => {
+          const found = entries.filter((e) =>
+            e.value.event.kind === kind && e.value.event.namespace === ns &&
+            e.value.event.digest === d
+          );
+          assert.equal(found.length, 1, `one ${kind} of ${d} in ${ns}`);
+          return found[0].versionstamp;
+        };
+        const stamp = async (key: Deno.KvKey) => (await kv.get(key)).versionstamp;
+        // monolithic pushes (the image's config and layer) and the session's PUT
+        for (const d of [...img.layers, digest]) {
+          assert.equal(one("blob.push", "tx/app", d), await stamp(["link", "tx/app", d]), d);
+        }
+        // the mount's link is gone with the delete; the delete wrote unlinkver in its commit
+        assert.ok(one("blob.push", "tx/other", digest), "the mount fired blob.push");
+        assert.equal(
+          one("blob.delete", "tx/other", digest),
+          await stamp(["unlinkver", "tx/other"]),
+        );
+        assert.equal(
+          one("scan.completed", "tx/app", img.digest),
+          await stamp(["scanrep", img.digest]),
+        );
+      } finally {
+        kv.close();
+      }
+    });
+  },
+);

@@ -218,7 +218,9 @@ ${opts.config ?? ""}
     }
   };
   const pumps = Promise.all([pump(child.stdout), pump(child.stderr)]);
-  const status = child.status.then((s) => {
+  const status = child.status.then(async (s) => {
+    // Its last words (the config error) may still be in the pipes when the exit is seen.
+    if (!listening) await pumps.catch(() => {});
     rejectPort(new Error(`server exited (${s.code}) before listening:\n${out}`));
     return s;
   });

@@ -21,6 +21,8 @@ export interface Receiver {
   status: number;
   /** milliseconds to wait before answering */
   delayMs: number;
+  /** an authorization request's status by its headers, when set (else `status`) */
+  decide: ((h: Headers) => number) | null;
   /** stops listening: connections are refused until start() */
   stop(): Promise<void>;
   start(): void;
@@ -38,6 +40,7 @@ export function startReceiver(token: string | null = null, port = 0): Receiver {
     calls: [],
     status: 200,
     delayMs: 0,
+    decide: null,
     async stop() {
       await server?.shutdown();
       server = null;
@@ -51,7 +54,7 @@ export function startReceiver(token: string | null = null, port = 0): Receiver {
         if (r.delayMs) await new Promise((res) => setTimeout(res, r.delayMs));
         if (req.method === "GET") {
           r.calls.push(req.headers);
-          return new Response(null, { status: r.status });
+          return new Response(null, { status: r.decide?.(req.headers) ?? r.status });
         }
         const body = await req.text();
         if (r.status >= 200 && r.status < 300) {

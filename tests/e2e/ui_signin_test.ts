@@ -102,8 +102,10 @@ rules = [
 
           // a callback whose state is not the one this tab sent is refused
           const fresh = await context.newPage();
-          await fresh.goto(`${s.url}/`);
-          await fresh.evaluate(() =>
+          // The pending sign-in is planted before the callback's own scripts run: opening the
+          // app first to plant it would meet a 401 and start a sign-in of its own, which can
+          // land after the forged callback and replace it.
+          await fresh.addInitScript(() =>
             sessionStorage.setItem(
               "wharf.signin",
               JSON.stringify({

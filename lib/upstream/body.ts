@@ -35,9 +35,48 @@ export function declaredLength(res: Response): number | null {
   return v === null ? null : parseContentLength(v);
 }
 
+/** The most one read of an upstream body takes (see `bodyReader`). */
+const READ_BLOCK = 1 << 20;
+
+/**
+ * Reads `body` in the largest pieces it has ready. Deno's fetch body is a byte stream: a default
+ * reader gets it in ~58 KiB chunks (580 per 33 MiB layer, each then hashed, kept, written and
+ * sent on its own), a BYOB read into a 1 MiB buffer takes whatever has arrived, ~260 KiB at a
+ * time, so every stage after does a quarter of the calls. The piece is copied out so the buffer
+ * is reused and what stays in memory is exactly its size.
+ */
+function bodyReader(body: ReadableStream<Uint8Array> | null): {
+  read: () => Promise<ReadableStreamReadResult<Uint8Array>>;
+  cancel: (reason?: unknown) => Promise<void>;
+} | null {
+  if (!body) return null;
+  let byob: ReadableStreamBYOBReader | null = null;
+  try {
+    byob = body.getReader({ mode: "byob" });
+  } catch {
+    // not a byte stream (a Response built around an ordinary stream)
+  }
+  if (!byob) {
+    const r = body.getReader();
+    return { read: () => r.read(), cancel: (reason) => r.cancel(reason) };
+  }
+  const b = byob;
+  let scratch = new Uint8Array(READ_BLOCK);
+  return {
+    read: async () => {
+      const r = await b.read(scratch);
+      if (r.done) return { done: true, value: undefined };
+      const got = new Uint8Array(r.value.buffer, r.value.byteOffset, r.value.byteLength);
+      scratch = new Uint8Array(r.value.buffer);
+      return { done: false, value: got.slice() };
+    },
+    cancel: (reason) => b.cancel(reason),
+  };
+}
+
 export function guardBody(res: Response, g: BodyGuard): ReadableStream<Uint8Array> {
   const declared = declaredLength(res);
-  const reader = res.body?.getReader();
+  const reader = bodyReader(res.body);
   const of = declared === null ? "" : ` of ${declared}`;
   const stallError = () =>
     g.error(

@@ -74,3 +74,34 @@ Deno.test("declaredLength: only an identity-coded, well-formed Content-Length", 
   assert.equal(h({ "content-length": "12", "content-encoding": "identity" }), 12);
   assert.equal(h({ "content-length": "-1" }), null);
 });
+
+Deno.test("guardBody: a real fetch body is read in large pieces, byte for byte", async () => {
+  const data = new Uint8Array(8 << 20);
+  for (let i = 0; i < data.length; i++) data[i] = (i * 31 + (i >> 13)) & 255;
+  const server = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, onListen: () => {} },
+    () => new Response(data),
+  );
+  try {
+    const res = await fetch(`http://127.0.0.1:${(server.addr as Deno.NetAddr).port}/`);
+    const ends: (UpstreamError | null)[] = [];
+    const { body } = guarded(res, ends);
+    const got = new Uint8Array(data.length);
+    let at = 0;
+    let largest = 0;
+    for await (const chunk of body) {
+      got.set(chunk, at);
+      at += chunk.byteLength;
+      largest = Math.max(largest, chunk.byteLength);
+      // each piece owns exactly its bytes (copied out of the reused read buffer)
+      assert.equal(chunk.buffer.byteLength, chunk.byteLength);
+    }
+    assert.equal(at, data.length);
+    assert.deepEqual(got, data);
+    assert.deepEqual(ends, [null]);
+    // BYOB reads take what has arrived: more than the default reader's ~58 KiB chunks
+    assert.ok(largest > 64 * 1024, `largest piece ${largest} bytes`);
+  } finally {
+    await server.shutdown();
+  }
+});

@@ -15,7 +15,7 @@ const SMALL = Deno.args.includes("--small");
 const PRUNE_ONLY = Deno.args.includes("--prune-only");
 const PUSHES = SMALL ? 600 : 3000;
 const CONCURRENCY = 16;
-const ROUNDS = SMALL ? 1 : 3;
+const ROUNDS = SMALL ? 1 : Number(Deno.env.get("BENCH_ROUNDS") ?? 5);
 const PRUNE_MANIFESTS = SMALL ? 20 : 100;
 const TAGS_PER_MANIFEST = 100;
 /** extra TOML with the webhook (e.g. a job queue setting), from WHARF_BENCH_HOOK_EXTRA */

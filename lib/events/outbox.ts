@@ -34,6 +34,8 @@ const leaseKey = (webhook: string): Deno.KvKey => ["evlease", webhook];
 
 /** Entries per batch: their deletes and moves stay far below a commit's 1,000 mutations. */
 const BATCH = 64;
+/** The pause after a batch that was not full, for more entries to gather. */
+const GATHER_MS = 25;
 
 export function outboxEntry(
   h: EventWebhookConfig,
@@ -119,7 +121,7 @@ export class OutboxDrainer {
 
   private async drain(name: string): Promise<void> {
     while (!this.stopped) {
-      let busy = false;
+      let found = 0;
       try {
         const hook = this.cfg.eventWebhooks.find((h) => h.name === name && h.policy === "async");
         if (!hook) {
@@ -127,12 +129,15 @@ export class OutboxDrainer {
           this.loops.delete(name);
           return;
         }
-        busy = await this.batch(hook);
+        found = await this.batch(hook);
       } catch (e) {
         if (this.stopped) break;
         log.error("event outbox drain failed", { webhook: name, error: String(e) });
       }
-      if (!busy) await this.sleep(this.queue.pollIntervalMs);
+      if (found === 0) await this.sleep(this.queue.pollIntervalMs);
+      // A part batch under a stream of writes: let entries gather a moment (wakes ignored), so a
+      // push burst costs the drainer a few commits a second, not one or two per event.
+      else if (found < BATCH) await new Promise((r) => setTimeout(r, GATHER_MS));
     }
   }
 
@@ -148,36 +153,39 @@ export class OutboxDrainer {
     });
   }
 
-  /** One batch; true when it found work (look again at once). */
-  private async batch(hook: EventWebhookConfig): Promise<boolean> {
+  /**
+   * One batch; how many due entries it found (0: nothing to do, look again after the poll
+   * interval). The lease is taken for the batch and given back by its commit, so a process
+   * killed between batches leaves nothing for the next one to wait out.
+   */
+  private async batch(hook: EventWebhookConfig): Promise<number> {
     const now = this.now();
     const end = outboxKey(hook.name, storageKey(now + 1, ""));
-    const list = async () => {
+    const list = async (limit: number) => {
       const out: Deno.KvEntry<OutboxEntry>[] = [];
       const sel = { prefix: ["evq", hook.name], end };
-      for await (const e of this.kv.list<OutboxEntry>(sel, { limit: BATCH })) out.push(e);
+      for await (const e of this.kv.list<OutboxEntry>(sel, { limit })) out.push(e);
       return out;
     };
-    // An idle poll is this one list, without the lease.
-    if ((await list()).length === 0) return false;
+    // An idle poll is this one small list, without the lease.
+    if ((await list(1)).length === 0) return 0;
     const concurrency = Math.max(1, this.queue.concurrency.events);
     // The lease covers a whole batch at its slowest, plus the configured lease.
-    const until = now + this.queue.leaseSecs * 1000 +
-      Math.ceil(BATCH / concurrency) * hook.timeoutMs;
+    const span = this.queue.leaseSecs * 1000 + Math.ceil(BATCH / concurrency) * hook.timeoutMs;
     const lease = await this.kv.get<{ holder: string; until: number }>(leaseKey(hook.name));
     if (lease.value && lease.value.holder !== this.holder && lease.value.until > now) {
-      return false; // another process drains this webhook
+      return 0; // another process drains this webhook
     }
     const took = await this.kv.atomic().check(lease)
-      .set(leaseKey(hook.name), { holder: this.holder, until }).commit();
-    if (!took.ok) return false;
-    // Listed again under the lease: the first list may predate the last holder's commit, and
+      .set(leaseKey(hook.name), { holder: this.holder, until: now + span }).commit();
+    if (!took.ok) return 0;
+    // Listed under the lease: a list from before it may predate the last holder's commit, and
     // delivering from it would repeat what that holder just delivered and deleted.
-    const due = await list();
+    const due = await list(BATCH);
     if (due.length === 0) {
       await this.kv.atomic().check({ key: leaseKey(hook.name), versionstamp: took.versionstamp })
         .set(leaseKey(hook.name), { holder: this.holder, until: 0 }).commit();
-      return false;
+      return 0;
     }
 
     const outcome: (string | null)[] = new Array(due.length).fill(null);
@@ -231,7 +239,7 @@ export class OutboxDrainer {
         webhook: hook.name,
       });
     }
-    return true;
+    return due.length;
   }
 }
 

@@ -11,7 +11,7 @@ import {
 } from "../oci/grammar.ts";
 import { parseContentRange } from "../oci/range.ts";
 import type { BlobStore } from "../storage/blob_store.ts";
-import { TooLargeError } from "../storage/blob_store.ts";
+import { ConcurrentUploadError, TooLargeError } from "../storage/blob_store.ts";
 import { Hasher } from "../streams/hasher.ts";
 import type { BlobMeta, PlannedMutation, UploadMeta, UploadRecord } from "../metadata/mod.ts";
 import { HasherCache, KeyedLock } from "./hashers.ts";
@@ -251,6 +251,7 @@ export class Uploads {
         unsized: input.contentLength === null,
       }));
     } catch (e) {
+      if (e instanceof ConcurrentUploadError) throw await this.writtenTwice(ns, uuid, e);
       if (e instanceof TooLargeError) {
         await this.reject(ns, uuid);
         if (cap === room) throw tooLarge();
@@ -278,6 +279,20 @@ export class Uploads {
     const next = written > 0 ? await this.session(ns, uuid) : entry;
     this.hashers.put(uuid, offset, hasher);
     return { offset, hasher, entry: next };
+  }
+
+  /** Two processes wrote the session at once: its bytes are not the hashed ones; it ends. */
+  private async writtenTwice(
+    ns: string,
+    uuid: string,
+    e: ConcurrentUploadError,
+  ): Promise<RegistryError> {
+    await this.reject(ns, uuid);
+    return new RegistryError(
+      "BLOB_UPLOAD_INVALID",
+      `${e.message}; the session is cancelled, start the upload again`,
+      { status: 409 },
+    );
   }
 
   private async reject(ns: string, uuid: string): Promise<void> {
@@ -321,7 +336,12 @@ export class Uploads {
         throw new RegistryError("DIGEST_INVALID", `uploaded content does not hash to ${d.value}`);
       }
       const reserved = await this.d.blobs.reserve(d.value, offset);
-      await this.d.store.commitUpload(uuid, d.value, offset);
+      try {
+        await this.d.store.commitUpload(uuid, d.value, offset);
+      } catch (e) {
+        if (e instanceof ConcurrentUploadError) throw await this.writtenTwice(ns, uuid, e);
+        throw e;
+      }
       this.hashers.drop(uuid);
       const placed = this.placed(d.value);
       const jobs = jobsOf(input, d.value);

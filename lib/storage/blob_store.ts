@@ -29,6 +29,13 @@ export interface StoredObject {
 
 export class TooLargeError extends Error {}
 
+/**
+ * An upload session's stored bytes are not the ones this process hashed: another process wrote
+ * the same part meanwhile (two writers on one session). Completing would store bytes that do
+ * not hash to the digest, so the session cannot go on.
+ */
+export class ConcurrentUploadError extends Error {}
+
 const DERIVED_NAME = /^[a-z0-9][a-z0-9._-]*(\/[a-z0-9][a-z0-9._-]*)*$/;
 
 /** Derived names are paths under the store's root: nothing else may get there. */

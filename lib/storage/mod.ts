@@ -1,5 +1,5 @@
 export type { AppendOptions, AppendResult, BlobStore, UploadReader } from "./blob_store.ts";
-export { TooLargeError } from "./blob_store.ts";
+export { ConcurrentUploadError, TooLargeError } from "./blob_store.ts";
 export { FsBlobStore, limitStream } from "./fs_blob_store.ts";
 export {
   InstrumentedBlobStore,

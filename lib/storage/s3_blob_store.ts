@@ -22,12 +22,13 @@ import {
   type AppendResult,
   assertDerivedName,
   type BlobStore,
+  ConcurrentUploadError,
   type StoredObject,
   TooLargeError,
   type UploadReader,
 } from "./blob_store.ts";
 import { bodyChunks } from "./fs_blob_store.ts";
-import { S3Client, type S3Settings } from "./s3_client.ts";
+import { bareEtag, S3Client, type S3Settings } from "./s3_client.ts";
 
 export interface S3StoreSettings extends S3Settings {
   keyPrefix: string;
@@ -49,16 +50,47 @@ const committed = new Map<string, string>();
 const COMMITTED_KEPT = 1024;
 /** parallel UploadPartCopy calls while assembling a large blob */
 const COPY_CONCURRENCY = 4;
+/** Sessions whose part ETags are remembered: more than the hasher cache keeps (hashers.ts). */
+const SEEN_KEPT = 8192;
 
 export class S3BlobStore implements BlobStore {
   readonly client: S3Client;
   private readonly prefix: string;
   private readonly P: number;
+  /**
+   * Per upload session, the ETag of each part as this process last wrote or read it, i.e. of the
+   * bytes its hasher saw. Two processes writing one session (a client sending the same PATCH to
+   * two replicas) can leave a part holding the loser's bytes while the winner's hasher holds the
+   * digest of its own: completion checks every part's ETag against these before assembling, so
+   * such a session fails instead of storing bytes that do not hash to the digest. A session this
+   * process knows nothing of is rehashed from its parts first (hashers.ts), which fills this in.
+   */
+  private readonly seen = new Map<string, Map<number, string>>();
   constructor(private readonly s: S3StoreSettings) {
     if (s.partSize < MIN_PART_SIZE) throw new Error(`multipart_part_size below 5 MiB`);
     this.client = new S3Client(s);
     this.prefix = s.keyPrefix === "" ? "" : `${s.keyPrefix.replace(/\/+$/, "")}/`;
     this.P = s.partSize;
+  }
+
+  private see(uuid: string, k: number, etag: string): void {
+    let parts = this.seen.get(uuid);
+    if (!parts) {
+      if (this.seen.size >= SEEN_KEPT) this.seen.delete(this.seen.keys().next().value!);
+      parts = new Map();
+      this.seen.set(uuid, parts);
+    }
+    parts.set(k, etag);
+  }
+
+  /** Part `k` of `uuid` still holds the bytes this process saw (see `seen`). */
+  private checkSeen(uuid: string, k: number, etag: string): void {
+    const want = this.seen.get(uuid)?.get(k);
+    if (want === undefined || want !== etag) {
+      throw new ConcurrentUploadError(
+        `upload ${uuid}: part ${k} was written by another process meanwhile`,
+      );
+    }
   }
 
   /** Fails early, at startup, when the bucket cannot be reached or the credentials are refused. */
@@ -140,7 +172,9 @@ export class S3BlobStore implements BlobStore {
     // Bytes of part k past `offset` were never acknowledged: only its first `fill` are kept.
     if (fill > 0) {
       try {
-        await this.readInto(this.partKey(uuid, k), buf.subarray(0, fill));
+        const etag = await this.readInto(this.partKey(uuid, k), buf.subarray(0, fill));
+        // Those bytes are hashed already; they must be the ones that were.
+        this.checkSeen(uuid, k, etag);
       } catch (e) {
         giveBuffer(buf);
         throw e;
@@ -157,7 +191,7 @@ export class S3BlobStore implements BlobStore {
       // Readable from memory until its PUT is done.
       live.set(n, { buf: part, fill: length });
       inFlight = this.client.put(this.partKey(uuid, n), part.subarray(0, length)).then(
-        () => null,
+        (etag) => (this.see(uuid, n, etag), null),
         (e) => e as Error,
       ).finally(() => {
         live.delete(n);
@@ -219,9 +253,10 @@ export class S3BlobStore implements BlobStore {
     return { written, cut };
   }
 
-  /** Reads exactly `dst.length` bytes from the start of `key`. */
-  private async readInto(key: string, dst: Uint8Array): Promise<void> {
+  /** Reads exactly `dst.length` bytes from the start of `key`; the object's ETag. */
+  private async readInto(key: string, dst: Uint8Array): Promise<string> {
     const res = await this.client.get(key, { start: 0, end: dst.byteLength - 1 });
+    const etag = bareEtag(res.headers.get("etag"));
     let at = 0;
     for await (const c of res.body ?? ReadableStream.from([])) {
       const n = Math.min(c.byteLength, dst.byteLength - at);
@@ -231,6 +266,7 @@ export class S3BlobStore implements BlobStore {
     if (at !== dst.byteLength) {
       throw new Error(`${key}: ${at} bytes stored, ${dst.byteLength} committed`);
     }
+    return etag;
   }
 
   readUpload(uuid: string, length: number): Promise<ReadableStream<Uint8Array>> {
@@ -242,6 +278,7 @@ export class S3BlobStore implements BlobStore {
     for (let k = 0; k * this.P < length; k++) {
       const end = Math.min(this.P, length - k * this.P) - 1;
       const res = await this.client.get(this.partKey(uuid, k), { start: 0, end });
+      this.see(uuid, k, bareEtag(res.headers.get("etag")));
       let got = 0;
       for await (const c of res.body ?? ReadableStream.from([])) {
         got += c.byteLength;
@@ -314,6 +351,10 @@ export class S3BlobStore implements BlobStore {
     const n = Math.ceil(size / this.P);
     if (await this.holds(digest, size)) {
       // already stored (another namespace pushed it): nothing to assemble
+    } else if (n > 0 && !(await this.partsAsSeen(uuid, n))) {
+      throw new ConcurrentUploadError(
+        `upload ${uuid}: its parts were written by another process meanwhile`,
+      );
     } else if (n === 0) {
       await this.client.put(dst, new Uint8Array(0));
     } else if (n === 1 && (await this.client.head(this.partKey(uuid, 0)))?.size === size) {
@@ -324,9 +365,27 @@ export class S3BlobStore implements BlobStore {
         end: Math.min(this.P, size - k * this.P) - 1,
       }));
     }
+    this.seen.delete(uuid);
     if (committed.size >= COMMITTED_KEPT) committed.delete(committed.keys().next().value!);
     committed.set(uuid, digest);
     await this.deleteUpload(uuid);
+  }
+
+  /** Parts 0..n-1 of `uuid` are all stored and hold what this process saw (see `seen`). */
+  private async partsAsSeen(uuid: string, n: number): Promise<boolean> {
+    const seen = this.seen.get(uuid);
+    if (!seen) return false;
+    const dir = this.uploadDir(uuid);
+    let ok = 0;
+    for await (const o of this.client.list(dir)) {
+      const name = o.key.slice(dir.length);
+      if (!/^\d{6,}$/.test(name)) continue; // the multipart marker
+      const k = Number(name);
+      if (k >= n) continue;
+      if (seen.get(k) !== o.etag) return false;
+      ok++;
+    }
+    return ok === n;
   }
 
   /** Builds `dst` from parts already stored, server-side, via a multipart upload. */

@@ -3,6 +3,7 @@ import { S3Error } from "./s3_client.ts";
 import { blobStoreContract } from "../../tests/helpers/blob_store_contract.ts";
 import { startS3, type TestS3 } from "../../tests/helpers/s3_server.ts";
 import { MIN_PART_SIZE, S3BlobStore } from "./s3_blob_store.ts";
+import { ConcurrentUploadError } from "./blob_store.ts";
 
 let s3: TestS3 | null = null;
 let users = 0;
@@ -119,6 +120,76 @@ Deno.test({
       const forged = await fetch(url.replace("sig/blobs", "sig/blobz"));
       await forged.body?.cancel();
       assert.equal(forged.status, 403);
+    } finally {
+      await s3.close();
+    }
+  },
+});
+
+Deno.test({
+  name: "s3 store: two processes writing one session: completion refuses bytes it did not hash",
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn() {
+    const s3 = await startS3();
+    try {
+      const settings = {
+        endpoint: s3.endpoint,
+        bucket: s3.bucket,
+        region: "us-east-1",
+        accessKeyId: s3.accessKeyId,
+        secretKey: s3.secretKey,
+        pathStyle: true,
+        keyPrefix: `t-${crypto.randomUUID()}`,
+        partSize: MIN_PART_SIZE,
+        presignTtlSecs: 60,
+      };
+      // two store instances: what two server processes on one bucket have
+      const a = new S3BlobStore(settings);
+      const b = new S3BlobStore(settings);
+      await a.init();
+      const append = (store: S3BlobStore, uuid: string, offset: number, data: Uint8Array) =>
+        store.appendUpload(uuid, offset, ReadableStream.from([data]), {
+          maxBytes: data.length,
+          onChunk: () => {},
+        });
+      const digestOf = async (d: Uint8Array) =>
+        `sha256:${
+          Array.from(
+            new Uint8Array(await crypto.subtle.digest("SHA-256", d as BufferSource)),
+            (x) => x.toString(16).padStart(2, "0"),
+          ).join("")
+        }`;
+      const x = new Uint8Array(1000).fill(1);
+      const y = new Uint8Array(1000).fill(2);
+
+      // A's PATCH won (its offset committed), B's lost but its part landed last.
+      const uuid = crypto.randomUUID();
+      await append(a, uuid, 0, x);
+      await append(b, uuid, 0, y);
+      await assert.rejects(
+        a.commitUpload(uuid, await digestOf(x), x.length),
+        ConcurrentUploadError,
+      );
+      assert.equal(await a.exists(await digestOf(x)), false, "nothing stored under x's digest");
+
+      // A later chunk resuming inside the overwritten part is refused too.
+      const uuid2 = crypto.randomUUID();
+      await append(a, uuid2, 0, x);
+      await append(b, uuid2, 0, y);
+      await assert.rejects(append(a, uuid2, x.length, x), ConcurrentUploadError);
+
+      // One writer per step, in turn on either process (what a load balancer does), is fine:
+      // the second process reads the parts before it writes (its rehash), so it knows them.
+      const uuid3 = crypto.randomUUID();
+      await append(a, uuid3, 0, x);
+      for await (const _ of await b.readUpload(uuid3, x.length)) { /* the rehash */ }
+      await append(b, uuid3, x.length, y);
+      const both = new Uint8Array([...x, ...y]);
+      for await (const _ of await a.readUpload(uuid3, both.length)) { /* the rehash */ }
+      await a.commitUpload(uuid3, await digestOf(both), both.length);
+      const stored = await a.readAll(await digestOf(both));
+      assert.deepEqual(stored, both);
     } finally {
       await s3.close();
     }

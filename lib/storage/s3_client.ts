@@ -26,6 +26,13 @@ export interface S3Object {
   size: number;
   /** ms since epoch */
   lastModified: number;
+  /** as S3 lists it, quotes removed */
+  etag: string;
+}
+
+/** An ETag without its quotes (headers and listings differ in how they quote it). */
+export function bareEtag(etag: string | null): string {
+  return (etag ?? "").replace(/^W\//, "").replace(/^"|"$/g, "");
 }
 
 interface RequestInit {
@@ -154,10 +161,12 @@ export class S3Client {
     };
   }
 
-  async put(key: string, body: Uint8Array, headers: Record<string, string> = {}): Promise<void> {
+  /** PUT of a whole object; its ETag (unquoted). */
+  async put(key: string, body: Uint8Array, headers: Record<string, string> = {}): Promise<string> {
     const res = await this.request("PUT", key, { body, headers });
     await res.body?.cancel();
     if (res.status === 404) throw new S3Error(404, "NoSuchBucket", `PUT ${key}: 404`);
+    return bareEtag(res.headers.get("etag"));
   }
 
   async delete(key: string): Promise<void> {
@@ -196,6 +205,7 @@ export class S3Client {
           size: Number(/<Size>(\d+)<\/Size>/.exec(body)?.[1] ?? 0),
           lastModified: Date.parse(/<LastModified>([^<]*)<\/LastModified>/.exec(body)?.[1] ?? "") ||
             0,
+          etag: bareEtag(unescapeXml(/<ETag>([^<]*)<\/ETag>/.exec(body)?.[1] ?? "")),
         };
       }
       const truncated = /<IsTruncated>true<\/IsTruncated>/.test(xml);

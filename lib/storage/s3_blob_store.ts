@@ -75,11 +75,14 @@ export class S3BlobStore implements BlobStore {
 
   private see(uuid: string, k: number, etag: string): void {
     let parts = this.seen.get(uuid);
-    if (!parts) {
+    // Touched sessions move to the back, as the hasher cache's do on every PATCH: a long upload
+    // must not lose its ETags to newer sessions while its hasher is still cached.
+    if (parts) this.seen.delete(uuid);
+    else {
       if (this.seen.size >= SEEN_KEPT) this.seen.delete(this.seen.keys().next().value!);
       parts = new Map();
-      this.seen.set(uuid, parts);
     }
+    this.seen.set(uuid, parts);
     parts.set(k, etag);
   }
 

@@ -85,8 +85,10 @@ export class Events {
   /** After a commit that carried planned deliveries: wake the local drainers. */
   committed(planned: PlannedMutation[]): void {
     if (planned.length === 0) return;
-    this.wakeOutbox();
-    this.jobs.queue("events").committed(0);
+    // Only a fan-out is a job: waking the events job lane for outbox entries cost every push a
+    // claim (a KV list) that found nothing.
+    if (planned.some((m) => m.key[0] === "job")) this.jobs.queue("events").committed(0);
+    else this.wakeOutbox();
   }
 
   /**

@@ -425,6 +425,7 @@ export class S3BlobStore implements BlobStore {
 
   async deleteUpload(uuid: string): Promise<void> {
     const dir = this.uploadDir(uuid);
+    this.seen.delete(uuid);
     const keys: string[] = [];
     for await (const o of this.client.list(dir)) keys.push(o.key);
     if (keys.includes(`${dir}mpu`)) await this.abortRecorded(`${dir}mpu`);

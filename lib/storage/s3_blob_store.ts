@@ -170,7 +170,15 @@ export class S3BlobStore implements BlobStore {
     const P = this.P;
     let k = Math.floor(offset / P);
     let fill = offset - k * P;
-    let buf = takeBuffer(P);
+    // Part buffers are P bytes, pooled, except for a body known to end sooner (a monolithic
+    // push of a config or a small layer): then exactly what it needs. The next part's buffer is
+    // taken only once its first byte arrives, so a body that ends on a part boundary does not
+    // hold a second P bytes for nothing.
+    const release = (b: Uint8Array) => {
+      if (b.byteLength === P) giveBuffer(b);
+    };
+    const want = Math.min(P, fill + Math.max(0, opts.maxBytes));
+    let buf: Uint8Array | null = want < P ? new Uint8Array(want) : takeBuffer(P);
     let spare: Uint8Array | null = null;
     // Bytes of part k past `offset` were never acknowledged: only its first `fill` are kept.
     if (fill > 0) {
@@ -179,7 +187,7 @@ export class S3BlobStore implements BlobStore {
         // Those bytes are hashed already; they must be the ones that were.
         this.checkSeen(uuid, k, etag);
       } catch (e) {
-        giveBuffer(buf);
+        release(buf);
         throw e;
       }
     }
@@ -198,8 +206,8 @@ export class S3BlobStore implements BlobStore {
         (e) => e as Error,
       ).finally(() => {
         live.delete(n);
-        if (spare === null) spare = part;
-        else giveBuffer(part);
+        if (spare === null && part.byteLength === P) spare = part;
+        else release(part);
       });
     };
     let written = 0;
@@ -224,7 +232,16 @@ export class S3BlobStore implements BlobStore {
         }
         let at = 0;
         while (at < chunk.byteLength) {
-          const take = Math.min(P - fill, chunk.byteLength - at);
+          if (buf === null) {
+            buf = spare ?? takeBuffer(P);
+            spare = null;
+          } else if (fill === buf.byteLength) {
+            // a sized first buffer outgrown (maxBytes bounds the body, so not expected)
+            const big = takeBuffer(P);
+            big.set(buf.subarray(0, fill));
+            buf = big;
+          }
+          const take = Math.min(buf.byteLength - fill, chunk.byteLength - at);
           buf.set(chunk.subarray(at, at + take), fill);
           fill += take;
           at += take;
@@ -234,17 +251,16 @@ export class S3BlobStore implements BlobStore {
             k++;
             fill = 0;
             dirty = false;
-            buf = spare ?? takeBuffer(P);
-            spare = null;
+            buf = null;
           }
         }
-        live.set(k, { buf, fill });
+        if (buf) live.set(k, { buf, fill });
         if (chunk.byteLength > 0) opts.onChunk(chunk);
         written += chunk.byteLength;
         if (tooLarge) break;
       }
-      if (dirty) await flush(k, buf, fill);
-      else giveBuffer(buf);
+      if (dirty) await flush(k, buf!, fill);
+      else if (buf) release(buf);
       const err = await inFlight;
       if (err) throw err;
     } finally {

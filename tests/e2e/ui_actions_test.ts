@@ -53,7 +53,9 @@ async function referrer(
   return digest;
 }
 
-async function armedState(page: Page, selector: string): Promise<string | null> {
+/** The button's armed state once it shows `want` (it re-renders after the event), or its last. */
+async function armedState(page: Page, selector: string, want = "true"): Promise<string | null> {
+  await page.waitForSelector(`${selector}[data-armed=${want}]`, { timeout: 5_000 }).catch(() => {});
   return await page.getAttribute(selector, "data-armed");
 }
 
@@ -114,10 +116,10 @@ Deno.test({
         assert.equal(await armedState(page, del), "true");
         assert.match((await page.textContent(del))!, /Click again/);
         await page.click("h1");
-        assert.equal(await armedState(page, del), "false");
+        assert.equal(await armedState(page, del, "false"), "false");
         await page.click(del);
         await page.keyboard.press("Escape");
-        assert.equal(await armedState(page, del), "false");
+        assert.equal(await armedState(page, del, "false"), "false");
         assert.equal(await status(s, ns, indexDigest), 200, "nothing deleted by arming");
         await assertAccessible(page, "details of an index");
         // arm and execute

@@ -1,6 +1,6 @@
 // Buttons with a behaviour of their own: copy-to-clipboard, and the two-click delete (SPEC UI
 // behaviour 2: the first click arms it, red; the second executes; a click elsewhere disarms).
-import { useEffect, useRef, useState } from "preact/hooks";
+import { useLayoutEffect, useRef, useState } from "preact/hooks";
 
 export function CopyButton(
   { text, label = "Copy" }: { text: string; label?: string },
@@ -44,7 +44,9 @@ export function DeleteButton(
   const [armed, setArmed] = useState(false);
   const [busy, setBusy] = useState(false);
   const ref = useRef<HTMLButtonElement>(null);
-  useEffect(() => {
+  // Attached as the armed state renders, not after the next paint (useEffect): a click elsewhere
+  // right after arming must already disarm.
+  useLayoutEffect(() => {
     if (!armed) return;
     const disarm = (e: Event) => {
       if (!ref.current?.contains(e.target as Node)) setArmed(false);

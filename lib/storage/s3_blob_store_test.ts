@@ -2,8 +2,23 @@ import assert from "node:assert/strict";
 import { S3Error } from "./s3_client.ts";
 import { blobStoreContract } from "../../tests/helpers/blob_store_contract.ts";
 import { startS3, type TestS3 } from "../../tests/helpers/s3_server.ts";
-import { MIN_PART_SIZE, S3BlobStore } from "./s3_blob_store.ts";
+import { MIN_PART_SIZE, S3BlobStore, type S3StoreSettings } from "./s3_blob_store.ts";
 import { ConcurrentUploadError } from "./blob_store.ts";
+
+/** A store's settings on the test S3 server, under `keyPrefix`. */
+function settingsOn(s3: TestS3, keyPrefix = `t-${crypto.randomUUID()}`): S3StoreSettings {
+  return {
+    endpoint: s3.endpoint,
+    bucket: s3.bucket,
+    region: "us-east-1",
+    accessKeyId: s3.accessKeyId,
+    secretKey: s3.secretKey,
+    pathStyle: true,
+    keyPrefix,
+    partSize: MIN_PART_SIZE,
+    presignTtlSecs: 60,
+  };
+}
 
 let s3: TestS3 | null = null;
 let users = 0;
@@ -11,18 +26,8 @@ let users = 0;
 blobStoreContract("s3", async () => {
   users++;
   s3 ??= await startS3();
-  const store = new S3BlobStore({
-    endpoint: s3.endpoint,
-    bucket: s3.bucket,
-    region: "us-east-1",
-    accessKeyId: s3.accessKeyId,
-    secretKey: s3.secretKey,
-    pathStyle: true,
-    // every test gets its own prefix: an empty store on the one server
-    keyPrefix: `t-${crypto.randomUUID()}`,
-    partSize: MIN_PART_SIZE,
-    presignTtlSecs: 60,
-  });
+  // every test gets its own prefix: an empty store on the one server
+  const store = new S3BlobStore(settingsOn(s3));
   await store.init();
   return {
     store,
@@ -44,17 +49,7 @@ Deno.test({
     const s3 = await startS3();
     try {
       const prefix = `t-${crypto.randomUUID()}`;
-      const store = new S3BlobStore({
-        endpoint: s3.endpoint,
-        bucket: s3.bucket,
-        region: "us-east-1",
-        accessKeyId: s3.accessKeyId,
-        secretKey: s3.secretKey,
-        pathStyle: true,
-        keyPrefix: prefix,
-        partSize: MIN_PART_SIZE,
-        presignTtlSecs: 60,
-      });
+      const store = new S3BlobStore(settingsOn(s3, prefix));
       const uuid = crypto.randomUUID();
       const data = new Uint8Array(MIN_PART_SIZE + 10).fill(9);
       await store.appendUpload(uuid, 0, ReadableStream.from([data]), {
@@ -94,17 +89,7 @@ Deno.test({
   async fn() {
     const s3 = await startS3();
     try {
-      const settings = {
-        endpoint: s3.endpoint,
-        bucket: s3.bucket,
-        region: "us-east-1",
-        accessKeyId: s3.accessKeyId,
-        secretKey: s3.secretKey,
-        pathStyle: true,
-        keyPrefix: "sig",
-        partSize: MIN_PART_SIZE,
-        presignTtlSecs: 60,
-      };
+      const settings = settingsOn(s3, "sig");
       const bad = new S3BlobStore({ ...settings, secretKey: "not-the-secret" });
       const t0 = Date.now();
       await assert.rejects(bad.init(), (e: Error) => e instanceof S3Error && e.status === 403);
@@ -133,17 +118,7 @@ Deno.test({
   async fn() {
     const s3 = await startS3();
     try {
-      const settings = {
-        endpoint: s3.endpoint,
-        bucket: s3.bucket,
-        region: "us-east-1",
-        accessKeyId: s3.accessKeyId,
-        secretKey: s3.secretKey,
-        pathStyle: true,
-        keyPrefix: `t-${crypto.randomUUID()}`,
-        partSize: MIN_PART_SIZE,
-        presignTtlSecs: 60,
-      };
+      const settings = settingsOn(s3);
       // two store instances: what two server processes on one bucket have
       const a = new S3BlobStore(settings);
       const b = new S3BlobStore(settings);

@@ -19,13 +19,46 @@ const ROUNDS = SMALL ? 1 : Number(Deno.env.get("BENCH_ROUNDS") ?? 5);
 const PRUNE_MANIFESTS = SMALL ? 20 : 100;
 const TAGS_PER_MANIFEST = 100;
 /** extra TOML with the webhook (e.g. a job queue setting), from WHARF_BENCH_HOOK_EXTRA */
+/** BENCH_PROF_DIR: Wharf writes a V8 CPU profile there (`--cpu-prof`) per server run */
+const PROF_DIR = Deno.env.get("BENCH_PROF_DIR");
+/** BENCH_SIDES: a comma list of the sides to run (wharf, wharf+webhook, distribution, …) */
+const SIDES =
+  (Deno.env.get("BENCH_SIDES") ?? "wharf,wharf+webhook,distribution,distribution+webhook")
+    .split(",");
 const HOOK_EXTRA = (Deno.env.get("WHARF_BENCH_HOOK_EXTRA") ?? "").replaceAll("\\n", "\n");
 
 interface Server {
   url: string;
   dir: string;
   config: string;
+  pid: number;
   stop(): Promise<void>;
+}
+
+/** CPU ms per thread name of a process (BENCH_THREADS=1 prints each run's split). */
+function threadCpu(pid: number): Map<string, number> {
+  const by = new Map<string, number>();
+  for (const t of Deno.readDirSync(`/proc/${pid}/task`)) {
+    try {
+      const st = Deno.readTextFileSync(`/proc/${pid}/task/${t.name}/stat`);
+      const name = st.slice(st.indexOf("(") + 1, st.lastIndexOf(")"));
+      const f = st.slice(st.lastIndexOf(")") + 2).split(" ");
+      by.set(name, (by.get(name) ?? 0) + (Number(f[11]) + Number(f[12])) * 10);
+    } catch { /* the thread ended */ }
+  }
+  return by;
+}
+
+function threadSplit(before: Map<string, number>, after: Map<string, number>): string {
+  return [...after].map(([n, ms]) => [n, ms - (before.get(n) ?? 0)] as const)
+    .filter(([, ms]) => ms > 0).sort((a, b) => b[1] - a[1])
+    .map(([n, ms]) => `${n} ${(ms / PUSHES).toFixed(3)}`).join(", ");
+}
+
+/** CPU time (user + system) a process has used, in ms, from /proc (clock ticks of 10 ms). */
+function cpuMs(pid: number | "self"): number {
+  const f = Deno.readTextFileSync(`/proc/${pid}/stat`).split(") ")[1].split(" ");
+  return (Number(f[11]) + Number(f[12])) * 10;
 }
 
 function freePort(): number {
@@ -62,6 +95,7 @@ async function startWharf(extra: string): Promise<Server> {
       "--unstable-kv",
       "-A",
       "--v8-flags=--max-semi-space-size=4,--expose-gc",
+      ...(PROF_DIR ? ["--cpu-prof", `--cpu-prof-dir=${PROF_DIR}`] : []),
       join(ROOT, "main.ts"),
       "serve",
       "-c",
@@ -77,6 +111,7 @@ async function startWharf(extra: string): Promise<Server> {
     url,
     dir,
     config,
+    pid: child.pid,
     stop: async () => {
       child.kill("SIGTERM");
       await child.status;
@@ -107,6 +142,7 @@ async function startDistribution(receiver: string | null): Promise<Server> {
     url,
     dir,
     config,
+    pid: child.pid,
     stop: async () => {
       child.kill("SIGTERM");
       await child.status;
@@ -197,8 +233,10 @@ const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.len
 const rx = receiver();
 const rows: string[] = [];
 const results: Record<string, number[]> = {};
+const cpuServer: Record<string, number[]> = {};
+const cpuBench: Record<string, number[]> = {};
 for (let round = 0; round < (PRUNE_ONLY ? 0 : ROUNDS); round++) {
-  for (const side of ["wharf", "wharf+webhook", "distribution", "distribution+webhook"]) {
+  for (const side of SIDES) {
     rx.reset();
     const withHook = side.endsWith("+webhook");
     const s = side.startsWith("wharf")
@@ -210,36 +248,74 @@ for (let round = 0; round < (PRUNE_ONLY ? 0 : ROUNDS); round++) {
       : await startDistribution(withHook ? rx.url : null);
     try {
       const t0 = performance.now();
+      const cpu0 = [cpuMs(s.pid), cpuMs("self")];
+      const threads0 = threadCpu(s.pid);
       const ops = await pushPhase(s.url, "bench/app", `${side}-${round}`);
       (results[side] ??= []).push(ops);
       let lag = "";
-      if (withHook) {
+      if (withHook && !Deno.env.get("BENCH_SKIP_DRAIN")) {
         const d = await drained(rx, PUSHES, t0);
         lag = `; all ${d.got}/${PUSHES} push events received ${
           d.seconds.toFixed(1)
         } s after the first push`;
       }
-      console.log(`${side} round ${round + 1}: ${ops.toFixed(0)} manifest pushes/s${lag}`);
+      // CPU per push, deliveries included: far less disturbed by other load than the wall time.
+      if (Deno.env.get("BENCH_THREADS")) {
+        console.log(
+          `  server CPU ms per push by thread: ${threadSplit(threads0, threadCpu(s.pid))}`,
+        );
+      }
+      const server = (cpuMs(s.pid) - cpu0[0]) / PUSHES;
+      const bench = (cpuMs("self") - cpu0[1]) / PUSHES;
+      (cpuServer[side] ??= []).push(server);
+      (cpuBench[side] ??= []).push(bench);
+      console.log(
+        `${side} round ${round + 1}: ${
+          ops.toFixed(0)
+        } manifest pushes/s${lag}; CPU ms per push: server ${
+          server.toFixed(3)
+        }, bench (clients + receiver) ${bench.toFixed(3)}`,
+      );
     } finally {
       await s.stop();
     }
   }
 }
 for (const [side, xs] of Object.entries(results)) {
-  rows.push(`| ${side} | ${median(xs).toFixed(0)} |`);
+  rows.push(
+    `| ${side} | ${median(xs).toFixed(0)} | ${median(cpuServer[side]).toFixed(3)} | ${
+      median(cpuBench[side]).toFixed(3)
+    } |`,
+  );
 }
 // The machine is shared: each round runs the pair back to back and the overhead is the median
 // of the per-round ratios, which the load of the moment affects least.
 const overhead = (a: string, b: string) =>
-  ((1 - median(results[b].map((x, i) => x / results[a][i]))) * 100).toFixed(1);
+  results[a] && results[b]
+    ? ((1 - median(results[b].map((x, i) => x / results[a][i]))) * 100).toFixed(1)
+    : "n/a ";
 if (!PRUNE_ONLY) {
-  console.log(`\n| ${PUSHES} manifest pushes, ${CONCURRENCY} clients | pushes/s (median) |`);
-  console.log("| --- | --- |");
+  console.log(
+    `\n| ${PUSHES} manifest pushes, ${CONCURRENCY} clients | pushes/s (median) | server CPU ms/push | bench CPU ms/push |`,
+  );
+  console.log("| --- | --- | --- | --- |");
   for (const r of rows) console.log(r);
   console.log(
     `\nwebhook overhead (median of per-round ratios): Wharf ${
       overhead("wharf", "wharf+webhook")
     }%, distribution ${overhead("distribution", "distribution+webhook")}%`,
+  );
+  // The same in CPU: what the webhook adds to the whole push (server, clients and receiver on
+  // these cores), relative to the push without it.
+  const cpuOverhead = (a: string, b: string) => {
+    if (!cpuServer[a] || !cpuServer[b]) return "n/a ";
+    const total = (k: string) => median(cpuServer[k]) + median(cpuBench[k]);
+    return ((total(b) / total(a) - 1) * 100).toFixed(1);
+  };
+  console.log(
+    `webhook CPU per push (server + clients + receiver, medians): Wharf +${
+      cpuOverhead("wharf", "wharf+webhook")
+    }%, distribution +${cpuOverhead("distribution", "distribution+webhook")}%`,
   );
 }
 await rx.stop();

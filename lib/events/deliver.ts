@@ -3,6 +3,7 @@
 // garbage body cannot hold a worker), and the whole call is bounded by timeout_ms.
 import { createHmac } from "node:crypto";
 import type { EventWebhookConfig } from "../config/mod.ts";
+import { PostClient, PostError } from "./http_post.ts";
 
 export const SIGNATURE_HEADER = "X-Svc-Signature-256";
 
@@ -30,23 +31,61 @@ export async function deliver(
     "X-Svc-Event-Kind": kind,
   };
   if (hook.token) headers[SIGNATURE_HEADER] = signature(hook.token, body);
-  let res: Response;
+  let status: number;
   try {
-    res = await fetch(hook.url, {
-      method: "POST",
+    status = proxied() ? await viaFetch(hook, headers, body) : await client.post(
+      hook.url,
       headers,
       body,
-      redirect: "manual",
-      signal: AbortSignal.timeout(hook.timeoutMs),
-    });
+      hook.timeoutMs,
+    );
   } catch (e) {
-    const why = e instanceof DOMException && e.name === "TimeoutError"
+    const why = (e instanceof PostError && e.timedOut) ||
+        (e instanceof DOMException && e.name === "TimeoutError")
       ? `no answer within ${hook.timeoutMs} ms`
       : (e as Error).message;
     throw new DeliveryError(`webhook ${hook.name}: ${why}`, null);
   }
-  await res.body?.cancel().catch(() => {});
-  if (res.status < 200 || res.status > 299) {
-    throw new DeliveryError(`webhook ${hook.name} answered ${res.status}`, res.status);
+  if (status < 200 || status > 299) {
+    throw new DeliveryError(`webhook ${hook.name} answered ${status}`, status);
   }
+}
+
+const client = new PostClient();
+
+async function viaFetch(
+  hook: EventWebhookConfig,
+  headers: Record<string, string>,
+  body: string,
+): Promise<number> {
+  const res = await fetch(hook.url, {
+    method: "POST",
+    headers,
+    body,
+    redirect: "manual",
+    signal: AbortSignal.timeout(hook.timeoutMs),
+  });
+  await res.body?.cancel().catch(() => {});
+  return res.status;
+}
+
+let proxyEnv: boolean | undefined;
+/** A proxy in the environment: fetch() applies it (and NO_PROXY), the pooled client does not. */
+function proxied(): boolean {
+  if (proxyEnv === undefined) {
+    try {
+      proxyEnv = [
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "ALL_PROXY",
+        "http_proxy",
+        "https_proxy",
+        "all_proxy",
+      ]
+        .some((k) => !!Deno.env.get(k));
+    } catch {
+      proxyEnv = false; // no env permission: nothing to honour
+    }
+  }
+  return proxyEnv;
 }

@@ -1,8 +1,16 @@
 // Event webhooks and retention (issue 14, Performance), side by side in one run:
 // 1. manifest push ops/s (16 concurrent clients, distinct small manifests, one shared config
 //    blob) without and with one async webhook (a receiver here answering 204), for Wharf and
-//    for Debian's docker-registry (distribution 2.8, `notifications.endpoints`), servers one at
-//    a time; the time until the receiver holds every push event is reported too;
+//    for Debian's docker-registry (distribution 2.8, `notifications.endpoints`). The server
+//    without and the server with the webhook run at the same time, idle but for the pushes
+//    sent to one of them: bursts of BURST pushes alternate between the two (A B, B A, …), and
+//    each side's ops/s is its pushes over the time of its bursts. Short alternating bursts put
+//    both sides through the same moments of a machine whose speed drifts by ±20% from one
+//    second to the next; separate runs seconds apart did not (their ratio swung by ±10 points).
+//    After a burst to the webhook side the next burst waits until the receiver holds every
+//    event, so no delivery is left to run during the other side's burst. CPU time per push
+//    (server, from /proc, deliveries included; and this process: clients + receiver) is
+//    reported too;
 // 2. prune of 10,000 tags (100 manifests × 100 tags) by `main.ts prune`, dry run and real.
 // Run: deno run -A --unstable-kv bench/events_bench.ts [--small] [--prune-only]   (loopback only)
 import { createHash } from "node:crypto";
@@ -13,18 +21,15 @@ const ROOT = fileURLToPath(new URL("../", import.meta.url));
 const SMALL = Deno.args.includes("--small");
 /** `--prune-only`: skip the push comparison */
 const PRUNE_ONLY = Deno.args.includes("--prune-only");
-const PUSHES = SMALL ? 600 : 3000;
+/** pushes per side, in bursts of BURST */
+const PUSHES = SMALL ? 600 : Number(Deno.env.get("BENCH_PUSHES") ?? 3000);
+const BURST = SMALL ? 200 : 500;
 const CONCURRENCY = 16;
-const ROUNDS = SMALL ? 1 : Number(Deno.env.get("BENCH_ROUNDS") ?? 5);
 const PRUNE_MANIFESTS = SMALL ? 20 : 100;
 const TAGS_PER_MANIFEST = 100;
 /** extra TOML with the webhook (e.g. a job queue setting), from WHARF_BENCH_HOOK_EXTRA */
 /** BENCH_PROF_DIR: Wharf writes a V8 CPU profile there (`--cpu-prof`) per server run */
 const PROF_DIR = Deno.env.get("BENCH_PROF_DIR");
-/** BENCH_SIDES: a comma list of the sides to run (wharf, wharf+webhook, distribution, …) */
-const SIDES =
-  (Deno.env.get("BENCH_SIDES") ?? "wharf,wharf+webhook,distribution,distribution+webhook")
-    .split(",");
 const HOOK_EXTRA = (Deno.env.get("WHARF_BENCH_HOOK_EXTRA") ?? "").replaceAll("\\n", "\n");
 
 interface Server {
@@ -179,13 +184,19 @@ function manifest(config: { digest: string; size: number }, i: number, run: stri
   });
 }
 
-/** Pushes PUSHES distinct manifests, CONCURRENCY at once; returns ops/s. */
-async function pushPhase(url: string, ns: string, run: string): Promise<number> {
-  const config = await pushConfig(url, ns);
-  let next = 0;
+/** Pushes manifests `from`..`to` - 1 (distinct), CONCURRENCY at once; returns the seconds taken. */
+async function pushBurst(
+  url: string,
+  ns: string,
+  run: string,
+  config: { digest: string; size: number },
+  from: number,
+  to: number,
+): Promise<number> {
+  let next = from;
   const t0 = performance.now();
   await Promise.all(Array.from({ length: CONCURRENCY }, async () => {
-    for (let i = next++; i < PUSHES; i = next++) {
+    for (let i = next++; i < to; i = next++) {
       const r = await fetch(`${url}/v2/${ns}/manifests/t${i}`, {
         method: "PUT",
         body: manifest(config, i, run),
@@ -195,7 +206,7 @@ async function pushPhase(url: string, ns: string, run: string): Promise<number> 
       if (r.status !== 201) throw new Error(`push ${i}: ${r.status}`);
     }
   }));
-  return PUSHES / ((performance.now() - t0) / 1000);
+  return (performance.now() - t0) / 1000;
 }
 
 /** A receiver counting manifest push events (Wharf's kind, or distribution's envelope). */
@@ -231,92 +242,82 @@ async function drained(rx: ReturnType<typeof receiver>, want: number, t0: number
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 const rx = receiver();
-const rows: string[] = [];
-const results: Record<string, number[]> = {};
-const cpuServer: Record<string, number[]> = {};
-const cpuBench: Record<string, number[]> = {};
-for (let round = 0; round < (PRUNE_ONLY ? 0 : ROUNDS); round++) {
-  for (const side of SIDES) {
-    rx.reset();
-    const withHook = side.endsWith("+webhook");
-    const s = side.startsWith("wharf")
-      ? await startWharf(
-        withHook
-          ? `[event_webhook.bench]\nurl = "${rx.url}"\nevents = ["manifest.push"]\n${HOOK_EXTRA}`
-          : "",
-      )
-      : await startDistribution(withHook ? rx.url : null);
-    try {
-      const t0 = performance.now();
-      const cpu0 = [cpuMs(s.pid), cpuMs("self")];
-      const threads0 = threadCpu(s.pid);
-      const ops = await pushPhase(s.url, "bench/app", `${side}-${round}`);
-      (results[side] ??= []).push(ops);
-      let lag = "";
-      if (withHook && !Deno.env.get("BENCH_SKIP_DRAIN")) {
-        const d = await drained(rx, PUSHES, t0);
-        lag = `; all ${d.got}/${PUSHES} push events received ${
-          d.seconds.toFixed(1)
-        } s after the first push`;
+const summary: string[] = [];
+const pairs: [string, (hook: boolean) => Promise<Server>][] = [
+  ["wharf", (hook) =>
+    startWharf(
+      hook
+        ? `[event_webhook.bench]\nurl = "${rx.url}"\nevents = ["manifest.push"]\n${HOOK_EXTRA}`
+        : "",
+    )],
+  ["distribution", (hook) => startDistribution(hook ? rx.url : null)],
+];
+for (const [name, start] of PRUNE_ONLY ? [] : pairs) {
+  const plain = await start(false);
+  const hooked = await start(true);
+  try {
+    const sides = [
+      { label: name, s: plain, hook: false, secs: 0, server: 0, bench: 0, lag: [] as number[] },
+      { label: `${name}+webhook`, s: hooked, hook: true, secs: 0, server: 0, bench: 0, lag: [] },
+    ];
+    const configs = await Promise.all(sides.map((x) => pushConfig(x.s.url, "bench/app")));
+    const ratios: number[] = [];
+    const threads0 = sides.map((x) => threadCpu(x.s.pid));
+    for (let b = 0, from = 0; from < PUSHES; b++, from += BURST) {
+      const to = Math.min(PUSHES, from + BURST);
+      const took: number[] = [0, 0];
+      for (const k of b % 2 === 0 ? [0, 1] : [1, 0]) {
+        const x = sides[k];
+        rx.reset();
+        const cpu0 = [cpuMs(x.s.pid), cpuMs("self")];
+        const t0 = performance.now();
+        took[k] = await pushBurst(x.s.url, "bench/app", `${x.label}-${b}`, configs[k], from, to);
+        if (x.hook) {
+          const d = await drained(rx, to - from, t0);
+          if (d.got < to - from) throw new Error(`${x.label}: ${d.got}/${to - from} events`);
+          x.lag.push(d.seconds - took[k]);
+        }
+        x.secs += took[k];
+        x.server += cpuMs(x.s.pid) - cpu0[0];
+        x.bench += cpuMs("self") - cpu0[1];
       }
-      // CPU per push, deliveries included: far less disturbed by other load than the wall time.
+      ratios.push(took[0] / took[1]);
+    }
+    for (const [k, x] of sides.entries()) {
+      const line = `| ${x.label} | ${(PUSHES / x.secs).toFixed(0)} | ${
+        (x.server / PUSHES).toFixed(3)
+      } | ${(x.bench / PUSHES).toFixed(3)} |`;
+      summary.push(line);
       if (Deno.env.get("BENCH_THREADS")) {
         console.log(
-          `  server CPU ms per push by thread: ${threadSplit(threads0, threadCpu(s.pid))}`,
+          `  ${x.label} server CPU ms per push by thread: ${
+            threadSplit(threads0[k], threadCpu(x.s.pid))
+          }`,
         );
       }
-      const server = (cpuMs(s.pid) - cpu0[0]) / PUSHES;
-      const bench = (cpuMs("self") - cpu0[1]) / PUSHES;
-      (cpuServer[side] ??= []).push(server);
-      (cpuBench[side] ??= []).push(bench);
-      console.log(
-        `${side} round ${round + 1}: ${
-          ops.toFixed(0)
-        } manifest pushes/s${lag}; CPU ms per push: server ${
-          server.toFixed(3)
-        }, bench (clients + receiver) ${bench.toFixed(3)}`,
-      );
-    } finally {
-      await s.stop();
     }
+    const [a, w] = sides;
+    const overhead = (1 - a.secs / w.secs) * 100;
+    const perBurst = ratios.map((r) => ((1 - r) * 100).toFixed(0)).join(", ");
+    const cpu = ((w.server + w.bench) / (a.server + a.bench) - 1) * 100;
+    summary.push(
+      `| ${name}: webhook overhead | **${overhead.toFixed(1)}%** (bursts: ${perBurst}%) | +${
+        cpu.toFixed(1)
+      }% CPU per push (server + bench) | events all received, ${
+        median(w.lag).toFixed(2)
+      } s (median) after a burst's last push |`,
+    );
+  } finally {
+    await plain.stop();
+    await hooked.stop();
   }
 }
-for (const [side, xs] of Object.entries(results)) {
-  rows.push(
-    `| ${side} | ${median(xs).toFixed(0)} | ${median(cpuServer[side]).toFixed(3)} | ${
-      median(cpuBench[side]).toFixed(3)
-    } |`,
-  );
-}
-// The machine is shared: each round runs the pair back to back and the overhead is the median
-// of the per-round ratios, which the load of the moment affects least.
-const overhead = (a: string, b: string) =>
-  results[a] && results[b]
-    ? ((1 - median(results[b].map((x, i) => x / results[a][i]))) * 100).toFixed(1)
-    : "n/a ";
 if (!PRUNE_ONLY) {
   console.log(
-    `\n| ${PUSHES} manifest pushes, ${CONCURRENCY} clients | pushes/s (median) | server CPU ms/push | bench CPU ms/push |`,
+    `\n| ${PUSHES} manifest pushes per side, ${CONCURRENCY} clients, bursts of ${BURST} | pushes/s | server CPU ms/push | bench CPU ms/push |`,
   );
   console.log("| --- | --- | --- | --- |");
-  for (const r of rows) console.log(r);
-  console.log(
-    `\nwebhook overhead (median of per-round ratios): Wharf ${
-      overhead("wharf", "wharf+webhook")
-    }%, distribution ${overhead("distribution", "distribution+webhook")}%`,
-  );
-  // The same in CPU: what the webhook adds to the whole push (server, clients and receiver on
-  // these cores), relative to the push without it.
-  const cpuOverhead = (a: string, b: string) => {
-    if (!cpuServer[a] || !cpuServer[b]) return "n/a ";
-    const total = (k: string) => median(cpuServer[k]) + median(cpuBench[k]);
-    return ((total(b) / total(a) - 1) * 100).toFixed(1);
-  };
-  console.log(
-    `webhook CPU per push (server + clients + receiver, medians): Wharf +${
-      cpuOverhead("wharf", "wharf+webhook")
-    }%, distribution +${cpuOverhead("distribution", "distribution+webhook")}%`,
-  );
+  for (const r of summary) console.log(r);
 }
 await rx.stop();
 

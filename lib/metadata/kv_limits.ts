@@ -43,11 +43,71 @@ export function keySize(key: Deno.KvKey): number {
   return n;
 }
 
-/** Bytes of a stored value: raw for bytes, 8 for a KvU64, V8 serialization otherwise. */
+/**
+ * Bytes of a stored value, or an upper bound of them: raw for bytes, 8 for a KvU64, V8
+ * serialization otherwise. Serializing through node:v8 to measure cost every push ~0.04 ms of
+ * main-thread CPU (a tenth of a manifest push's JS, CPU profile of bench/events_bench.ts), so a
+ * small plain value is bounded by walking it instead (bounds from V8's ValueSerializer format);
+ * only a value whose bound nears the limits that matter is serialized to measure it exactly.
+ */
 export function valueSize(v: unknown): number {
   if (v instanceof Uint8Array) return v.byteLength;
   if (v instanceof Deno.KvU64) return 8;
+  const bound = serializedBound(v, 0);
+  if (bound >= 0 && bound <= EXACT_ABOVE) return bound + 3; // + the version header
   return serialize(v).byteLength;
+}
+
+/** Past this bound a value is measured exactly, so no limit refuses it for the bound's slack. */
+const EXACT_ABOVE = 8 * 1024;
+
+/**
+ * An upper bound of V8's serialization of plain data (-1: something else, or deeper than a
+ * walk should go). Strings count two bytes a character because V8 may hold even an ASCII
+ * string two-byte and writes it as it holds it; a typed array carries its whole buffer.
+ */
+export function serializedBound(v: unknown, depth: number): number {
+  switch (typeof v) {
+    case "string":
+      return 7 + 2 * v.length; // tag, padding, varint length, two-byte characters
+    case "number":
+      return 10; // tag + double (a Smi's zigzag varint is shorter)
+    case "boolean":
+    case "undefined":
+      return 1;
+    case "bigint":
+      return 16 + Math.ceil(v.toString(16).length / 2);
+    case "object": {
+      if (v === null) return 1;
+      if (depth > 16) return -1;
+      if (Array.isArray(v)) {
+        if (v.length > 4096) return -1;
+        // Dense ('A' len … '$' props len) or sparse ('a' len, key and value pairs, '@' …):
+        // 17 of framing, and up to 10 for each element's key in the sparse form.
+        let n = 17;
+        for (let i = 0; i < v.length; i++) {
+          const e = serializedBound(v[i], depth + 1);
+          if (e < 0) return -1;
+          n += 10 + e;
+        }
+        return n;
+      }
+      if (ArrayBuffer.isView(v)) return 64 + v.buffer.byteLength;
+      if (v instanceof Date) return 10;
+      const proto = Object.getPrototypeOf(v);
+      if (proto !== Object.prototype && proto !== null) return -1;
+      let n = 7; // 'o' … '{' varint count
+      for (const k in v) {
+        const e = serializedBound((v as Record<string, unknown>)[k], depth + 1);
+        if (e < 0) return -1;
+        n += 7 + 2 * k.length + e;
+        if (n > EXACT_ABOVE) return -1;
+      }
+      return n;
+    }
+    default:
+      return -1;
+  }
 }
 
 /**

@@ -23,7 +23,12 @@ export interface ServerOptions {
   /** run without the test-only KV limit wrapper (benches: it serializes every value to size it,
    * which costs time and, under load, hundreds of MiB) */
   unchecked?: boolean;
+  /** run with the V8 flags of `deno task start` (benches: memory as deployed) */
+  productionFlags?: boolean;
 }
+
+/** The `--v8-flags` of `deno task start` and `deno task worker` (deno.json). */
+export const PRODUCTION_V8_FLAGS = "--v8-flags=--max-semi-space-size=4,--expose-gc";
 
 export interface TestServer {
   url: string; // http://127.0.0.1:PORT, or https:// when [server.tls] is configured
@@ -169,7 +174,17 @@ ${opts.config ?? ""}
     base.push("-c", p);
   }
   const child = new Deno.Command(Deno.execPath(), {
-    args: ["run", "--unstable-kv", "-A", join(ROOT, "main.ts"), "serve", ...base, "-c", configPath],
+    args: [
+      "run",
+      "--unstable-kv",
+      "-A",
+      ...(opts.productionFlags ? [PRODUCTION_V8_FLAGS] : []),
+      join(ROOT, "main.ts"),
+      "serve",
+      ...base,
+      "-c",
+      configPath,
+    ],
     cwd: ROOT,
     stdout: "piped",
     stderr: "piped",

@@ -1,13 +1,16 @@
 // Wharf on S3 against Debian's docker-registry (distribution 2.8) with its `s3` driver, both on
 // the same local S3 server (@20minutes/s3rver behind bench/s3_shim.ts, one bucket, each
-// registry under its own prefix),
-// one registry at a time, same workload:
+// registry under its own prefix), same workload:
 //   1. monolithic push: BLOBS blobs of BLOB_MB MiB, POST + PUT with the body, 4 in flight
 //   2. chunked push: one CHUNKED_MB MiB blob as 8 MiB PATCHes, then PUT
+//   (1 and 2 one registry at a time: docker-registry, then Wharf)
 //   3. pull: every blob GET following the registry's answer (both redirect to S3 by default),
 //      4 in flight, bodies read to the end and sized; then the big blob
 //   4. 307 latency: 200 sequential GETs of one blob, redirect not followed (p50/p99)
-// with the server's RSS sampled every 100 ms (start and max). Then Wharf alone: the monolithic
+//   (3 and 4 with both registries up, PULL_ROUNDS times, alternating which goes first, the
+//   median reported: S3 serves the bytes of every redirected pull, and the local S3 server's
+//   speed drifts by ±30% from one minute to the next, more than the registries differ)
+// with each server's RSS sampled every 100 ms (start and max). Then Wharf alone: the monolithic
 // push with 8 in flight against 1 process vs 3 processes on one KV and one bucket, each blob's
 // POST and PUT sent to different processes.
 // Usage: deno run -A bench/s3_bench.ts [--small]   (results: bench/out/s3_bench.json + table)
@@ -24,6 +27,7 @@ const BLOB_MB = 8;
 const CHUNKED_MB = SMALL ? 32 : 128;
 const CHUNK_MB = 8;
 const LATENCY_N = 200;
+const PULL_ROUNDS = SMALL ? 1 : 3;
 const MB = 1e6;
 
 interface Side {
@@ -254,25 +258,41 @@ interface Result {
   rssMax: number;
 }
 
-async function runSide(side: Side, blobs: Uint8Array[], big: Uint8Array): Promise<Result> {
-  const ns = "bench/s3";
+const NS = "bench/s3";
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+
+async function pushSide(side: Side, blobs: Uint8Array[], big: Uint8Array) {
   const mem = sampler(side.pid);
-  const pushMBs = await pushMonolithic([side.url], ns, blobs, 4);
-  const chunkedMBs = await pushChunked(side.url, ns, big);
-  const pullMBs = await pull(side.url, ns, blobs, 4);
-  const bigPullMBs = await pull(side.url, ns, [big], 1);
-  const redirect = await redirectLatency(side.url, ns, blobs[0]);
-  const rssMax = mem.stop();
-  return {
-    name: side.name,
-    pushMBs,
-    chunkedMBs,
-    pullMBs,
-    bigPullMBs,
-    redirect,
-    rssStart: mem.start,
-    rssMax,
-  };
+  const pushMBs = await pushMonolithic([side.url], NS, blobs, 4);
+  const chunkedMBs = await pushChunked(side.url, NS, big);
+  return { mem, pushMBs, chunkedMBs };
+}
+
+/** The pull phases, both registries up, alternating; medians per registry. */
+async function pullPhases(sides: Side[], blobs: Uint8Array[], big: Uint8Array) {
+  const got = sides.map(() => ({
+    pull: [] as number[],
+    big: [] as number[],
+    p50: [] as number[],
+    p99: [] as number[],
+    status: 0,
+  }));
+  for (let r = 0; r < PULL_ROUNDS; r++) {
+    const order = r % 2 === 0 ? [0, 1] : [1, 0];
+    for (const k of order) got[k].pull.push(await pull(sides[k].url, NS, blobs, 4));
+    for (const k of order) got[k].big.push(await pull(sides[k].url, NS, [big], 1));
+    for (const k of order) {
+      const l = await redirectLatency(sides[k].url, NS, blobs[0]);
+      got[k].p50.push(l.p50);
+      got[k].p99.push(l.p99);
+      got[k].status = l.status;
+    }
+  }
+  return got.map((g) => ({
+    pullMBs: median(g.pull),
+    bigPullMBs: median(g.big),
+    redirect: { status: g.status, p50: median(g.p50), p99: median(g.p99) },
+  }));
 }
 
 const real = await startS3({ laxSignatures: true });
@@ -288,17 +308,29 @@ try {
   for (const b of [...blobs, big]) sha(b);
 
   const dist = await startDistributionS3(s3);
+  let w: TestServer | null = null;
   try {
-    results.push(await runSide(dist, blobs, big));
+    const dPush = await pushSide(dist, blobs, big);
+    w = await startWharf(s3, "wharf1");
+    const wSide = { ...w, name: "Wharf (S3 store)" };
+    const wPush = await pushSide(wSide, blobs, big);
+    const pulls = await pullPhases([dist, wSide], blobs, big);
+    for (const [k, side, p] of [[0, dist, dPush], [1, wSide, wPush]] as const) {
+      results.push({
+        name: side.name,
+        pushMBs: p.pushMBs,
+        chunkedMBs: p.chunkedMBs,
+        ...pulls[k],
+        rssStart: p.mem.start,
+        rssMax: p.mem.stop(),
+      });
+    }
   } finally {
     await dist.stop();
-  }
-  const w = await startWharf(s3, "wharf1");
-  try {
-    results.push(await runSide({ ...w, name: "Wharf (S3 store)" }, blobs, big));
-  } finally {
-    await w.stop();
-    await Deno.remove(w.dataDir, { recursive: true }).catch(() => {});
+    if (w) {
+      await w.stop();
+      await Deno.remove(w.dataDir, { recursive: true }).catch(() => {});
+    }
   }
 
   // 1 process vs 3 processes on one KV and one bucket (fresh blobs: nothing deduplicated).
@@ -341,13 +373,13 @@ const table =
 | chunked push MB/s (${CHUNK_MB} MiB PATCHes) | ${f(d.chunkedMBs)} | ${f(w.chunkedMBs)} | ${
     ratio(w.chunkedMBs, d.chunkedMBs)
   } |
-| pull MB/s, redirects followed (4 in flight) | ${f(d.pullMBs)} | ${f(w.pullMBs)} | ${
-    ratio(w.pullMBs, d.pullMBs)
-  } |
+| pull MB/s, redirects followed (4 in flight; median of ${PULL_ROUNDS}) | ${f(d.pullMBs)} | ${
+    f(w.pullMBs)
+  } | ${ratio(w.pullMBs, d.pullMBs)} |
 | pull MB/s, ${CHUNKED_MB} MiB blob | ${f(d.bigPullMBs)} | ${f(w.bigPullMBs)} | ${
     ratio(w.bigPullMBs, d.bigPullMBs)
   } |
-| blob GET answer (status ${d.redirect.status} / ${w.redirect.status}) p50 ms | ${
+| blob GET answer (status ${d.redirect.status} / ${w.redirect.status}) p50 ms (median of ${PULL_ROUNDS}) | ${
     f(d.redirect.p50)
   } | ${f(w.redirect.p50)} | ${ratio(d.redirect.p50, w.redirect.p50)} |
 | blob GET answer p99 ms | ${f(d.redirect.p99)} | ${f(w.redirect.p99)} | ${

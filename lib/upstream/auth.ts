@@ -130,7 +130,7 @@ export class Authenticator {
     url.searchParams.append("scope", scope);
     const what = `token request to ${describeUrl(realm)}`;
     // A realm elsewhere still gets asked, anonymously: public images need no password.
-    const withCreds = this.creds !== null && mayReceiveCredentials(realm, this.upstream);
+    const withCreds = this.creds !== null && await mayReceiveCredentials(realm, this.upstream);
     const ex = await this.t.send({
       method: "GET",
       url,

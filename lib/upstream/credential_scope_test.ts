@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { mayReceiveCredentials } from "./credential_scope.ts";
 
-Deno.test("mayReceiveCredentials: only a realm on the upstream's registrable domain", () => {
+Deno.test("mayReceiveCredentials: only a realm on the upstream's registrable domain", async () => {
   const cases: [string, string, boolean][] = [
     ["https://auth.docker.io/token", "https://registry-1.docker.io", true],
     ["https://ghcr.io/token", "https://ghcr.io", true],
@@ -29,6 +29,6 @@ Deno.test("mayReceiveCredentials: only a realm on the upstream's registrable dom
     ["https://auth.example.com/token", "http://registry.example.com", true],
   ];
   for (const [realm, upstream, want] of cases) {
-    assert.equal(mayReceiveCredentials(new URL(realm), new URL(upstream)), want, realm);
+    assert.equal(await mayReceiveCredentials(new URL(realm), new URL(upstream)), want, realm);
   }
 });

@@ -14,7 +14,7 @@ const ALLOWED: Record<string, string[]> = {
   metadata: ["oci", "config"],
   jobs: ["oci", "config", "metadata"],
   upstream: ["oci", "config", "streams"],
-  events: ["oci", "config", "metadata", "jobs"],
+  events: ["oci", "config", "streams", "metadata", "jobs"],
   registry: ["oci", "config", "streams", "storage", "metadata", "jobs", "upstream", "events"],
   index: ["oci", "config", "streams", "storage", "metadata", "jobs", "upstream", "registry"],
   scan: [

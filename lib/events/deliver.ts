@@ -3,7 +3,7 @@
 // garbage body cannot hold a worker), and the whole call is bounded by timeout_ms.
 import { createHmac } from "node:crypto";
 import type { EventWebhookConfig } from "../config/mod.ts";
-import { PostClient, PostError } from "./http_post.ts";
+import { Http1Client, Http1Error, proxyConfigured } from "../streams/mod.ts";
 
 export const SIGNATURE_HEADER = "X-Svc-Signature-256";
 
@@ -33,14 +33,15 @@ export async function deliver(
   if (hook.token) headers[SIGNATURE_HEADER] = signature(hook.token, body);
   let status: number;
   try {
-    status = proxied() ? await viaFetch(hook, headers, body) : await client.post(
-      hook.url,
+    status = proxyConfigured() ? await viaFetch(hook, headers, body) : (await client.request({
+      method: "POST",
+      url: hook.url,
       headers,
-      body,
-      hook.timeoutMs,
-    );
+      body: encoder.encode(body),
+      timeoutMs: hook.timeoutMs,
+    })).status;
   } catch (e) {
-    const why = (e instanceof PostError && e.timedOut) ||
+    const why = (e instanceof Http1Error && e.timedOut) ||
         (e instanceof DOMException && e.name === "TimeoutError")
       ? `no answer within ${hook.timeoutMs} ms`
       : (e as Error).message;
@@ -51,7 +52,10 @@ export async function deliver(
   }
 }
 
-const client = new PostClient();
+// Pooled connections, and no copy of the body or Response objects per delivery (see
+// lib/streams/http1_client.ts for what fetch costs here).
+const client = new Http1Client();
+const encoder = new TextEncoder();
 
 async function viaFetch(
   hook: EventWebhookConfig,
@@ -67,25 +71,4 @@ async function viaFetch(
   });
   await res.body?.cancel().catch(() => {});
   return res.status;
-}
-
-let proxyEnv: boolean | undefined;
-/** A proxy in the environment: fetch() applies it (and NO_PROXY), the pooled client does not. */
-function proxied(): boolean {
-  if (proxyEnv === undefined) {
-    try {
-      proxyEnv = [
-        "HTTP_PROXY",
-        "HTTPS_PROXY",
-        "ALL_PROXY",
-        "http_proxy",
-        "https_proxy",
-        "all_proxy",
-      ]
-        .some((k) => !!Deno.env.get(k));
-    } catch {
-      proxyEnv = false; // no env permission: nothing to honour
-    }
-  }
-  return proxyEnv;
 }

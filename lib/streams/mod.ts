@@ -1,2 +1,9 @@
 export { digestBytes, Hasher } from "./hasher.ts";
 export { Scavenger } from "./scavenge.ts";
+export {
+  type Http1Answer,
+  Http1Client,
+  Http1Error,
+  type Http1Request,
+  proxyConfigured,
+} from "./http1_client.ts";

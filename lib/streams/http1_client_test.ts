@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { makePki } from "../../tests/helpers/certs.ts";
-import { PostClient, PostError } from "./http_post.ts";
+import { Http1Client, Http1Error, type Http1Request } from "./http1_client.ts";
 
 const enc = new TextEncoder();
 const dec = new TextDecoder();
@@ -26,7 +26,7 @@ function rawReceiver(
   const conns: Deno.Conn[] = [];
   let accepted = 0;
   const serve = async (conn: Deno.Conn, connection: number) => {
-    const buf = new Uint8Array(1 << 20);
+    let buf = new Uint8Array(1 << 16);
     let have = 0;
     try {
       for (;;) {
@@ -35,6 +35,11 @@ function rawReceiver(
         const end = text.indexOf("\r\n\r\n");
         const len = Number(/content-length: (\d+)/i.exec(text)?.[1] ?? NaN);
         if (end < 0 || have < end + 4 + len) {
+          if (have === buf.length) {
+            const bigger = new Uint8Array(buf.length * 2);
+            bigger.set(buf);
+            buf = bigger;
+          }
           const n = await conn.read(buf.subarray(have));
           if (n === null) return conn.close();
           have += n;
@@ -78,12 +83,30 @@ function rawReceiver(
 
 const NO_CONTENT = { bytes: "HTTP/1.1 204 No Content\r\n\r\n" };
 
-Deno.test("http_post: one kept-alive connection carries sequential POSTs, bytes as sent", async () => {
+/** A webhook-style POST: the status only, the answer's body never read. */
+async function post(
+  c: Http1Client,
+  url: string,
+  headers: Record<string, string>,
+  body: string,
+  timeoutMs: number,
+): Promise<number> {
+  const req: Http1Request = {
+    method: "POST",
+    url,
+    headers,
+    body: new TextEncoder().encode(body),
+    timeoutMs,
+  };
+  return (await c.request(req)).status;
+}
+
+Deno.test("http1_client: one kept-alive connection carries sequential POSTs, bytes as sent", async () => {
   const rx = rawReceiver(() => NO_CONTENT);
-  const c = new PostClient();
+  const c = new Http1Client();
   try {
     for (let i = 0; i < 20; i++) {
-      const status = await c.post(rx.url, { "X-Svc-Event-Id": `e${i}` }, `{"i":${i},"é":1}`, 2000);
+      const status = await post(c, rx.url, { "X-Svc-Event-Id": `e${i}` }, `{"i":${i},"é":1}`, 2000);
       assert.equal(status, 204);
     }
     assert.equal(rx.accepted(), 1, "one connection for all");
@@ -101,13 +124,13 @@ Deno.test("http_post: one kept-alive connection carries sequential POSTs, bytes 
   }
 });
 
-Deno.test("http_post: concurrent POSTs each get a connection, and the pool reuses them", async () => {
+Deno.test("http1_client: concurrent POSTs each get a connection, and the pool reuses them", async () => {
   const rx = rawReceiver(() => ({ bytes: "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok" }));
-  const c = new PostClient();
+  const c = new Http1Client();
   try {
     for (let round = 0; round < 3; round++) {
       const got = await Promise.all(
-        Array.from({ length: 4 }, (_, i) => c.post(rx.url, {}, `${round}-${i}`, 2000)),
+        Array.from({ length: 4 }, (_, i) => post(c, rx.url, {}, `${round}-${i}`, 2000)),
       );
       assert.deepEqual(got, [200, 200, 200, 200]);
     }
@@ -119,7 +142,7 @@ Deno.test("http_post: concurrent POSTs each get a connection, and the pool reuse
   }
 });
 
-Deno.test("http_post: Connection: close, chunked, unsized or partly sent bodies are not reused", async () => {
+Deno.test("http1_client: Connection: close, chunked, unsized or partly sent bodies are not reused", async () => {
   const answers = [
     { bytes: "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 0\r\n\r\n" },
     { bytes: "HTTP/1.1 202 Accepted\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n" },
@@ -129,10 +152,10 @@ Deno.test("http_post: Connection: close, chunked, unsized or partly sent bodies 
     NO_CONTENT,
   ];
   const rx = rawReceiver((_, n) => answers[n - 1] ?? NO_CONTENT);
-  const c = new PostClient();
+  const c = new Http1Client();
   try {
     const got = [];
-    for (let i = 0; i < answers.length; i++) got.push(await c.post(rx.url, {}, "{}", 2000));
+    for (let i = 0; i < answers.length; i++) got.push(await post(c, rx.url, {}, "{}", 2000));
     assert.deepEqual(got, [200, 202, 200, 200, 200, 204]);
     assert.deepEqual(
       rx.seen.map((s) => s.connection),
@@ -145,15 +168,15 @@ Deno.test("http_post: Connection: close, chunked, unsized or partly sent bodies 
   }
 });
 
-Deno.test("http_post: a pooled connection closed by the receiver is retried on a fresh one", async () => {
+Deno.test("http1_client: a pooled connection closed by the receiver is retried on a fresh one", async () => {
   // The receiver answers, keeps the connection, then drops it while idle (as a keep-alive
   // timeout does): the next POST meets the dead connection first.
   const rx = rawReceiver((_, n) => n === 1 ? { ...NO_CONTENT, close: true } : NO_CONTENT);
-  const c = new PostClient();
+  const c = new Http1Client();
   try {
-    assert.equal(await c.post(rx.url, {}, "a", 2000), 204);
+    assert.equal(await post(c, rx.url, {}, "a", 2000), 204);
     await new Promise((r) => setTimeout(r, 50));
-    assert.equal(await c.post(rx.url, {}, "b", 2000), 204);
+    assert.equal(await post(c, rx.url, {}, "b", 2000), 204);
     assert.deepEqual(rx.seen.map((s) => [s.body, s.connection]), [["a", 1], ["b", 2]]);
   } finally {
     c.close();
@@ -161,15 +184,15 @@ Deno.test("http_post: a pooled connection closed by the receiver is retried on a
   }
 });
 
-Deno.test("http_post: interim 1xx answers are skipped", async () => {
+Deno.test("http1_client: interim 1xx answers are skipped", async () => {
   const rx = rawReceiver(() => ({
     bytes: "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </x>\r\n\r\n" +
       "HTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n",
   }));
-  const c = new PostClient();
+  const c = new Http1Client();
   try {
-    assert.equal(await c.post(rx.url, {}, "{}", 2000), 201);
-    assert.equal(await c.post(rx.url, {}, "{}", 2000), 201);
+    assert.equal(await post(c, rx.url, {}, "{}", 2000), 201);
+    assert.equal(await post(c, rx.url, {}, "{}", 2000), 201);
     assert.equal(rx.accepted(), 1);
   } finally {
     c.close();
@@ -177,15 +200,15 @@ Deno.test("http_post: interim 1xx answers are skipped", async () => {
   }
 });
 
-Deno.test("http_post: non-2xx statuses are returned as they are", async () => {
+Deno.test("http1_client: non-2xx statuses are returned as they are", async () => {
   const statuses = [500, 404, 302, 429];
   const rx = rawReceiver((_, n) => ({
     bytes: `HTTP/1.1 ${statuses[n - 1]} X\r\nContent-Length: 0\r\n\r\n`,
   }));
-  const c = new PostClient();
+  const c = new Http1Client();
   try {
     const got = [];
-    for (let i = 0; i < statuses.length; i++) got.push(await c.post(rx.url, {}, "{}", 2000));
+    for (let i = 0; i < statuses.length; i++) got.push(await post(c, rx.url, {}, "{}", 2000));
     assert.deepEqual(got, statuses);
   } finally {
     c.close();
@@ -193,14 +216,14 @@ Deno.test("http_post: non-2xx statuses are returned as they are", async () => {
   }
 });
 
-Deno.test("http_post: silence, garbage, a huge head and a closed port end in a PostError", async () => {
-  const c = new PostClient();
+Deno.test("http1_client: silence, garbage, a huge head and a closed port end in a Http1Error", async () => {
+  const c = new Http1Client();
   const silent = rawReceiver(() => ({ bytes: null }));
   try {
     const t0 = performance.now();
     await assert.rejects(
-      c.post(silent.url, {}, "{}", 300),
-      (e) => e instanceof PostError && e.timedOut && /no answer within 300 ms/.test(e.message),
+      post(c, silent.url, {}, "{}", 300),
+      (e) => e instanceof Http1Error && e.timedOut && /no answer within 300 ms/.test(e.message),
     );
     const took = performance.now() - t0;
     assert.ok(took >= 290 && took < 3000, `timed out after ${took} ms`);
@@ -219,8 +242,8 @@ Deno.test("http_post: silence, garbage, a huge head and a closed port end in a P
     const rx = rawReceiver(() => ({ bytes, close: true }));
     try {
       await assert.rejects(
-        c.post(rx.url, {}, "{}", 2000),
-        (e) => e instanceof PostError && !e.timedOut && want.test(e.message),
+        post(c, rx.url, {}, "{}", 2000),
+        (e) => e instanceof Http1Error && !e.timedOut && want.test(e.message),
         JSON.stringify(bytes.slice(0, 40)),
       );
     } finally {
@@ -231,17 +254,17 @@ Deno.test("http_post: silence, garbage, a huge head and a closed port end in a P
   const port = (l.addr as Deno.NetAddr).port;
   l.close();
   await assert.rejects(
-    c.post(`http://127.0.0.1:${port}/`, {}, "{}", 2000),
-    (e) => e instanceof PostError && !e.timedOut && /refused/i.test(e.message),
+    post(c, `http://127.0.0.1:${port}/`, {}, "{}", 2000),
+    (e) => e instanceof Http1Error && !e.timedOut && /refused/i.test(e.message),
   );
   await assert.rejects(
-    c.post("http://127.0.0.1:1/", { "X-Bad": "a\r\nInjected: 1" }, "{}", 2000),
-    (e) => e instanceof PostError && /bad header/.test(e.message),
+    post(c, "http://127.0.0.1:1/", { "X-Bad": "a\r\nInjected: 1" }, "{}", 2000),
+    (e) => e instanceof Http1Error && /bad header/.test(e.message),
   );
   c.close();
 });
 
-Deno.test("http_post: https with the receiver's CA, and a clear error without it", async () => {
+Deno.test("http1_client: https with the receiver's CA, and a clear error without it", async () => {
   const dir = await Deno.makeTempDir({ prefix: "wharf-http-post-" });
   const pki = await makePki(dir);
   let n = 0;
@@ -258,14 +281,14 @@ Deno.test("http_post: https with the receiver's CA, and a clear error without it
     return new Response("fine", { status: 200 });
   });
   const url = `https://localhost:${(server.addr as Deno.NetAddr).port}/in`;
-  const trusted = new PostClient({ caCerts: [await Deno.readTextFile(pki.caCert)] });
-  const untrusted = new PostClient();
+  const trusted = new Http1Client({ caCerts: [await Deno.readTextFile(pki.caCert)] });
+  const untrusted = new Http1Client();
   try {
-    assert.equal(await trusted.post(url, {}, `{"n":0}`, 5000), 200);
-    assert.equal(await trusted.post(url, {}, `{"n":1}`, 5000), 200);
+    assert.equal(await post(trusted, url, {}, `{"n":0}`, 5000), 200);
+    assert.equal(await post(trusted, url, {}, `{"n":1}`, 5000), 200);
     await assert.rejects(
-      untrusted.post(url, {}, "{}", 5000),
-      (e) => e instanceof PostError && !e.timedOut && /certificate|UnknownIssuer/i.test(e.message),
+      post(untrusted, url, {}, "{}", 5000),
+      (e) => e instanceof Http1Error && !e.timedOut && /certificate|UnknownIssuer/i.test(e.message),
     );
     assert.equal(n, 2);
   } finally {
@@ -273,5 +296,99 @@ Deno.test("http_post: https with the receiver's CA, and a clear error without it
     untrusted.close();
     await server.shutdown();
     await Deno.remove(join(dir), { recursive: true });
+  }
+});
+
+Deno.test("http1_client: answers' bodies are read up to readBody, sized, chunked or to the close", async () => {
+  const answers = [
+    'HTTP/1.1 200 OK\r\nETag: "abc"\r\nContent-Length: 0\r\n\r\n',
+    "HTTP/1.1 404 Not Found\r\nContent-Length: 21\r\n\r\n<Error>NoSuch</Error>",
+    "HTTP/1.1 503 Slow Down\r\nTransfer-Encoding: chunked\r\n\r\n5;x=y\r\n<Erro\r\n" +
+    "b\r\nr>Slow</Err\r\n3\r\nor>\r\n0\r\nTrailer: t\r\n\r\n",
+    "HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n" + "z".repeat(100000),
+    "HTTP/1.1 200 OK\r\nX-A: 1\r\nX-A: 2\r\nContent-Length: 2\r\n\r\nok",
+  ];
+  const rx = rawReceiver((_, n) => ({ bytes: answers[n - 1] ?? NO_CONTENT.bytes }));
+  const c = new Http1Client();
+  const big = new Uint8Array(3 << 20).map((_, i) => i % 251);
+  try {
+    const put = (readBody: number) =>
+      c.request({
+        method: "PUT",
+        url: rx.url,
+        headers: [["X-Amz-Date", "20261126T000000Z"], ["content-length", "1"], ["Host", "evil"]],
+        body: big,
+        timeoutMs: 5000,
+        readBody,
+      });
+    const a = await put(65536);
+    assert.equal(a.status, 200);
+    assert.equal(a.headers.get("etag"), '"abc"');
+    assert.deepEqual(a.body, new Uint8Array(0));
+    const b = await put(65536);
+    assert.equal(b.status, 404);
+    assert.equal(new TextDecoder().decode(b.body!), "<Error>NoSuch</Error>");
+    const d = await put(65536);
+    assert.equal(d.status, 503);
+    assert.equal(new TextDecoder().decode(d.body!), "<Error>Slow</Error>");
+    const e = await put(65536); // over readBody: not read, the connection goes
+    assert.equal(e.status, 200);
+    assert.equal(e.body, null);
+    const f = await put(65536);
+    assert.equal(f.headers.get("x-a"), "1, 2");
+    assert.equal(new TextDecoder().decode(f.body!), "ok");
+    // The large body arrived whole and as sent; Host and Content-Length are the client's own.
+    assert.equal(rx.seen.length, 5);
+    for (const s of rx.seen) {
+      assert.match(s.head, /^PUT \/hook\?x=1 HTTP\/1\.1\r\nHost: 127\.0\.0\.1:\d+\r\n/);
+      assert.match(s.head, /\r\nContent-Length: 3145728$/);
+      assert.doesNotMatch(s.head, /Host: evil|content-length: 1\r/);
+    }
+    assert.deepEqual(
+      rx.seen.map((s) => s.connection),
+      [1, 1, 1, 1, 2],
+      "sized, empty and chunked bodies read whole keep the connection",
+    );
+  } finally {
+    c.close();
+    await rx.stop();
+  }
+});
+
+Deno.test("http1_client: a body without a length is read to the close, within readBody", async () => {
+  const rx = rawReceiver((_, n) => ({
+    bytes: n === 1
+      ? "HTTP/1.1 500 Oops\r\n\r\nplain text"
+      : `HTTP/1.0 200 OK\r\n\r\n${"y".repeat(5000)}`,
+    close: true,
+  }));
+  const c = new Http1Client();
+  try {
+    const a = await c.request({
+      method: "GET",
+      url: rx.url,
+      headers: {},
+      timeoutMs: 2000,
+      readBody: 1024,
+    });
+    assert.equal(a.status, 500);
+    assert.equal(new TextDecoder().decode(a.body!), "plain text");
+    const b = await c.request({
+      method: "GET",
+      url: rx.url,
+      headers: {},
+      timeoutMs: 2000,
+      readBody: 1024,
+    });
+    assert.equal(b.status, 200);
+    assert.equal(b.body, null, "over readBody");
+    assert.match(
+      rx.seen[0].head,
+      /^GET \/hook\?x=1 HTTP\/1\.1\r\nHost: [^\r]+$/,
+      "no length on a bodiless GET",
+    );
+  } finally {
+    c.close();
+    await rx.stop();
   }
 });

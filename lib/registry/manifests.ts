@@ -6,6 +6,7 @@ import { type ParsedManifest, parseManifest } from "../oci/manifest.ts";
 import type { Config } from "../config/schema.ts";
 import { repositoryOf } from "../config/repositories.ts";
 import { digestBytes } from "../streams/hasher.ts";
+import { concatBytes } from "../streams/concat.ts";
 import type { BlobStore } from "../storage/blob_store.ts";
 import {
   type BlobMeta,
@@ -407,11 +408,5 @@ async function readLimited(
     if (e instanceof RegistryError) throw e;
     throw new RegistryError("MANIFEST_INVALID", "manifest body could not be read");
   }
-  const out = new Uint8Array(n);
-  let off = 0;
-  for (const p of parts) {
-    out.set(p, off);
-    off += p.byteLength;
-  }
-  return out;
+  return concatBytes(parts, n);
 }

@@ -16,6 +16,8 @@
 // once on a fresh one, so only idempotent or at-least-once requests belong here. Redirects are
 // not followed. With a proxy set in the environment, callers use fetch() (`proxyConfigured`).
 
+import { concatBytes } from "./concat.ts";
+
 export class Http1Error extends Error {
   constructor(message: string, readonly timedOut: boolean) {
     super(message);
@@ -405,13 +407,7 @@ async function readChunked(input: Input, max: number): Promise<Uint8Array | null
         if (t === null) return null;
         if (t === "") break;
       }
-      const out = new Uint8Array(total);
-      let at = 0;
-      for (const p of parts) {
-        out.set(p, at);
-        at += p.byteLength;
-      }
-      return out;
+      return concatBytes(parts, total);
     }
     total += n;
     if (total > max) return null;

@@ -1,4 +1,5 @@
 export { digestBytes, Hasher } from "./hasher.ts";
+export { concatBytes } from "./concat.ts";
 export { Scavenger } from "./scavenge.ts";
 export {
   type Http1Answer,

@@ -1,6 +1,7 @@
 // One HTTP exchange with an upstream: a connect timeout up to the response headers, redirects
 // followed by hand (so credentials stay on their origin), the body guarded by body.ts.
 // Everything that goes wrong leaves as UpstreamError.
+import { concatBytes } from "../streams/mod.ts";
 import { declaredLength, guardBody, networkReason, secs } from "./body.ts";
 import {
   parseRetryAfter,
@@ -232,11 +233,5 @@ export async function readBounded(
     }
     parts.push(r.value);
   }
-  const out = new Uint8Array(n);
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.byteLength;
-  }
-  return out;
+  return concatBytes(parts, n);
 }

@@ -26,6 +26,16 @@ import { type BytesPlaced, reservationAfterConflict, RESERVED_WRITE_ATTEMPTS } f
 const TAG_CHECKS_MAX = 3;
 const DELETE_ATTEMPTS = 20;
 
+/**
+ * After a lost commit race: a random pause, longer each time (up to 100 ms). A manifest delete
+ * checks the namespace's tagver, which every tag write bumps; retried at once, 20 attempts could
+ * all lose to a stream of tag writes (16 clients on a few tags: a 503 once in CI's chaos test).
+ */
+function conflictPause(attempt: number): Promise<void> {
+  const cap = Math.min(100, 2 ** attempt);
+  return new Promise((r) => setTimeout(r, Math.random() * cap));
+}
+
 export interface TagGuard {
   /** throws to refuse moving/creating `tag` given what is stored now */
   (tag: string, existing: TagRecord | null): void;
@@ -250,6 +260,7 @@ export async function deleteTag(
     if (!budget.addAll(op, muts)) throw new Error("tag delete exceeds KV limits");
     const r = await op.commit();
     if (r.ok) return;
+    await conflictPause(attempt);
   }
   throw new RegistryError("INTERNAL_ERROR", "tag delete kept conflicting", { status: 503 });
 }
@@ -268,13 +279,18 @@ export async function deleteRevision(
   jobs: () => PlannedMutation[] = () => [],
 ): Promise<void> {
   for (let attempt = 0; attempt < DELETE_ATTEMPTS; attempt++) {
-    const rev = await kv.get<RevisionRecord>(K.rev(ns, digest));
-    if (!rev.value) throw new RegistryError("MANIFEST_UNKNOWN", digest);
-    const tagver = await kv.get(K.tagver(ns));
+    // Read at once: the shorter the span between these reads and the commit, the fewer tag
+    // writes in the namespace (each bumps tagver) land in it.
     const tags: string[] = [];
-    for await (const e of kv.list({ prefix: K.tagrevs(ns, digest) }, { batchSize: 500 })) {
-      tags.push(e.key[3] as string);
-    }
+    const [[rev, tagver]] = await Promise.all([
+      kv.getMany<[RevisionRecord, unknown]>([K.rev(ns, digest), K.tagver(ns)]),
+      (async () => {
+        for await (const e of kv.list({ prefix: K.tagrevs(ns, digest) }, { batchSize: 500 })) {
+          tags.push(e.key[3] as string);
+        }
+      })(),
+    ]);
+    if (!rev.value) throw new RegistryError("MANIFEST_UNKNOWN", digest);
     const entries = await getAll<TagRecord>(kv, tags.map((t) => K.tag(ns, t)));
     const tagMuts: PlannedMutation[][] = tags.map((t, i) => {
       const here = entries[i].value?.digest === digest;
@@ -290,6 +306,7 @@ export async function deleteRevision(
     head.push(...jobs());
     const derived = referenceMutations(ns, digest, parsed).map((m) => del(m.key));
     if (await dropInCommits(kv, rev, tagver, tagMuts, head, derived)) return;
+    await conflictPause(attempt);
   }
   throw new RegistryError("INTERNAL_ERROR", "manifest delete kept conflicting", { status: 503 });
 }

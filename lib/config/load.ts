@@ -13,6 +13,8 @@ import {
   type ReplicationMode,
   type RepositoryConfig,
   type S3StoreConfig,
+  type SandboxBudget,
+  type SandboxMode,
   type TlsConfig,
   UPSTREAM_DEFAULTS,
   type UpstreamConfig,
@@ -224,7 +226,16 @@ export function buildConfig(doc: Table, paths: string[]): Config {
     cfg.global.scrub.graceSecs;
   readJobQueue(r, r.table(g.job_queue, "global.job_queue"), cfg.global.jobQueue);
   const ix = r.table(g.index, "global.index");
-  r.only(ix, "global.index", ["on_push", "max_layer_size", "max_uncompressed_size", "max_entries"]);
+  r.only(ix, "global.index", [
+    "on_push",
+    "max_layer_size",
+    "max_uncompressed_size",
+    "max_entries",
+    "max_uncompressed_ratio",
+    "max_path_bytes",
+    "max_secret_scan_bytes",
+    ...SANDBOX_KEYS,
+  ]);
   const onPush = r.str(ix, "on_push", "global.index") ?? cfg.global.index.onPush;
   if (!["hosted", "all", "none"].includes(onPush)) {
     r.fail("global.index.on_push", "must be one of hosted, all, none");
@@ -236,6 +247,13 @@ export function buildConfig(doc: Table, paths: string[]): Config {
     cfg.global.index.maxUncompressedSize;
   cfg.global.index.maxEntries = r.int(ix, "max_entries", "global.index", 1) ??
     cfg.global.index.maxEntries;
+  cfg.global.index.maxUncompressedRatio = r.int(ix, "max_uncompressed_ratio", "global.index", 1) ??
+    cfg.global.index.maxUncompressedRatio;
+  cfg.global.index.maxPathBytes = r.int(ix, "max_path_bytes", "global.index", 256) ??
+    cfg.global.index.maxPathBytes;
+  cfg.global.index.maxSecretScanBytes = r.int(ix, "max_secret_scan_bytes", "global.index", 0) ??
+    cfg.global.index.maxSecretScanBytes;
+  readSandbox(r, ix, "global.index", cfg.global.index);
   const fail = r.fail.bind(r);
   cfg.eventWebhooks = readEventWebhooks(doc.event_webhook, fail);
   cfg.global.authorizationWebhook = readAuthWebhookRef(g, "global", cfg.auth.webhooks, fail) ??
@@ -245,13 +263,22 @@ export function buildConfig(doc: Table, paths: string[]): Config {
   if (retention) cfg.global.retentionSchedule = retention.schedule;
   readUi(r, r.table(doc.ui, "ui"), cfg);
   const sc = r.table(doc.scan, "scan");
-  r.only(sc, "scan", ["advisories_dir", "on_push", "reload_interval_secs", "max_database_size"]);
+  r.only(sc, "scan", [
+    "advisories_dir",
+    "on_push",
+    "reload_interval_secs",
+    "max_database_size",
+    "max_packages",
+    ...SANDBOX_KEYS,
+  ]);
   cfg.scan.advisoriesDir = r.str(sc, "advisories_dir", "scan") ?? null;
   cfg.scan.onPush = r.bool(sc, "on_push", "scan") ?? cfg.scan.onPush;
   cfg.scan.reloadIntervalSecs = r.int(sc, "reload_interval_secs", "scan", 1) ??
     cfg.scan.reloadIntervalSecs;
   cfg.scan.maxDatabaseSize = r.int(sc, "max_database_size", "scan", 1) ??
     cfg.scan.maxDatabaseSize;
+  cfg.scan.maxPackages = r.int(sc, "max_packages", "scan", 1) ?? cfg.scan.maxPackages;
+  readSandbox(r, sc, "scan", cfg.scan);
 
   const repos = r.table(doc.repository, "repository");
   const namespaces = new Map<string, string>();
@@ -307,6 +334,27 @@ export function buildConfig(doc: Table, paths: string[]): Config {
     cfg.repositories.set(name, rc);
   }
   return cfg;
+}
+
+const SANDBOX_KEYS = ["sandbox", "max_wall_secs", "max_cpu_secs", "max_memory_bytes"] as const;
+
+/** The sandbox mode and budget keys `[global.index]` and `[scan]` share. */
+function readSandbox(
+  r: Reader,
+  t: Table,
+  path: string,
+  out: { sandbox: SandboxMode; budget: SandboxBudget },
+): void {
+  const mode = r.str(t, "sandbox", path) ?? out.sandbox;
+  if (!["process", "worker", "off"].includes(mode)) {
+    r.fail(`${path}.sandbox`, "must be one of process, worker, off");
+  }
+  out.sandbox = mode as SandboxMode;
+  out.budget = {
+    wallSecs: r.int(t, "max_wall_secs", path, 1) ?? out.budget.wallSecs,
+    cpuSecs: r.int(t, "max_cpu_secs", path, 1) ?? out.budget.cpuSecs,
+    memoryBytes: r.int(t, "max_memory_bytes", path, 64 * 1024 * 1024) ?? out.budget.memoryBytes,
+  };
 }
 
 function readJobQueue(r: Reader, t: Table, out: JobQueueConfig): void {

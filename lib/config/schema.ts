@@ -103,7 +103,33 @@ export interface IndexConfig {
   /** decompression stops (final error) past this many bytes: a bound for gzip bombs */
   maxUncompressedSize: number;
   maxEntries: number;
+  /**
+   * decompression stops (the job fails) past this many times the compressed size, once past
+   * UNCOMPRESSED_RATIO_FLOOR: a 1,000:1 bomb trips in seconds, not at max_uncompressed_size
+   */
+  maxUncompressedRatio: number;
+  /** an entry whose path is longer (UTF-8 bytes) fails the job */
+  maxPathBytes: number;
+  /** bytes of one file scanned for secrets; the rest of the file is not scanned */
+  maxSecretScanBytes: number;
+  /** where the walk runs: a child process with budgets, or (tests, restricted runtimes) here */
+  sandbox: SandboxMode;
+  budget: SandboxBudget;
 }
+
+/** Where untrusted content is parsed (docs/design.md, "Untrusted content"). */
+export type SandboxMode = "process" | "worker" | "off";
+
+/** Per-job limits of a sandboxed parse: a job past any of them is stopped and fails at once. */
+export interface SandboxBudget {
+  wallSecs: number;
+  cpuSecs: number;
+  /** resident memory of the sandbox (its V8 heap is capped below it) */
+  memoryBytes: number;
+}
+
+/** Below this, the ratio budget does not apply (small layers of zeros are ordinary). */
+export const UNCOMPRESSED_RATIO_FLOOR = 1024 ** 3;
 
 export function defaultIndexConfig(): IndexConfig {
   return {
@@ -111,6 +137,11 @@ export function defaultIndexConfig(): IndexConfig {
     maxLayerSize: 16 * 1024 ** 3,
     maxUncompressedSize: 64 * 1024 ** 3,
     maxEntries: 1_000_000,
+    maxUncompressedRatio: 200,
+    maxPathBytes: 16 * 1024,
+    maxSecretScanBytes: 16 * 1024 * 1024,
+    sandbox: "process",
+    budget: { wallSecs: 1800, cpuSecs: 1800, memoryBytes: 1024 ** 3 },
   };
 }
 
@@ -124,6 +155,11 @@ export interface ScanConfig {
   reloadIntervalSecs: number;
   /** package databases larger than this are reported as skipped */
   maxDatabaseSize: number;
+  /** packages listed per image; the rest are left out with a warning */
+  maxPackages: number;
+  /** where package databases are parsed (as `[global.index] sandbox`) */
+  sandbox: SandboxMode;
+  budget: SandboxBudget;
 }
 
 export function defaultScanConfig(): ScanConfig {
@@ -132,6 +168,9 @@ export function defaultScanConfig(): ScanConfig {
     onPush: true,
     reloadIntervalSecs: 300,
     maxDatabaseSize: 256 * 1024 * 1024,
+    maxPackages: 100_000,
+    sandbox: "process",
+    budget: { wallSecs: 600, cpuSecs: 600, memoryBytes: 2 * 1024 ** 3 },
   };
 }
 

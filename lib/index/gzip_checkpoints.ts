@@ -235,11 +235,15 @@ export interface CheckpointRef {
 /**
  * The table of an encoded checkpoint file (its first 4 + 24·n bytes). `windowAt` counts from
  * the end of the table (encodeCheckpoints) or, with `separate`, from the start of the windows
- * file (encodeTable).
+ * file (encodeTable). A table cut short throws a RangeError.
  */
 export function decodeTable(bytes: Uint8Array, separate = false): CheckpointRef[] {
   const dv = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  const n = dv.getUint32(0, true);
+  const n = bytes.length < 4 ? -1 : dv.getUint32(0, true);
+  // checked up front: a damaged count must not allocate entries before the reads run out
+  if (n < 0 || bytes.length < 4 + n * ENTRY) {
+    throw new RangeError(`checkpoint table of ${bytes.length} bytes is cut short`);
+  }
   const out: CheckpointRef[] = [];
   let w = separate ? 0 : 4 + n * ENTRY;
   for (let i = 0; i < n; i++) {
@@ -309,11 +313,7 @@ export function inflateFrom(
 ): ReadableStream<Uint8Array> {
   if (!cut) {
     if (member) return pipeNode(compressed, zlib.createGunzip({ chunkSize: 256 * 1024 }), 0);
-    return pipeNode(
-      concatStreams(storedWindow(window), compressed),
-      zlib.createInflateRaw({ chunkSize: 256 * 1024 }),
-      window.length,
-    );
+    return rawThenMembers(window, compressed);
   }
   const body = member ? skipGzipHeader(compressed) : compressed;
   const raw = concatStreams(
@@ -343,6 +343,103 @@ export function inflateFrom(
         skip = 0;
       },
     }),
+  );
+}
+
+/**
+ * The rest of a member from a checkpoint inside it, then every member after it. node:zlib's
+ * inflateRaw stops at the end of the deflate stream and cannot say where that was, so a read
+ * from the last checkpoint of one member into the next (multi-member gzip: eStargz layers, BGZF,
+ * concatenated files) lost everything past the member's end. pako reports where the deflate
+ * stream ended; it inflates at most one checkpoint spacing of output before node:zlib's gunzip
+ * takes the members that follow.
+ */
+function rawThenMembers(
+  window: Uint8Array,
+  compressed: ReadableStream<Uint8Array>,
+): ReadableStream<Uint8Array> {
+  const reader = compressed.getReader();
+  const zs = new (ZStream as unknown as new () => PakoStream)();
+  zinf.inflateInit2(zs, -15);
+  const out = new Uint8Array(64 * 1024);
+  zs.output = out;
+  zs.next_out = 0;
+  zs.avail_out = out.length;
+  const head = storedWindow(window);
+  zs.input = head;
+  zs.next_in = 0;
+  zs.avail_in = head.length;
+  let skip = window.length;
+  let rest: ReadableStreamDefaultReader<Uint8Array> | null = null;
+  let closed = false;
+  return new ReadableStream<Uint8Array>({
+    async pull(c) {
+      for (;;) {
+        if (closed) return c.close();
+        if (rest) {
+          const r = await rest.read();
+          return r.done ? c.close() : c.enqueue(r.value);
+        }
+        if (zs.avail_in === 0) {
+          const { value, done } = await reader.read();
+          if (done) throw new Error("gzip: unexpected end of file");
+          zs.input = value;
+          zs.next_in = 0;
+          zs.avail_in = value.length;
+        }
+        const r = zinf.inflate(zs, 0);
+        let emit: Uint8Array | null = null;
+        if (zs.next_out > skip) emit = out.slice(skip, zs.next_out);
+        skip = Math.max(0, skip - zs.next_out);
+        zs.next_out = 0;
+        zs.avail_out = out.length;
+        if (r === Z_STREAM_END) {
+          const left = zs.input.subarray(zs.next_in);
+          zs.avail_in = 0;
+          const members = await afterTrailer(left, reader);
+          if (members) {
+            rest = pipeNode(members, zlib.createGunzip({ chunkSize: 256 * 1024 }), 0)
+              .getReader();
+          } else closed = true;
+        } else if (r < 0 && r !== Z_BUF_ERROR) {
+          throw new Error(`gzip: ${zs.msg || `inflate error ${r}`}`);
+        }
+        if (emit) return c.enqueue(emit);
+      }
+    },
+    async cancel(reason) {
+      await rest?.cancel(reason).catch(() => {});
+      await reader.cancel(reason).catch(() => {});
+    },
+  }, { highWaterMark: 0 });
+}
+
+/** The stream after a member's 8-byte trailer, or null when nothing follows it. */
+async function afterTrailer(
+  left: Uint8Array,
+  reader: ReadableStreamDefaultReader<Uint8Array>,
+): Promise<ReadableStream<Uint8Array> | null> {
+  let trailer = 8;
+  let first = left;
+  for (;;) {
+    const k = Math.min(trailer, first.length);
+    trailer -= k;
+    first = first.subarray(k);
+    if (first.length > 0) break;
+    const { value, done } = await reader.read();
+    if (done) return null;
+    first = value;
+  }
+  return concatStreams(
+    first,
+    new ReadableStream<Uint8Array>({
+      async pull(c) {
+        const r = await reader.read();
+        if (r.done) c.close();
+        else c.enqueue(r.value);
+      },
+      cancel: (reason) => reader.cancel(reason),
+    }, { highWaterMark: 0 }),
   );
 }
 

@@ -107,9 +107,13 @@ export function encodeFrames(frames: Frame[]): Uint8Array {
   return out;
 }
 
+/** The frame table encodeFrames wrote; one cut short throws a RangeError. */
 export function decodeFrames(bytes: Uint8Array): Frame[] {
   const dv = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  const n = dv.getUint32(0, true);
+  const n = bytes.length < 4 ? -1 : dv.getUint32(0, true);
+  if (n < 0 || bytes.length < 4 + n * 24) {
+    throw new RangeError(`frame table of ${bytes.length} bytes is cut short`);
+  }
   const out: Frame[] = [];
   for (let i = 0; i < n; i++) {
     const at = 4 + i * 24;

@@ -8,3 +8,16 @@ export {
   type Http1Request,
   proxyConfigured,
 } from "./http1_client.ts";
+export {
+  type AddressClass,
+  classifyAddress,
+  fetchGuarded,
+  OutboundGuard,
+  type OutboundGuardOptions,
+  OutboundRefused,
+  parseCidr,
+  parseIp,
+  RedirectError,
+  redirectTarget,
+  type Resolver,
+} from "./outbound.ts";

@@ -31,7 +31,7 @@ const ALLOWED: Record<string, string[]> = {
   replication: ["oci", "config", "streams", "storage", "metadata", "jobs", "upstream", "registry"],
   retention: ["oci", "config", "metadata", "jobs", "registry", "events"],
   policy: ["oci", "config"],
-  auth: ["oci", "config"],
+  auth: ["oci", "config", "streams"],
 };
 
 async function* tsFiles(dir: string): AsyncGenerator<string> {

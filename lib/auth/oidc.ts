@@ -4,6 +4,7 @@
 import {
   createLocalJWKSet,
   createRemoteJWKSet,
+  customFetch,
   decodeJwt,
   errors,
   type JWTPayload,
@@ -11,6 +12,8 @@ import {
   type JWTVerifyGetKey,
 } from "jose";
 import type { OidcProviderConfig } from "../config/schema.ts";
+import { log } from "../log.ts";
+import { fetchGuarded, OutboundGuard, OutboundRefused } from "../streams/mod.ts";
 import { AuthenticationError, type Identity } from "./identity.ts";
 
 export interface OidcVerifierOptions {
@@ -48,11 +51,17 @@ class Provider {
   /** time of the last failed discovery/JWKS fetch, to fail fast instead of hammering the issuer */
   private failedAt = -Infinity;
   readonly issuers: string[];
+  /** the discovery document and its redirects name hosts the config did not */
+  private readonly guard: OutboundGuard;
 
   constructor(
     readonly cfg: OidcProviderConfig,
     private readonly opts: Required<OidcVerifierOptions>,
   ) {
+    this.guard = new OutboundGuard({
+      configured: cfg.jwksUri === null ? [cfg.issuer] : [cfg.issuer, cfg.jwksUri],
+      allow: cfg.outboundAllow,
+    });
     const bare = stripSlash(cfg.issuer);
     // jose compares `iss` exactly; accept both spellings since configs and IdPs disagree on it.
     this.issuers = [bare, `${bare}/`];
@@ -92,6 +101,21 @@ class Provider {
     };
   }
 
+  private async vet(url: URL, signal?: AbortSignal): Promise<void> {
+    try {
+      await this.guard.check(url, signal);
+    } catch (err) {
+      if (err instanceof OutboundRefused) this.refused(err);
+      throw err;
+    }
+  }
+
+  /** The client is told the issuer is unavailable; the operator learns why. */
+  private refused(err: OutboundRefused): never {
+    log.warn("oidc request refused", { provider: this.cfg.name, error: err.message });
+    throw this.fail("issuer unavailable");
+  }
+
   private fail(why: string): AuthenticationError {
     return new AuthenticationError(`oidc provider "${this.cfg.name}": ${why}`);
   }
@@ -107,6 +131,12 @@ class Provider {
           cooldownDuration: this.opts.refetchCooldownMs,
           cacheMaxAge: this.opts.cacheMaxAgeMs,
           timeoutDuration: this.opts.timeoutMs,
+          // jose does not follow redirects; the address of a discovered jwks_uri is vetted on
+          // every fetch, as its DNS may change between them.
+          [customFetch]: async (url, init) => {
+            await this.vet(new URL(url), init.signal ?? undefined);
+            return await fetch(url, init);
+          },
         });
         // jose's cooldown only counts successful fetches; after a failed one, serve the keys we
         // still hold (while fresh) and refetch at most once per cooldown.
@@ -143,10 +173,18 @@ class Provider {
   private async discover(): Promise<URL> {
     if (this.cfg.jwksUri) return new URL(this.cfg.jwksUri);
     const url = `${stripSlash(this.cfg.issuer)}/.well-known/openid-configuration`;
-    const res = await fetch(url, {
-      headers: { accept: "application/json" },
-      signal: AbortSignal.timeout(this.opts.timeoutMs),
-    });
+    const signal = AbortSignal.timeout(this.opts.timeoutMs);
+    let res: Response;
+    try {
+      res = await fetchGuarded(
+        url,
+        { headers: { accept: "application/json" }, signal },
+        this.guard,
+      );
+    } catch (err) {
+      if (err instanceof OutboundRefused) this.refused(err);
+      throw err;
+    }
     const text = await res.text();
     if (res.status !== 200 || text.length > MAX_DISCOVERY_BYTES) {
       throw this.fail("discovery failed");

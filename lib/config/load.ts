@@ -194,6 +194,7 @@ export function buildConfig(doc: Table, paths: string[]): Config {
     "upload_timeout_secs",
     "enable_blob_redirect",
     "enable_manifest_redirect",
+    "outbound_allow",
     "scrub",
     "job_queue",
     "index",
@@ -219,6 +220,12 @@ export function buildConfig(doc: Table, paths: string[]): Config {
     cfg.global.uploadTimeoutSecs;
   cfg.global.enableBlobRedirect = r.bool(g, "enable_blob_redirect", "global") ?? true;
   cfg.global.enableManifestRedirect = r.bool(g, "enable_manifest_redirect", "global") ?? true;
+  cfg.global.outboundAllow = r.strings(g, "outbound_allow", "global") ?? [];
+  for (const [i, a] of cfg.global.outboundAllow.entries()) {
+    if (!isIpOrCidr(a)) {
+      r.fail(`global.outbound_allow[${i}]`, `"${a}" is not an IP address or CIDR`);
+    }
+  }
   const scrub = r.table(g.scrub, "global.scrub");
   r.only(scrub, "global.scrub", ["interval_secs", "grace_secs"]);
   cfg.global.scrub.intervalSecs = r.int(scrub, "interval_secs", "global.scrub", 1) ?? null;
@@ -333,6 +340,12 @@ export function buildConfig(doc: Table, paths: string[]): Config {
     }
     cfg.repositories.set(name, rc);
   }
+  // The outbound clients see only their own section; the allow list rides along with it.
+  const allow = cfg.global.outboundAllow;
+  for (const rc of allow.length > 0 ? cfg.repositories.values() : []) {
+    for (const u of [...rc.upstreams ?? [], ...rc.downstreams ?? []]) u.outboundAllow = allow;
+  }
+  for (const p of allow.length > 0 ? cfg.auth.oidc.values() : []) p.outboundAllow = allow;
   return cfg;
 }
 

@@ -37,6 +37,8 @@ export interface OidcProviderConfig {
   audience: string[];
   /** claim → required value (a string, or any of a list); an array claim must contain it */
   requiredClaims: Record<string, string | string[]>;
+  /** `[global] outbound_allow`, copied here by load.ts */
+  outboundAllow?: string[];
 }
 
 /** `[blob_store.s3]`: bytes in an S3-compatible bucket instead of `[blob_store.fs]`. */
@@ -76,6 +78,8 @@ export interface UpstreamConfig {
   readTimeoutSecs: number;
   /** redirects followed per request (blob downloads are often redirected to a CDN) */
   maxRedirects: number;
+  /** `[global] outbound_allow`, copied here by load.ts */
+  outboundAllow?: string[];
 }
 
 export const JOB_QUEUES = ["cache", "replication", "scan", "index", "events"] as const;
@@ -255,6 +259,9 @@ export interface Config {
     uploadTimeoutSecs: number;
     /** blob GETs answer 307 to a presigned URL when the store has them (S3) */
     enableBlobRedirect: boolean;
+    /** IPs/CIDRs an answer (redirect, token realm, jwks_uri) may send outbound requests to
+     * although they are loopback, link-local or metadata addresses */
+    outboundAllow: string[];
     /** manifest GETs whose body lives in the blob store answer 307 likewise */
     enableManifestRedirect: boolean;
     scrub: {
@@ -306,6 +313,7 @@ export function defaultConfig(): Config {
       listingReadConcurrency: 16,
       uploadTimeoutSecs: 86400,
       enableBlobRedirect: true,
+      outboundAllow: [],
       enableManifestRedirect: true,
       scrub: { intervalSecs: null, graceSecs: 300 },
       jobQueue: defaultJobQueue(),

@@ -1,9 +1,11 @@
 // One HTTP delivery of an event to a webhook: POST of the JSON body, signed with HMAC-SHA256
 // of the body under the webhook's token. The receiver's answer body is never read (a slow or
-// garbage body cannot hold a worker), and the whole call is bounded by timeout_ms.
+// garbage body cannot hold a worker), and the whole call is bounded by timeout_ms. Redirects
+// are not followed (a delivery would land where the config did not send it): a 3xx is a failed
+// delivery, whose reason says when it pointed at an address the outbound guard refuses.
 import { createHmac } from "node:crypto";
 import type { EventWebhookConfig } from "../config/mod.ts";
-import { Http1Client, Http1Error, proxyConfigured } from "../streams/mod.ts";
+import { Http1Client, Http1Error, OutboundGuard, proxyConfigured } from "../streams/mod.ts";
 
 export const SIGNATURE_HEADER = "X-Svc-Signature-256";
 
@@ -32,14 +34,17 @@ export async function deliver(
   };
   if (hook.token) headers[SIGNATURE_HEADER] = signature(hook.token, body);
   let status: number;
+  let location: string | null;
   try {
-    status = proxyConfigured() ? await viaFetch(hook, headers, body) : (await client.request({
-      method: "POST",
-      url: hook.url,
-      headers,
-      body: encoder.encode(body),
-      timeoutMs: hook.timeoutMs,
-    })).status;
+    ({ status, location } = proxyConfigured() ? await viaFetch(hook, headers, body) : answerOf(
+      await client.request({
+        method: "POST",
+        url: hook.url,
+        headers,
+        body: encoder.encode(body),
+        timeoutMs: hook.timeoutMs,
+      }),
+    ));
   } catch (e) {
     const why = (e instanceof Http1Error && e.timedOut) ||
         (e instanceof DOMException && e.name === "TimeoutError")
@@ -48,8 +53,30 @@ export async function deliver(
     throw new DeliveryError(`webhook ${hook.name}: ${why}`, null);
   }
   if (status < 200 || status > 299) {
-    throw new DeliveryError(`webhook ${hook.name} answered ${status}`, status);
+    throw new DeliveryError(
+      `webhook ${hook.name} answered ${status}${redirectNote(hook, status, location)}`,
+      status,
+    );
   }
+}
+
+function redirectNote(hook: EventWebhookConfig, status: number, location: string | null): string {
+  if (status < 300 || status > 399 || location === null) return "";
+  let target: URL;
+  try {
+    target = new URL(location, hook.url);
+  } catch {
+    return " (a redirect without a usable Location)";
+  }
+  // Judged from the URL alone: no DNS query for a host that will not be contacted.
+  const refused = new OutboundGuard({ configured: [hook.url] }).refusalOf(target);
+  return refused
+    ? `: a redirect to ${refused.target}, refused: ${refused.reason}`
+    : ` (a redirect to ${target.origin}${target.pathname}, not followed)`;
+}
+
+function answerOf(a: { status: number; headers: Map<string, string> }) {
+  return { status: a.status, location: a.headers.get("location") ?? null };
 }
 
 // Pooled connections, and no copy of the body or Response objects per delivery (see
@@ -61,7 +88,7 @@ async function viaFetch(
   hook: EventWebhookConfig,
   headers: Record<string, string>,
   body: string,
-): Promise<number> {
+): Promise<{ status: number; location: string | null }> {
   const res = await fetch(hook.url, {
     method: "POST",
     headers,
@@ -70,5 +97,5 @@ async function viaFetch(
     signal: AbortSignal.timeout(hook.timeoutMs),
   });
   await res.body?.cancel().catch(() => {});
-  return res.status;
+  return { status: res.status, location: res.headers.get("location") };
 }

@@ -52,6 +52,7 @@ export class DownstreamClient {
       readTimeoutMs: cfg.readTimeoutSecs * 1000,
       maxRedirects: cfg.maxRedirects,
       caCerts,
+      outboundAllow: cfg.outboundAllow,
     });
     const creds = cfg.username !== null && cfg.password !== null
       ? { username: cfg.username, password: cfg.password }

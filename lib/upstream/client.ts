@@ -111,6 +111,7 @@ export class UpstreamClient {
       readTimeoutMs: config.readTimeoutSecs * 1000,
       maxRedirects: config.maxRedirects,
       caCerts,
+      outboundAllow: config.outboundAllow,
     });
     const creds = config.username !== null && config.password !== null
       ? { username: config.username, password: config.password }

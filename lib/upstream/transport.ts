@@ -1,7 +1,8 @@
 // One HTTP exchange with an upstream: a connect timeout up to the response headers, redirects
-// followed by hand (so credentials stay on their origin), the body guarded by body.ts.
+// followed by hand (so credentials stay on their origin, and every hop is vetted by the
+// outbound guard before it is contacted), the body guarded by body.ts.
 // Everything that goes wrong leaves as UpstreamError.
-import { concatBytes } from "../streams/mod.ts";
+import { concatBytes, OutboundGuard, OutboundRefused } from "../streams/mod.ts";
 import { declaredLength, guardBody, networkReason, secs } from "./body.ts";
 import {
   parseRetryAfter,
@@ -22,6 +23,8 @@ export interface TransportConfig {
   maxRedirects: number;
   /** PEM of extra CAs (the upstream's `ca_bundle`, already read) */
   caCerts?: string[];
+  /** `[global] outbound_allow` */
+  outboundAllow?: readonly string[];
 }
 
 export interface SendRequest {
@@ -56,9 +59,11 @@ export function describeUrl(u: URL): string {
 
 export class Transport {
   private readonly client: Deno.HttpClient | undefined;
+  private readonly guard: OutboundGuard;
 
   constructor(readonly cfg: TransportConfig) {
     this.client = cfg.caCerts?.length ? Deno.createHttpClient({ caCerts: cfg.caCerts }) : undefined;
+    this.guard = new OutboundGuard({ configured: [cfg.upstream], allow: cfg.outboundAllow });
   }
 
   close(): void {
@@ -124,6 +129,7 @@ export class Transport {
         if (req.authorization && req.authOrigin && url.origin === req.authOrigin) {
           headers.set("authorization", req.authorization);
         }
+        await this.vet(url, hop, req.what, ctl.signal, () => timedOut);
         let res: Response;
         try {
           const init: RequestInit & { client?: Deno.HttpClient } = {
@@ -184,6 +190,38 @@ export class Transport {
       clearTimeout(timer);
       ctl.abort();
       throw e;
+    }
+  }
+
+  /**
+   * A URL the config did not name (a redirect, a token realm) may not lead to metadata,
+   * link-local or foreign loopback addresses. Refused counts as unreachable: a pull-through
+   * serves its cached copy as for any upstream it cannot reach.
+   */
+  private async vet(
+    url: URL,
+    hop: number,
+    what: string,
+    signal: AbortSignal,
+    timedOut: () => boolean,
+  ): Promise<void> {
+    try {
+      await this.guard.check(url, signal);
+    } catch (e) {
+      if (e instanceof OutboundRefused) {
+        throw this.error("unreachable", `${what}: ${hop > 0 ? "redirect to " : ""}${e.message}`, {
+          cause: e,
+        });
+      }
+      if (timedOut()) {
+        throw this.error(
+          "timeout",
+          `${what}: no response within ${secs(this.cfg.connectTimeoutMs)} (${describeUrl(url)})`,
+        );
+      }
+      throw this.error("unreachable", `${what}: ${describeUrl(url)}: ${networkReason(e)}`, {
+        cause: e,
+      });
     }
   }
 

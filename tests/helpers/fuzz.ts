@@ -111,6 +111,15 @@ export async function within<T>(ms: number, what: string, f: () => Promise<T> | 
   return r;
 }
 
+/** `within` for synchronous work. */
+export function withinSync<T>(ms: number, what: string, f: () => T): T {
+  const t0 = performance.now();
+  const r = f();
+  const took = performance.now() - t0;
+  if (took > ms) throw new Error(`${what} took ${took.toFixed(0)} ms (limit ${ms} ms)`);
+  return r;
+}
+
 /** Fails unless `e` is an instance of one of `types` (a parser's own documented errors). */
 export function expectOnly(e: unknown, ...types: (new (...a: never[]) => Error)[]): void {
   if (types.some((t) => e instanceof t)) return;

@@ -63,6 +63,8 @@ export async function zipMembers(
       throw new ZipError("zip64 archive without a locator");
     }
     const recAt = Number(tv.getBigUint64(loc + 8, true));
+    // past the end a seek fails with EINVAL (an OS error, not a corrupt archive)
+    if (recAt + 56 > fileSize) throw new ZipError("corrupt zip64 end record");
     const rec = await readAt(f, recAt, 56);
     const rv = new DataView(rec.buffer, rec.byteOffset, rec.byteLength);
     if (rec.length < 56 || rv.getUint32(0, true) !== ZIP64_EOCD_SIG) {
@@ -115,7 +117,9 @@ export async function zipMembers(
         if (id === 1) {
           let p = e + 4;
           const next = () => {
-            if (p + 8 > e + 4 + len) throw new ZipError("corrupt zip64 extra field");
+            if (p + 8 > e + 4 + len || p + 8 > nameLen + extraLen) {
+              throw new ZipError("corrupt zip64 extra field");
+            }
             const v = Number(nv.getBigUint64(p, true));
             p += 8;
             return v;
@@ -142,9 +146,16 @@ export async function zipMembers(
 export class ZipWindow {
   private at = 0;
   private buf: Uint8Array = new Uint8Array(0);
+  private fileSize: number | null = null;
   constructor(private readonly f: Deno.FsFile, private readonly size = 4 << 20) {}
 
+  /** At most `len` bytes from `pos`: fewer at the end of the file, none past it. */
   async bytes(pos: number, len: number): Promise<Uint8Array> {
+    // Offsets come from the archive: one past the end must neither seek there (EINVAL) nor
+    // size a buffer by what it claims.
+    this.fileSize ??= (await this.f.stat()).size;
+    if (pos >= this.fileSize) return new Uint8Array(0);
+    len = Math.min(len, this.fileSize - pos);
     if (pos < this.at || pos + len > this.at + this.buf.length) {
       this.buf = await readAt(this.f, pos, Math.max(this.size, len));
       this.at = pos;
@@ -160,6 +171,10 @@ export async function zipRead(
   maxSize: number,
 ): Promise<Uint8Array> {
   if (m.size > maxSize) throw new ZipError(`${m.name}: ${m.size} bytes (max ${maxSize})`);
+  // deflate never grows data by more than ~0.03% plus a few bytes (zlib's deflateBound)
+  if (m.compressedSize > (m.method === 0 ? m.size : m.size + (m.size >> 10) + 1024)) {
+    throw new ZipError(`${m.name}: ${m.compressedSize} compressed bytes for ${m.size}`);
+  }
   if (m.method !== 0 && m.method !== 8) {
     throw new ZipError(`${m.name}: compression method ${m.method} not supported`);
   }

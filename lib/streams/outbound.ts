@@ -16,7 +16,7 @@ const LABEL: Record<AddressClass, string> = {
   loopback: "a loopback address",
   "link-local": "a link-local address",
   metadata: "a cloud metadata address",
-  unspecified: "an unspecified address (0.0.0.0/8 or ::)",
+  unspecified: "an unspecified address",
 };
 
 /**
@@ -296,7 +296,8 @@ export class OutboundGuard {
       const cls = classifyAddress(a);
       if (cls === null || (cls === "loopback" && this.loopbackNamed)) continue;
       if (this.allowed(a)) continue;
-      const ip = formatIp(a);
+      const v4 = a.length === 16 ? embeddedV4(a) : null;
+      const ip = formatIp(a) + (v4 ? ` (${formatIp(v4)})` : "");
       const what = parseIp(host) ? ip : `${host} (${ip})`;
       return new OutboundRefused(describe(target), `${what} is ${LABEL[cls]}`, ip, cls);
     }

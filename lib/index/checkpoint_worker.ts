@@ -12,9 +12,18 @@
 import { type Checkpoint, CheckpointBuilder } from "./gzip_checkpoints.ts";
 import { NativeCheckpointBuilder } from "./native_checkpoints.ts";
 import { NativeZstdDecoder } from "./native_zstd.ts";
+import { type NativeLibrary, setLibraryPaths } from "./native_libs.ts";
 
 type Message =
-  | { init: { inflate: boolean; credits: number; zstd?: boolean } }
+  | {
+    init: {
+      inflate: boolean;
+      credits: number;
+      zstd?: boolean;
+      /** where the sender found the libraries (a sandbox may open no others) */
+      libs?: Partial<Record<NativeLibrary, string>>;
+    };
+  }
   | { buffer: ArrayBuffer; length: number }
   | { credit: number }
   | { stop: true }
@@ -74,6 +83,7 @@ self.onmessage = (e: MessageEvent<Message>) => {
     finishing = true;
     pump();
   } else if ("init" in m) {
+    if (m.init.libs) setLibraryPaths(m.init.libs);
     if (m.init.inflate) {
       native = m.init.zstd
         ? NativeZstdDecoder.create()

@@ -6,13 +6,15 @@
 import { ListingWriter } from "./listing_document.ts";
 import { createHash } from "node:crypto";
 import zlib from "node:zlib";
-import type { Config } from "../config/mod.ts";
+import { type Config, type IndexConfig, UNCOMPRESSED_RATIO_FLOOR } from "../config/mod.ts";
+import { BudgetExceededError } from "../sandbox/mod.ts";
 import type { BlobStore } from "../storage/mod.ts";
 import { Scavenger } from "../streams/mod.ts";
 import { type Checkpoint, CheckpointBuilder, encodeTable, pipeNode } from "./gzip_checkpoints.ts";
 import { encodeFrames, FrameWriter } from "./zstd_frames.ts";
 import { nativeZlibAvailable } from "./native_checkpoints.ts";
 import { nativeZstdAvailable } from "./native_zstd.ts";
+import { libraryPaths } from "./native_libs.ts";
 import {
   type Compression,
   files,
@@ -92,11 +94,17 @@ export interface IndexResult {
   record: IndexRecord;
   /** set for a partial listing: why the walk stopped (the job dead-letters with it) */
   error?: string;
+  /** the budget the walk passed (its record is `unsupported`) */
+  budget?: BudgetExceededError;
 }
 
+/** What the walk reads and writes: the layer's bytes and the derived files of one run. */
+export type WalkStore = Pick<BlobStore, "read" | "writeDerived" | "deleteDerived">;
+
 /**
- * Indexes `digest` (size `size`) and commits its pointer; the caller handles the outcome.
- * A layer that is not a tar, or too large, gets an `unsupported` record (final).
+ * Indexes `digest` (size `size`) here, in this process, and commits its pointer; the caller
+ * handles the outcome. A layer that is not a tar, or too large, gets an `unsupported` record
+ * (final). The serving process runs the same walk in a sandbox instead (LayerIndex.run).
  */
 export async function indexLayer(
   cfg: Config,
@@ -108,9 +116,48 @@ export async function indexLayer(
   /** tests: the gzip decoder to start with (default: native where available, else web) */
   inflater?: Inflater,
 ): Promise<IndexResult> {
-  const first = inflater ?? (nativeZlibAvailable() ? "native" : "web");
-  const fast = await indexOnce(cfg, kv, store, digest, size, signal, first);
-  return fast ?? (await indexOnce(cfg, kv, store, digest, size, signal, "node"))!;
+  const current = await kv.get<IndexRecord>(indexKey(digest));
+  const base = runBase(digest, current.value?.base);
+  const r = await walkLayer(cfg.global.index, store, digest, size, base, signal, inflater);
+  return await commitIndexRecord(kv, store, digest, r);
+}
+
+/** Points the layer at a finished run's record and clears the other slot. */
+export async function commitIndexRecord(
+  kv: Deno.Kv,
+  store: Pick<BlobStore, "deleteDerived">,
+  digest: string,
+  r: IndexResult,
+): Promise<IndexResult> {
+  const old = await kv.get<IndexRecord>(indexKey(digest));
+  await kv.set(indexKey(digest), r.record);
+  if (old.value?.base && old.value.base !== r.record.base) {
+    await store.deleteDerived(old.value.base).catch(() => {});
+  }
+  return r;
+}
+
+/**
+ * The walk alone: writes the run's derived files under `base` and returns its record, touching
+ * no metadata (a sandboxed walk has none to touch). A budget passed ends it with an
+ * `unsupported` record that names the budget, and nothing of the run left behind.
+ */
+export async function walkLayer(
+  limits: IndexConfig,
+  store: WalkStore,
+  digest: string,
+  size: number,
+  base: string,
+  signal?: AbortSignal,
+  inflater?: Inflater,
+  /** false when the layer's bytes can be read only once (a sandbox fed on its input) */
+  rereadable = true,
+): Promise<IndexResult> {
+  const first = inflater ?? (nativeZlibAvailable() ? "native" : rereadable ? "web" : "node");
+  const fast = await walkOnce(limits, store, digest, size, base, signal, first);
+  if (fast) return fast;
+  if (!rereadable) throw new IndexError(`the ${first} decoder failed`, false);
+  return (await walkOnce(limits, store, digest, size, base, signal, "node"))!;
 }
 
 /**
@@ -127,29 +174,31 @@ export async function indexLayer(
  */
 export type Inflater = "native" | "web" | "node";
 
-async function indexOnce(
-  cfg: Config,
-  kv: Deno.Kv,
-  store: BlobStore,
+function utf8Bytes(s: string): number {
+  let n = s.length;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c >= 0x80) n += c < 0x800 || (c >= 0xd800 && c <= 0xdfff) ? 1 : 2;
+  }
+  return n;
+}
+
+async function walkOnce(
+  limits: IndexConfig,
+  store: WalkStore,
   digest: string,
   size: number,
+  base: string,
   signal: AbortSignal | undefined,
   inflater: Inflater,
 ): Promise<IndexResult | null> {
-  const limits = cfg.global.index;
-  const current = await kv.get<IndexRecord>(indexKey(digest));
-  const base = runBase(digest, current.value?.base);
   await store.deleteDerived(base);
-  const finalRecord = async (rec: IndexRecord): Promise<IndexResult> => {
-    const old = await kv.get<IndexRecord>(indexKey(digest));
-    await kv.set(indexKey(digest), rec);
-    if (old.value?.base && old.value.base !== rec.base) {
-      await store.deleteDerived(old.value.base).catch(() => {});
-    }
-    return { record: rec, error: rec.error };
-  };
-  const unsupported = (error: string, compression: Compression | null) =>
-    finalRecord({
+  const unsupported = (
+    error: string,
+    compression: Compression | null,
+    budget?: BudgetExceededError,
+  ): IndexResult => ({
+    record: {
       version: INDEX_VERSION,
       state: "unsupported",
       compression,
@@ -158,15 +207,18 @@ async function indexOnce(
       error,
       indexedAt: Date.now(),
       base,
-    });
+    },
+    error,
+    ...(budget ? { budget } : {}),
+  });
   if (size > limits.maxLayerSize) {
-    return await unsupported(`layer of ${size} bytes exceeds max_layer_size`, null);
+    return unsupported(`layer of ${size} bytes exceeds max_layer_size`, null);
   }
   const head = size === 0
     ? new Uint8Array(0)
     : await readAllStream(await store.read(digest, { start: 0, end: Math.min(size, 1024) - 1 }));
   let compression = detectCompression(head);
-  if (compression === "not-tar") return await unsupported("not a tar archive", null);
+  if (compression === "not-tar") return unsupported("not a tar archive", null);
 
   // Listing: NDJSON and the endpoint's document, written while the walk goes on.
   const listingWriter = new ListingWriter(store, base);
@@ -252,6 +304,11 @@ async function indexOnce(
       true,
     );
   let over = false;
+  // A compressed layer may expand by max_uncompressed_ratio (once past the floor, where
+  // ordinary layers of zeros live): a bomb trips this long before max_uncompressed_size.
+  const ratioLimit = compression === "none"
+    ? Infinity
+    : Math.max(UNCOMPRESSED_RATIO_FLOOR, limits.maxUncompressedRatio * size);
   const scavenger = new Scavenger();
   const counted = uncompressed.pipeThrough(
     new TransformStream<Uint8Array, Uint8Array>({
@@ -259,6 +316,13 @@ async function indexOnce(
         if (over) throw overLimitError();
         const room = limits.maxUncompressedSize - total;
         total += chunk.length;
+        if (total > ratioLimit && ratioLimit < limits.maxUncompressedSize) {
+          throw new BudgetExceededError(
+            "max_uncompressed_ratio",
+            limits.maxUncompressedRatio,
+            `${Math.floor(total / Math.max(1, size))}:1 (${total} bytes from ${size})`,
+          );
+        }
         scavenger.passed(chunk.length);
         if (chunk.length > room) {
           over = true;
@@ -313,6 +377,20 @@ async function indexOnce(
   try {
     for await (const e of walkTar(counted, { onData, maxEntries: limits.maxEntries })) {
       signal?.throwIfAborted();
+      if (utf8Bytes(e.path) > limits.maxPathBytes) {
+        throw new BudgetExceededError(
+          "max_path_bytes",
+          limits.maxPathBytes,
+          `a path of ${utf8Bytes(e.path)} bytes`,
+        );
+      }
+      if (e.linkTarget !== undefined && utf8Bytes(e.linkTarget) > limits.maxPathBytes) {
+        throw new BudgetExceededError(
+          "max_path_bytes",
+          limits.maxPathBytes,
+          `a link target of ${utf8Bytes(e.linkTarget)} bytes`,
+        );
+      }
       const out: ListedEntry = {
         path: e.path,
         kind: e.kind,
@@ -354,6 +432,18 @@ async function indexOnce(
       await listingWriter.abort(e);
       throw e;
     }
+    if (e instanceof BudgetExceededError) {
+      // Nothing of a run that passed a budget stays: no listing is served as if it were whole.
+      stopInflate?.();
+      await listingWriter.abort(e);
+      await checkpointsDone?.catch(() => {});
+      await windowsWriter?.abort(e).catch(() => {});
+      await windowsDone?.catch(() => {});
+      await frames?.abort(e);
+      await framesDone?.catch(() => {});
+      await store.deleteDerived(base).catch(() => {});
+      return unsupported(e.message, compression, e);
+    }
     if (
       inflater !== "node" && compression !== "none" && !(e instanceof IndexError) &&
       !(e instanceof TarError) && !(e instanceof CompressedDataError) &&
@@ -382,7 +472,7 @@ async function indexOnce(
     await store.deleteDerived(base).catch(() => {});
     // Nothing readable at all: a compressed blob that is no tar, or garbage.
     if (compression !== "none") compression = compression ?? null;
-    return await unsupported(
+    return unsupported(
       overLimit ? walkError : `not a tar archive (${walkError})`,
       compression,
     );
@@ -412,17 +502,20 @@ async function indexOnce(
     state: outcome,
     ...error,
   });
-  return await finalRecord({
-    version: INDEX_VERSION,
-    state: outcome,
-    compression,
-    uncompressedSize: total,
-    entries,
-    ...error,
-    indexedAt: Date.now(),
-    documentSize,
-    base,
-  });
+  return {
+    record: {
+      version: INDEX_VERSION,
+      state: outcome,
+      compression,
+      uncompressedSize: total,
+      entries,
+      ...error,
+      indexedAt: Date.now(),
+      documentSize,
+      base,
+    },
+    error: walkError ?? undefined,
+  };
 }
 
 /** Corrupt or truncated gzip or zstd data, as the native decoders report it. */
@@ -485,7 +578,12 @@ function inflateInWorker(
     return { stream, result };
   }
   w.postMessage({
-    init: { inflate: true, credits: WORKER_OUTPUT_CREDITS, zstd: codec === "zstd" },
+    init: {
+      inflate: true,
+      credits: WORKER_OUTPUT_CREDITS,
+      zstd: codec === "zstd",
+      libs: libraryPaths(),
+    },
   });
   const pool: ArrayBuffer[] = [];
   const output: Uint8Array[] = [];
@@ -619,7 +717,7 @@ function feedCheckpoints(
     };
   }
   const w = worker;
-  w.postMessage({ init: { inflate: false } });
+  w.postMessage({ init: { inflate: false, libs: libraryPaths() } });
   // Transfer buffers go to the worker and come back with its acknowledgement, so neither side
   // allocates per chunk (fresh ArrayBuffers are freed only under external-memory pressure,
   // which is RSS).

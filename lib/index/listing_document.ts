@@ -34,7 +34,7 @@ export class ListingWriter {
   readonly #done: Promise<[number, number]>;
   #first = true;
 
-  constructor(store: BlobStore, base: string) {
+  constructor(store: Pick<BlobStore, "writeDerived">, base: string) {
     const ndjson = new TransformStream<Uint8Array, Uint8Array>();
     const gz = new CompressionStream("gzip") as unknown as TransformStream<Uint8Array, Uint8Array>;
     this.#ndjson = ndjson.writable.getWriter();

@@ -7,7 +7,8 @@ import { mimeType } from "./mime.ts";
 import { BlobMeta, ManifestMeta } from "../metadata/mod.ts";
 import { type JobContext, PermanentJobError } from "../jobs/mod.ts";
 import { INDEX_KIND, indexLayerJob, type Registry, tarLayers } from "../registry/mod.ts";
-import { indexLayer } from "./indexer.ts";
+import { commitIndexRecord } from "./indexer.ts";
+import { walkSandboxed } from "./sandboxed_walk.ts";
 import { listingDocument } from "./listing_document.ts";
 import {
   INDEX_VERSION,
@@ -16,6 +17,7 @@ import {
   LayerReader,
   type ListedEntry,
   readAllStream,
+  runBase,
 } from "./layer_store.ts";
 import { isElf, readElf } from "./elf.ts";
 import { forgetLayer, writeFileIndex } from "./file_search.ts";
@@ -107,14 +109,23 @@ export class LayerIndex {
     }
     const blob = await this.blobs.blob(digest);
     if (!blob) throw new PermanentJobError(`blob ${digest} is not stored`);
-    const r = await indexLayer(
-      this.cfg,
+    const base = runBase(digest, current?.base);
+    const r = await commitIndexRecord(
       this.registry.kv,
       this.registry.store,
       digest,
-      blob.size,
-      job.signal,
+      await walkSandboxed(
+        this.cfg.global.index,
+        this.registry.store,
+        digest,
+        blob.size,
+        base,
+        job.signal,
+      ),
     );
+    // A budget passed: the layer answers UNSUPPORTED with the budget named, and the job fails
+    // at once (the same bytes would pass it again).
+    if (r.budget) throw new PermanentJobError(r.budget.message);
     // What was listed is searchable, a partial listing's files included.
     if (r.record.state !== "unsupported") {
       await writeFileIndex(this.registry.kv, this.reader, digest, r.record, job.signal);

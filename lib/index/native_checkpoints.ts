@@ -4,6 +4,7 @@
 // at ~110 MB/s of output and was the gzip index pass's limit (bench/README.md "Layer index");
 // native zlib runs it at several times that. Without FFI permission or without libz the pass
 // falls back to pako (CheckpointBuilder), which yields identical checkpoints.
+import { ffiGranted, libraryPath } from "./native_libs.ts";
 import { type Checkpoint, CHECKPOINT_SPACING } from "./gzip_checkpoints.ts";
 
 const Z_OK = 0;
@@ -39,9 +40,9 @@ function zlib(): Zlib | null {
   if (lib !== undefined) return lib;
   lib = null;
   try {
-    if (Deno.permissions.querySync?.({ name: "ffi" }).state !== "granted") return lib;
+    if (!ffiGranted("zlib")) return lib;
     if (Deno.build.os !== "linux" || !["x86_64", "aarch64"].includes(Deno.build.arch)) return lib;
-    lib = Deno.dlopen("libz.so.1", SYMBOLS).symbols;
+    lib = Deno.dlopen(libraryPath("zlib"), SYMBOLS).symbols;
   } catch {
     lib = null;
   }

@@ -3,6 +3,7 @@
 // calling thread, and on the main thread it was a third of the zstd index pass (bench/README.md
 // "Layer index"). Same feed/next/flush/finish shape as NativeCheckpointBuilder in emit mode;
 // without FFI or libzstd the pass keeps node:zlib on the main thread.
+import { ffiGranted, libraryPath } from "./native_libs.ts";
 
 const SYMBOLS = {
   ZSTD_createDStream: { parameters: [], result: "pointer" },
@@ -20,9 +21,9 @@ function zstd(): Zstd | null {
   if (lib !== undefined) return lib;
   lib = null;
   try {
-    if (Deno.permissions.querySync?.({ name: "ffi" }).state !== "granted") return lib;
+    if (!ffiGranted("zstd")) return lib;
     if (Deno.build.os !== "linux" || !["x86_64", "aarch64"].includes(Deno.build.arch)) return lib;
-    lib = Deno.dlopen("libzstd.so.1", SYMBOLS).symbols;
+    lib = Deno.dlopen(libraryPath("zstd"), SYMBOLS).symbols;
   } catch {
     lib = null;
   }

@@ -108,4 +108,14 @@ export interface BlobStore {
    * `contentType` as the answer's Content-Type; absent when the store has no such URLs.
    */
   presign?(digest: string, opts?: { contentType?: string }): Promise<string>;
+
+  /**
+   * A place on local disk for a sandboxed parse to write into, from which `adoptDerived` moves
+   * files cheaply (the fs store's own disk, so a move is a rename); absent: a temp folder.
+   */
+  localScratch?(): string;
+  /** The blob's file on local disk, which a sandbox may be allowed to read; absent: streamed. */
+  localPath?(digest: string): string;
+  /** Makes the local file `path` the derived file `name` (moved, not copied, where it can be). */
+  adoptDerived?(name: string, path: string): Promise<number>;
 }

@@ -22,6 +22,27 @@ export class FsBlobStore implements BlobStore {
     await Deno.mkdir(join(this.root, "derived"), { recursive: true });
   }
 
+  localScratch(): string {
+    return join(this.root, "sandbox");
+  }
+
+  localPath(digest: string): string {
+    return this.blobPath(digest);
+  }
+
+  async adoptDerived(name: string, path: string): Promise<number> {
+    const dst = this.derivedPath(name);
+    await Deno.mkdir(dirname(dst), { recursive: true });
+    try {
+      await Deno.rename(path, dst);
+      return (await Deno.stat(dst)).size;
+    } catch {
+      // Another filesystem (a scratch folder elsewhere): copied, as any stream is.
+      const f = await Deno.open(path, { read: true });
+      return await this.writeDerived(name, f.readable);
+    }
+  }
+
   private derivedPath(name: string): string {
     assertDerivedName(name);
     return join(this.root, "derived", ...name.split("/"));

@@ -12,7 +12,14 @@ export type ObserveOp = (op: string, seconds: number) => void;
  */
 export class InstrumentedBlobStore implements BlobStore {
   readonly presign?: BlobStore["presign"];
+  readonly localScratch?: BlobStore["localScratch"];
+  readonly localPath?: BlobStore["localPath"];
+  readonly adoptDerived?: BlobStore["adoptDerived"];
   constructor(private readonly inner: BlobStore, private readonly observe: ObserveOp) {
+    this.localScratch = inner.localScratch?.bind(inner);
+    this.localPath = inner.localPath?.bind(inner);
+    const adopt = inner.adoptDerived?.bind(inner);
+    if (adopt) this.adoptDerived = (n, p) => this.timed("adoptDerived", () => adopt(n, p));
     const presign = inner.presign?.bind(inner);
     if (presign) {
       this.presign = (digest, opts) => this.timed("presign", () => presign(digest, opts));

@@ -1,0 +1,106 @@
+// The index walk as the serving process runs it: in a sandbox process (walk_child.ts) under the
+// `[global.index]` budgets. Its derived files come back through a scratch folder and become the
+// store's only once the walk ended well; a walk that passed a budget, or was killed for it,
+// leaves nothing behind and ends in an `unsupported` record that names the budget.
+import { join } from "node:path";
+import type { IndexConfig } from "../config/mod.ts";
+import type { BlobStore } from "../storage/mod.ts";
+import { BudgetExceededError, ChildError, runSandboxedJson } from "../sandbox/mod.ts";
+import { type IndexResult, walkLayer } from "./indexer.ts";
+import { INDEX_VERSION, type IndexRecord } from "./layer_store.ts";
+import { findLibraryPaths } from "./native_libs.ts";
+import type { WalkArgs } from "./walk_child.ts";
+import { IndexError } from "./indexer.ts";
+
+const CHILD = new URL("./walk_child.ts", import.meta.url);
+/** The walk's decoder worker is a module of this folder, loaded at run time: code, no data. */
+const CODE = new URL(".", import.meta.url).pathname.replace(/\/$/, "");
+
+interface ChildResult {
+  record: IndexRecord;
+  error?: string;
+  budget?: { budget: string; limit: number; reached: string };
+}
+
+async function* filesUnder(dir: string, rel = ""): AsyncGenerator<string> {
+  for await (const e of Deno.readDir(join(dir, rel))) {
+    const r = rel ? `${rel}/${e.name}` : e.name;
+    if (e.isDirectory) yield* filesUnder(dir, r);
+    else if (e.isFile) yield r;
+  }
+}
+
+function budgetRecord(base: string, e: BudgetExceededError): IndexResult {
+  return {
+    record: {
+      version: INDEX_VERSION,
+      state: "unsupported",
+      compression: null,
+      uncompressedSize: 0,
+      entries: 0,
+      error: e.message,
+      indexedAt: Date.now(),
+      base,
+    },
+    error: e.message,
+    budget: e,
+  };
+}
+
+/** Walks `digest` into the run slot `base` (sandboxed unless `limits.sandbox` is "off"). */
+export async function walkSandboxed(
+  limits: IndexConfig,
+  store: BlobStore,
+  digest: string,
+  size: number,
+  base: string,
+  signal?: AbortSignal,
+): Promise<IndexResult> {
+  if (limits.sandbox === "off") {
+    return await walkLayer(limits, store, digest, size, base, signal);
+  }
+  const local = store.localScratch?.();
+  const root = local ?? await Deno.makeTempDir({ prefix: "wharf-walk-" });
+  const scratch = join(root, crypto.randomUUID());
+  await Deno.mkdir(scratch, { recursive: true });
+  try {
+    await store.deleteDerived(base);
+    const blobPath = store.localPath?.(digest);
+    const libs = findLibraryPaths();
+    const args: WalkArgs = { limits, digest, size, base, blobPath, scratch, libs };
+    let out: ChildResult;
+    try {
+      out = await runSandboxedJson<ChildResult>({
+        label: "index",
+        module: CHILD,
+        args,
+        readPaths: [...(blobPath ? [blobPath] : []), scratch, CODE],
+        writePaths: [scratch],
+        ffi: Object.keys(libs).length > 0,
+        stdin: blobPath ? undefined : await store.read(digest),
+        budget: limits.budget,
+        signal,
+      });
+    } catch (e) {
+      if (e instanceof BudgetExceededError) return budgetRecord(base, e);
+      if (e instanceof ChildError) throw new IndexError(e.message, e.permanent);
+      throw e;
+    }
+    if (out.budget) {
+      return budgetRecord(
+        base,
+        new BudgetExceededError(out.budget.budget, out.budget.limit, out.budget.reached),
+      );
+    }
+    if (out.record.state !== "unsupported") {
+      for await (const name of filesUnder(scratch)) {
+        const path = join(scratch, name);
+        if (store.adoptDerived) await store.adoptDerived(name, path);
+        else await store.writeDerived(name, (await Deno.open(path, { read: true })).readable);
+      }
+    }
+    return { record: out.record, error: out.error };
+  } finally {
+    await Deno.remove(local ? scratch : root, { recursive: true }).catch(() => {});
+  }
+}

@@ -1,0 +1,243 @@
+// A parse of untrusted bytes in a child Deno process (docs/design.md, "Untrusted content"): the
+// child gets read access to its inputs, write access to its scratch folder, FFI where it needs
+// the native decoders, no network, no environment and no subprocesses, and a V8 heap cap. This
+// process watches its wall time, CPU time and resident memory and kills it the moment one passes
+// its budget, so a hostile layer costs the serving process nothing but a few polls.
+import type { SandboxBudget } from "../config/mod.ts";
+import { BudgetExceededError, SandboxError } from "./errors.ts";
+import type { ChildLine } from "./child.ts";
+
+export interface SandboxSpec {
+  /** what the job is called in errors ("index", "scan") */
+  label: string;
+  /** the child's entry module (a file: URL beside this code) */
+  module: URL;
+  /** passed to the child as its one argument, JSON-encoded */
+  args: unknown;
+  readPaths?: string[];
+  writePaths?: string[];
+  /**
+   * FFI, which the native decoders need. Deno checks pointer operations against the whole
+   * grant, not a library path (`--allow-ffi=<lib>` fails at the first UnsafePointer), so this
+   * is all or nothing; the child's code loads zlib and libzstd only.
+   */
+  ffi?: boolean;
+  /** the child's standard input (closed when absent) */
+  stdin?: ReadableStream<Uint8Array>;
+  budget: SandboxBudget;
+  /** the most the child may print as its result */
+  maxOutputBytes?: number;
+  signal?: AbortSignal;
+}
+
+const POLL_MS = 100;
+const STDERR_KEEP = 8 * 1024;
+const DEFAULT_OUTPUT = 8 * 1024 * 1024;
+/** Linux's USER_HZ, the unit of /proc/<pid>/stat's CPU times, is 100 on every platform Deno runs. */
+const TICKS_PER_SEC = 100;
+
+/** The deno.json whose import map and lock file the child loads its modules with. */
+const CONFIG = new URL("../../deno.json", import.meta.url);
+
+function denoDir(): string | undefined {
+  try {
+    const explicit = Deno.env.get("DENO_DIR");
+    if (explicit) return explicit;
+    const cache = Deno.env.get("XDG_CACHE_HOME") ??
+      (Deno.env.get("HOME") ? `${Deno.env.get("HOME")}/.cache` : undefined);
+    return cache ? `${cache}/deno` : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** CPU seconds and resident bytes of `pid`, or null once it is gone. */
+async function usage(pid: number): Promise<{ cpuSecs: number; rssBytes: number } | null> {
+  try {
+    const stat = await Deno.readTextFile(`/proc/${pid}/stat`);
+    // The command name (field 2) may hold spaces and parentheses: count from the last ')'.
+    const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    const cpuSecs = (Number(f[11]) + Number(f[12])) / TICKS_PER_SEC;
+    const status = await Deno.readTextFile(`/proc/${pid}/status`);
+    const m = /VmRSS:\s+(\d+) kB/.exec(status);
+    return { cpuSecs, rssBytes: m ? Number(m[1]) * 1024 : 0 };
+  } catch {
+    return null;
+  }
+}
+
+const canPoll = (() => {
+  let known: boolean | undefined;
+  return () => {
+    if (known === undefined) {
+      try {
+        known = Deno.build.os === "linux" && Deno.statSync("/proc/self/stat").isFile;
+      } catch {
+        known = false;
+      }
+    }
+    return known;
+  };
+})();
+
+const flag = (name: string, paths: string[] | undefined) =>
+  paths && paths.length > 0 ? [`--allow-${name}=${paths.join(",")}`] : [];
+
+/** Runs the child to its end and returns what it printed on standard output. */
+export async function runSandboxed(spec: SandboxSpec): Promise<string> {
+  const { budget } = spec;
+  // V8's heap stops a little below the RSS budget so that an allocation storm ends in the
+  // child's own out-of-memory abort, which names the budget, before the poll has to kill it.
+  const heapMiB = Math.max(32, Math.floor(budget.memoryBytes / 1024 / 1024 * 0.75));
+  const dir = denoDir();
+  let child: Deno.ChildProcess;
+  try {
+    child = new Deno.Command(Deno.execPath(), {
+      args: [
+        "run",
+        "--quiet",
+        "--no-prompt",
+        "--cached-only",
+        `--config=${CONFIG.pathname}`,
+        `--v8-flags=--max-old-space-size=${heapMiB},--max-semi-space-size=4`,
+        ...flag("read", spec.readPaths),
+        ...flag("write", spec.writePaths),
+        ...(spec.ffi ? ["--allow-ffi"] : []),
+        spec.module.href,
+        JSON.stringify(spec.args),
+      ],
+      clearEnv: true,
+      env: { NO_COLOR: "1", RUST_BACKTRACE: "0", ...(dir ? { DENO_DIR: dir } : {}) },
+      stdin: spec.stdin ? "piped" : "null",
+      stdout: "piped",
+      stderr: "piped",
+    }).spawn();
+  } catch (e) {
+    throw new SandboxError(
+      `${spec.label}: no sandbox process could be started (${
+        e instanceof Error ? e.message : e
+      }); set sandbox = "off" to parse in the serving process`,
+    );
+  }
+
+  let tripped: BudgetExceededError | null = null;
+  const kill = (why: BudgetExceededError | null) => {
+    if (why && !tripped) tripped = why;
+    try {
+      child.kill("SIGKILL");
+    } catch { /* already gone */ }
+  };
+  const started = Date.now();
+  const wall = setTimeout(
+    () => kill(new BudgetExceededError("max_wall_secs", budget.wallSecs, `${budget.wallSecs} s`)),
+    budget.wallSecs * 1000,
+  );
+  const onAbort = () => kill(null);
+  spec.signal?.addEventListener("abort", onAbort);
+  let peakRss = 0;
+  let cpu = 0;
+  const poll = canPoll()
+    ? setInterval(async () => {
+      const u = await usage(child.pid);
+      if (!u) return;
+      peakRss = Math.max(peakRss, u.rssBytes);
+      cpu = u.cpuSecs;
+      if (u.rssBytes > budget.memoryBytes) {
+        kill(
+          new BudgetExceededError("max_memory_bytes", budget.memoryBytes, `${u.rssBytes} bytes`),
+        );
+      } else if (u.cpuSecs > budget.cpuSecs) {
+        kill(new BudgetExceededError("max_cpu_secs", budget.cpuSecs, `${u.cpuSecs} s`));
+      }
+    }, POLL_MS)
+    : undefined;
+
+  // The child may stop reading its input at any point (a budget, the end of the archive).
+  const fed = spec.stdin ? spec.stdin.pipeTo(child.stdin).catch(() => {}) : Promise.resolve();
+  const maxOut = spec.maxOutputBytes ?? DEFAULT_OUTPUT;
+  const out: Uint8Array[] = [];
+  let outBytes = 0;
+  const stdout = (async () => {
+    for await (const c of child.stdout) {
+      outBytes += c.length;
+      if (outBytes > maxOut) {
+        kill(new BudgetExceededError("output", maxOut, `over ${maxOut} bytes`));
+        break;
+      }
+      out.push(c);
+    }
+  })().catch(() => {});
+  let errTail = "";
+  const stderr = (async () => {
+    const dec = new TextDecoder();
+    for await (const c of child.stderr) {
+      errTail = (errTail + dec.decode(c, { stream: true })).slice(-STDERR_KEEP);
+    }
+  })().catch(() => {});
+
+  let status: Deno.CommandStatus;
+  try {
+    status = await child.status;
+  } finally {
+    clearTimeout(wall);
+    if (poll !== undefined) clearInterval(poll);
+    spec.signal?.removeEventListener("abort", onAbort);
+  }
+  await Promise.all([stdout, stderr, fed]);
+  lastRun = { peakRssBytes: peakRss, cpuSecs: cpu, wallMs: Date.now() - started };
+  if (tripped) throw tripped;
+  spec.signal?.throwIfAborted();
+  if (!status.success) {
+    // V8 aborts on its heap cap ("Reached heap limit", "invalid size error"): that is the memory
+    // budget, reached before the poll saw it.
+    if (
+      /heap limit|out of memory|invalid (array|string|table|size)|allocation failed/i.test(errTail)
+    ) {
+      throw new BudgetExceededError(
+        "max_memory_bytes",
+        budget.memoryBytes,
+        `the ${heapMiB} MiB heap`,
+      );
+    }
+    const last = errTail.trim().split("\n").slice(-3).join(" | ").slice(0, 500);
+    throw new SandboxError(
+      `${spec.label} sandbox died (${
+        status.signal ? `signal ${status.signal}` : `exit ${status.code}`
+      })${last ? `: ${last}` : ""}`,
+    );
+  }
+  const total = new Uint8Array(outBytes);
+  let at = 0;
+  for (const c of out) {
+    total.set(c, at);
+    at += c.length;
+  }
+  return new TextDecoder().decode(total);
+}
+
+/** A job error the child named (the data's fault, or a budget it counts itself). */
+export class ChildError extends Error {
+  override name = "ChildError";
+  constructor(message: string, readonly permanent: boolean) {
+    super(message);
+  }
+}
+
+/** Runs a child written with `childMain` and returns its result. */
+export async function runSandboxedJson<T>(spec: SandboxSpec): Promise<T> {
+  const text = await runSandboxed(spec);
+  let line: ChildLine;
+  try {
+    line = JSON.parse(text.slice(text.lastIndexOf("\n", text.length - 2) + 1));
+  } catch {
+    throw new SandboxError(`${spec.label} sandbox printed no result`);
+  }
+  if ("ok" in line) return line.ok as T;
+  if (line.budget !== undefined) {
+    throw new BudgetExceededError(line.budget, line.limit ?? 0, line.reached ?? "");
+  }
+  throw new ChildError(line.error, line.permanent === true);
+}
+
+/** What the last sandbox run used (the hostile bench reports it). */
+export let lastRun: { peakRssBytes: number; cpuSecs: number; wallMs: number } | null = null;

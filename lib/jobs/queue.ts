@@ -71,6 +71,10 @@ export const MAX_RECORD_BYTES = 60 * 1024;
 export const MAX_LOCK_KEY_CHARS = 1024;
 
 const CONFLICT_RETRIES = 20;
+/** Queues whose jobs parse pushed content (sandboxed, but the backstop stays). */
+const UNTRUSTED_QUEUES: ReadonlySet<QueueName> = new Set(["index", "scan"]);
+/** Lease expiries (worker deaths) after which such a job is poison. */
+export const POISON_TAKEOVERS = 2;
 
 export class JobQueue {
   constructor(
@@ -210,7 +214,26 @@ export class JobQueue {
       await this.toFailed(sk, vs, rec, `lease expired ${rec.attempts} times (worker died?)`);
       return null;
     }
-    const next: JobRecord = { ...rec, attempts: rec.attempts + 1, holder };
+    // A held record that is due again is a lease that ran out: its worker died mid-run.
+    const takeovers = (rec.takeovers ?? 0) + (rec.holder !== undefined ? 1 : 0);
+    if (takeovers >= POISON_TAKEOVERS && UNTRUSTED_QUEUES.has(this.name)) {
+      // Jobs that parse pushed content: one death may be a restart (kill -9, a deploy), a
+      // second one while holding the same job is the job itself. Running it again would take
+      // the process down again (a crash loop in which nothing is served).
+      await this.toFailed(
+        sk,
+        vs,
+        rec,
+        `poison: its worker died ${takeovers} times while running it; not retried`,
+      );
+      return null;
+    }
+    const next: JobRecord = {
+      ...rec,
+      attempts: rec.attempts + 1,
+      holder,
+      ...(takeovers ? { takeovers } : {}),
+    };
     const nk = storageKey(now + this.cfg.leaseSecs * 1000, rec.id);
     const op = this.kv.atomic().check({ key: pk, versionstamp: vs }).check(lock)
       .delete(pk).set(pendingKey(this.name, nk), next);

@@ -126,6 +126,34 @@ Deno.test("lease: a job whose workers keep dying is dead-lettered after max_atte
     assert.match(failed.items[0].last_error!, /lease expired 3 times/);
   }));
 
+Deno.test("lease: an index or scan job whose worker dies twice holding it is poison", () =>
+  withQueues(async ({ jobs, clock }) => {
+    for (const name of ["index", "scan"] as const) {
+      const q = jobs.queue(name);
+      await q.enqueue(spec(`${name}-k`));
+      // The first death may be a restart: the job runs again and remembers it.
+      const [first] = await q.claim("w", 1);
+      assert.equal(first.record.takeovers, undefined);
+      clock.now += CFG.leaseSecs * 1000 + 1;
+      const [again] = await q.claim("w2", 1);
+      assert.equal(again.record.takeovers, 1);
+      clock.now += CFG.leaseSecs * 1000 + 1;
+      assert.deepEqual(await q.claim("w3", 1), []);
+      const failed = await q.listFailed(null, 10);
+      assert.equal(failed.items.length, 1);
+      assert.match(failed.items[0].last_error!, /poison: its worker died 2 times/);
+      assert.equal(failed.items[0].attempts, 2);
+    }
+    // A network job's worker dying is no verdict on the job: it keeps its attempts.
+    const c = jobs.queue("cache");
+    await c.enqueue(spec("c"));
+    for (let i = 0; i < 2; i++) {
+      assert.equal((await c.claim("w", 1)).length, 1);
+      clock.now += CFG.leaseSecs * 1000 + 1;
+    }
+    assert.equal((await c.claim("w", 1)).length, 1);
+  }));
+
 Deno.test("fail: exponential backoff with jitter in [d/2, d], capped, then dead letter", () =>
   withQueues(
     async ({ jobs, clock }) => {

@@ -16,6 +16,8 @@ export interface JobRecord {
   /** set while a worker holds the job; the key's time prefix is then the lease's end */
   holder?: string;
   last_error?: string;
+  /** how often a worker died holding it (its lease ran out and another took it over) */
+  takeovers?: number;
   /** ms since the epoch; failed set only */
   failed_at?: number;
 }

@@ -9,12 +9,27 @@ export interface OsInfo {
   id_like: string[];
 }
 
-const MAX_RELEASE_FILE = 64 * 1024;
+/** Characters of a release file read: real ones are a few hundred bytes. */
+export const MAX_RELEASE_FILE = 64 * 1024;
+/**
+ * Characters kept of each field: the OS is stored in the scan record (a KV value of at most
+ * 64 KiB) and shown in reports; real values are a few dozen characters.
+ */
+export const MAX_OS_FIELD_CHARS = 256;
+
+export interface OsReleaseLimits {
+  /** characters of a release file read (its head) */
+  maxReleaseFileBytes?: number;
+  /** characters kept of each field */
+  maxOsFieldChars?: number;
+}
 
 /** `os-release(5)`: shell-style assignments; quotes and backslash escapes undone. */
-export function parseOsRelease(text: string): OsInfo | null {
+export function parseOsRelease(text: string, opts: OsReleaseLimits = {}): OsInfo | null {
+  const head = opts.maxReleaseFileBytes ?? MAX_RELEASE_FILE;
+  const max = opts.maxOsFieldChars ?? MAX_OS_FIELD_CHARS;
   const vars = new Map<string, string>();
-  for (const raw of text.slice(0, MAX_RELEASE_FILE).split("\n")) {
+  for (const raw of text.slice(0, head).split("\n")) {
     const line = raw.trim();
     if (!line || line.startsWith("#")) continue;
     const eq = line.indexOf("=");
@@ -27,7 +42,7 @@ export function parseOsRelease(text: string): OsInfo | null {
       v = v.slice(1, -1);
       if (q === '"') v = v.replace(/\\([\\"$`])/g, "$1");
     }
-    vars.set(key, v);
+    vars.set(key, v.slice(0, max));
   }
   const id = vars.get("ID")?.toLowerCase();
   if (!id) return null;
@@ -49,16 +64,24 @@ const os = (id: string, version_id: string | null, pretty: string | null): OsInf
 });
 
 /** The OS from `os-release`, else from the distro's own release file. */
-export function osFromReleaseFiles(files: Map<string, string>): OsInfo | null {
+export function osFromReleaseFiles(
+  files: Map<string, string>,
+  opts: OsReleaseLimits = {},
+): OsInfo | null {
+  const head = opts.maxReleaseFileBytes ?? MAX_RELEASE_FILE;
+  const max = opts.maxOsFieldChars ?? MAX_OS_FIELD_CHARS;
+  const get = (p: string) => files.get(p)?.slice(0, head);
   for (const p of ["etc/os-release", "usr/lib/os-release"]) {
-    const t = files.get(p);
-    const info = t === undefined ? null : parseOsRelease(t);
+    const t = get(p);
+    const info = t === undefined ? null : parseOsRelease(t, opts);
     if (info) return info;
   }
-  const deb = files.get("etc/debian_version")?.trim();
+  const deb = get("etc/debian_version")?.trim().slice(0, max);
   if (deb && /^\d+(\.\d+)*$/.test(deb)) return os("debian", deb.split(".")[0], `Debian ${deb}`);
-  const alp = files.get("etc/alpine-release")?.trim();
-  if (alp && /^\d+\.\d+/.test(alp)) return os("alpine", alp, `Alpine Linux v${alp}`);
+  const alp = get("etc/alpine-release")?.trim().slice(0, max);
+  if (alp && /^\d+\.\d+/.test(alp)) {
+    return os("alpine", /^\S*/.exec(alp)![0], `Alpine Linux v${alp}`.slice(0, max));
+  }
   for (
     const [p, id] of [
       ["etc/rocky-release", "rocky"],
@@ -68,7 +91,7 @@ export function osFromReleaseFiles(files: Map<string, string>): OsInfo | null {
       ["etc/redhat-release", "rhel"],
     ] as const
   ) {
-    const t = files.get(p)?.trim().split("\n")[0];
+    const t = get(p)?.trim().split("\n", 1)[0].slice(0, max);
     const m = t ? /release\s+(\d+(?:\.\d+)*)/i.exec(t) : null;
     if (t && m) return os(id, m[1], t.slice(0, 200));
   }

@@ -1,7 +1,13 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { missingReason, runs } from "../../tests/e2e/_tools.ts";
-import { inventory, parseApkInstalled, parseDpkgStatus } from "./package_dbs.ts";
+import {
+  inventory,
+  MAX_PACKAGES,
+  parseApkInstalled,
+  parseDpkgStatus,
+  STATUS_D_PREFIX,
+} from "./package_dbs.ts";
 import {
   parseRpmBdb,
   parseRpmHeaderBlob,
@@ -9,7 +15,12 @@ import {
   RpmHeaderError,
   sourceName,
 } from "./rpmdb.ts";
-import { advisoryEcosystems, osFromReleaseFiles, parseOsRelease } from "./os_release.ts";
+import {
+  advisoryEcosystems,
+  MAX_OS_FIELD_CHARS,
+  osFromReleaseFiles,
+  parseOsRelease,
+} from "./os_release.ts";
 
 const enc = new TextEncoder();
 const dpkgMissing = missingReason(
@@ -311,4 +322,282 @@ Deno.test({
       await Deno.remove(dir, { recursive: true });
     }
   },
+});
+
+// Hostile databases (issue 22): each input is built here, the large ones at test time. Every
+// case must end in bounded results, warnings instead of throws, and well under the time guard
+// (a super-linear regression shows up as seconds to minutes).
+const GUARD_MS = 3000;
+
+function timed<T>(what: string, f: () => T): T {
+  const t0 = performance.now();
+  const r = f();
+  const ms = performance.now() - t0;
+  assert.ok(ms < GUARD_MS, `${what}: ${ms.toFixed(0)} ms`);
+  return r;
+}
+
+Deno.test("hostile dpkg: 255 MiB of newlines, a 64 MiB line, blank lines of spaces", () => {
+  const nl = new Uint8Array(255 << 20).fill(0x0a);
+  const inv = timed("newlines", () => inventory(new Map([["var/lib/dpkg/status", nl]])));
+  assert.deepEqual(inv.packages, []);
+  assert.deepEqual(inv.warnings, []);
+  // a kept field longer than any real one: that entry is skipped, the next one is read
+  const long = new Uint8Array((64 << 20) + 200);
+  long.set(enc.encode("Package: "), 0);
+  long.fill(0x61, 9, 64 << 20);
+  long.set(
+    enc.encode("\nVersion: 1\n\nPackage: ok\nVersion: 2\nStatus: install ok installed\n"),
+    64 << 20,
+  );
+  const r = timed("long line", () => parseDpkgStatus(long, "s", false));
+  assert.deepEqual(r.packages.map((p) => p.name), ["ok"]);
+  assert.match(r.warnings.join("\n"), /1 entries with a field over 4096 bytes skipped/);
+  // a 16 MiB line of a field not kept is passed over without being decoded
+  const desc = enc.encode(
+    "Package: a\nVersion: 1\nDescription: " + "d".repeat(16 << 20) + "\n" + " more\n".repeat(1e5),
+  );
+  assert.equal(timed("description", () => parseDpkgStatus(desc, "s", false)).packages.length, 1);
+  const spaces = enc.encode(" \t\n".repeat(20 << 20));
+  assert.deepEqual(timed("spaces", () => parseDpkgStatus(spaces, "s")).packages, []);
+  const colons = enc.encode("a:\n".repeat(20 << 20));
+  assert.deepEqual(timed("colons", () => parseDpkgStatus(colons, "s", false)).warnings, [
+    "s: 1 entries without a Package or Version",
+  ]);
+});
+
+function dpkgStatus(n: number, prefix = "pkg"): Uint8Array {
+  const parts: string[] = [];
+  for (let i = 0; i < n; i++) {
+    parts.push(
+      `Package: ${prefix}${i}\nStatus: install ok installed\nPriority: optional\n` +
+        `Installed-Size: 100\nMaintainer: Someone <a@b.c>\nArchitecture: amd64\n` +
+        `Source: src${i}\nVersion: 1.${i}-1\nDescription: package ${i}\n a longer line\n .\n\n`,
+    );
+  }
+  return enc.encode(parts.join(""));
+}
+
+Deno.test("hostile dpkg/apk: 200,000 packages, the limit held over every database", () => {
+  const big = dpkgStatus(200_000);
+  const inv = timed("200k", () => inventory(new Map([["var/lib/dpkg/status", big]])));
+  assert.equal(inv.packages.length, MAX_PACKAGES);
+  assert.deepEqual(inv.warnings, [
+    `var/lib/dpkg/status: more than ${MAX_PACKAGES} packages, the rest not listed`,
+  ]);
+  // the limit spans status, status.d and apk together, with one warning naming it
+  const files = new Map<string, Uint8Array>([["var/lib/dpkg/status", dpkgStatus(30)]]);
+  for (let i = 0; i < 50; i++) files.set(`${STATUS_D_PREFIX}f${i}`, dpkgStatus(1, `d${i}-`));
+  files.set("lib/apk/db/installed", enc.encode("P:musl\nV:1\n\n".repeat(10)));
+  const small = inventory(files, { maxPackages: 40 });
+  assert.equal(small.packages.length, 40);
+  assert.deepEqual(small.warnings, [
+    "41 package database(s) not read: over the limit of 40 packages",
+  ]);
+  files.set(`${STATUS_D_PREFIX}f0`, dpkgStatus(20, "many-"));
+  const cut = inventory(files, { maxPackages: 40 });
+  assert.equal(cut.packages.length, 40);
+  assert.deepEqual(cut.warnings, [
+    `${STATUS_D_PREFIX}f0: more than 40 packages in the image, the rest not listed`,
+    "50 package database(s) not read: over the limit of 40 packages",
+  ]);
+  // garbage apk: newlines, one huge P: line, no separators at all
+  const nl = new Uint8Array(200 << 20).fill(0x0a);
+  assert.deepEqual(timed("apk newlines", () => parseApkInstalled(nl, "i")).packages, []);
+  const line = enc.encode("P:" + "x".repeat(32 << 20) + "\nV:1\n\nP:ok\nV:2\n");
+  const r = timed("apk line", () => parseApkInstalled(line, "i"));
+  assert.deepEqual(r.packages.map((p) => p.name), ["ok"]);
+  assert.match(r.warnings[0], /1 records with a field over 4096 bytes skipped/);
+  const oneRecord = enc.encode("P:a\nV:1\nR:x\nZ:y\n".repeat(4 << 20));
+  assert.equal(timed("apk one record", () => parseApkInstalled(oneRecord, "i")).packages.length, 1);
+  // field bounds are options too
+  assert.equal(
+    parseApkInstalled(enc.encode("P:abcdef\nV:1\n"), "i", { maxFieldBytes: 4 })
+      .packages.length,
+    0,
+  );
+});
+
+Deno.test("hostile os-release: a 50 MiB one-line value is cut to a short field", () => {
+  const text = "ID=debian\nVERSION_ID=" + "9".repeat(50 << 20) + "\nPRETTY_NAME=x\n";
+  const inv = timed("os-release", () => inventory(new Map([["etc/os-release", enc.encode(text)]])));
+  assert.equal(inv.os?.id, "debian");
+  assert.equal(inv.os?.version_id, "9".repeat(MAX_OS_FIELD_CHARS));
+  // what the scan record stores (`id version_id`) stays far below KV's 64 KiB
+  assert.ok(JSON.stringify(inv.os).length < 1024);
+  assert.match(inv.warnings[0], /etc\/os-release: \d+ bytes, the first 65536 read/);
+  const one = parseOsRelease(`ID=${"a".repeat(100_000)}`, { maxOsFieldChars: 10 })!;
+  assert.equal(one.id, "a".repeat(10));
+  const rh = osFromReleaseFiles(new Map([["etc/redhat-release", `release ${"1.".repeat(1e6)}1`]]))!;
+  assert.ok(rh.version_id!.length <= MAX_OS_FIELD_CHARS);
+  assert.ok(rh.pretty_name!.length <= MAX_OS_FIELD_CHARS);
+});
+
+/** An rpm header blob with NAME/VERSION/RELEASE strings and `pad` more data bytes. */
+function rpmHeaderBlob(name: string, version: string, release: string, pad = 0): Uint8Array {
+  const data: number[] = [];
+  const idx: number[][] = [];
+  for (const [tag, s] of [[1000, name], [1001, version], [1002, release]] as const) {
+    idx.push([tag, 6, data.length, 1]);
+    data.push(...enc.encode(s), 0);
+  }
+  const dl = data.length + pad;
+  const b = new Uint8Array(8 + idx.length * 16 + dl);
+  const v = new DataView(b.buffer);
+  v.setUint32(0, idx.length);
+  v.setUint32(4, dl);
+  idx.forEach((e, i) => e.forEach((x, j) => v.setUint32(8 + i * 16 + j * 4, x)));
+  b.set(data, 8 + idx.length * 16);
+  return b;
+}
+
+/** An sqlite database made by `sql`, as bytes. */
+async function sqliteBytes(sql: string): Promise<Uint8Array> {
+  const { DatabaseSync } = await import("node:sqlite");
+  const dir = await Deno.makeTempDir({ prefix: "wharf-sqlite-" });
+  try {
+    const db = new DatabaseSync(join(dir, "db"));
+    db.exec(sql);
+    db.close();
+    return await Deno.readFile(join(dir, "db"));
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
+Deno.test("hostile rpm sqlite: views, computed columns, huge rows, row limit, corruption", async () => {
+  const loc = "var/lib/rpm/rpmdb.sqlite";
+  const refused = [
+    // recursive: without the check it runs for as long as the counter allows
+    "CREATE VIEW Packages AS WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c " +
+    "WHERE x < 1000000000) SELECT x AS blob FROM c WHERE x < 0",
+    // 100,001 rows of 16 KB from a file of a few KiB
+    "CREATE VIEW Packages AS WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) " +
+    "SELECT zeroblob(16000) AS blob FROM c",
+    "CREATE TABLE t(x); CREATE VIEW packages AS SELECT x AS blob FROM t",
+    "CREATE TABLE Packages(hnum INTEGER PRIMARY KEY, n INT, blob AS (zeroblob(n)))",
+    "CREATE VIRTUAL TABLE Packages USING fts5(blob)",
+    "CREATE TABLE Other(x)",
+  ];
+  for (const sql of refused) {
+    const bytes = await sqliteBytes(sql);
+    const inv = timed(sql, () => inventory(new Map([[loc, bytes]])));
+    assert.deepEqual(inv.packages, [], sql);
+    assert.match(inv.warnings[0], /not a readable rpm sqlite database/, sql);
+  }
+  // a real table: a LIMIT of the package budget, oversized blobs skipped unread
+  const { DatabaseSync } = await import("node:sqlite");
+  const dir = await Deno.makeTempDir({ prefix: "wharf-sqlite-" });
+  try {
+    const db = new DatabaseSync(join(dir, "db"));
+    db.exec("CREATE TABLE Packages(hnum INTEGER PRIMARY KEY, blob BLOB NOT NULL)");
+    const ins = db.prepare("INSERT INTO Packages(blob) VALUES (?)");
+    for (let i = 0; i < 50; i++) ins.run(rpmHeaderBlob(`p${i}`, "1", "1"));
+    ins.run(rpmHeaderBlob("big", "1", "1", 3 << 20));
+    db.close();
+    const bytes = await Deno.readFile(join(dir, "db"));
+    const all = parseRpmSqlite(bytes, loc, { maxRpmHeaderBytes: 1 << 20 });
+    assert.equal(all.packages.length, 50);
+    assert.deepEqual(all.warnings, [`${loc}: 1 header(s) over 1048576 bytes skipped`]);
+    const ten = parseRpmSqlite(bytes, loc, { maxPackages: 10 });
+    assert.equal(ten.packages.length, 10);
+    assert.deepEqual(ten.warnings, [`${loc}: more than 10 packages, the rest not listed`]);
+    const budget = parseRpmSqlite(bytes, loc, { maxRpmReadBytes: 1000 });
+    assert.ok(budget.packages.length < 50);
+    assert.match(budget.warnings.join("\n"), /stopped after 1000 bytes of headers/);
+    // corrupt pages: a warning, never an exception out of inventory()
+    for (let seed = 1; seed <= 20; seed++) {
+      const bad = bytes.slice();
+      for (let i = 100; i < bad.length; i += 97 * seed) bad[i] ^= 0x5a;
+      const inv = inventory(new Map([[loc, bad]]));
+      assert.ok(inv.packages.length <= 51);
+    }
+    const cut = inventory(new Map([[loc, bytes.slice(0, 5000)]]));
+    assert.ok(cut.packages.length <= 51);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+/**
+ * A BerkeleyDB hash file (little-endian) whose `refs` values all point at one overflow chain
+ * holding `chain`; `loop` makes the chain's last page point back to its first.
+ */
+function bdbSharedChain(refs: number, chain: Uint8Array, pageSize = 65536, loop = false) {
+  const per = pageSize - 26;
+  const chainPages = Math.max(1, Math.ceil(chain.length / per));
+  const pairsPerPage = Math.floor((pageSize - 26) / (4 + 5 + 12));
+  const hashPages = Math.max(1, Math.ceil(refs / pairsPerPage));
+  const pages = 1 + hashPages + chainPages;
+  const b = new Uint8Array(pages * pageSize);
+  const v = new DataView(b.buffer);
+  v.setUint32(12, 0x061561, true);
+  v.setUint32(20, pageSize, true);
+  b[25] = 8;
+  v.setUint32(32, pages - 1, true);
+  const firstChain = 1 + hashPages;
+  const total = loop ? chain.length * 4 : chain.length;
+  for (let h = 0, ref = 0; h < hashPages; h++) {
+    const at = (1 + h) * pageSize;
+    const n = Math.min(pairsPerPage, refs - ref);
+    b[at + 25] = 13;
+    v.setUint16(at + 20, n * 2, true);
+    let top = pageSize;
+    for (let i = 0; i < n; i++, ref++) {
+      top -= 5;
+      b[at + top] = 1;
+      v.setUint32(at + top + 1, ref + 1, true);
+      v.setUint16(at + 26 + i * 4, top, true);
+      top -= 12;
+      b[at + top] = 3;
+      v.setUint32(at + top + 4, firstChain, true);
+      v.setUint32(at + top + 8, total, true);
+      v.setUint16(at + 26 + i * 4 + 2, top, true);
+    }
+  }
+  for (let c = 0; c < chainPages; c++) {
+    const pg = firstChain + c;
+    const at = pg * pageSize;
+    b[at + 25] = 7;
+    const piece = chain.subarray(c * per, (c + 1) * per);
+    v.setUint16(at + 22, piece.length, true);
+    v.setUint32(at + 16, c + 1 < chainPages ? pg + 1 : loop ? firstChain : 0, true);
+    b.set(piece, at + 26);
+  }
+  return b;
+}
+
+Deno.test("hostile rpm BerkeleyDB: 1,500 items on one 1 MiB chain, loops, huge claims", () => {
+  const loc = "var/lib/rpm/Packages";
+  const header = rpmHeaderBlob("evil", "1", "1", 1 << 20);
+  const shared = bdbSharedChain(1500, header);
+  const r = timed("shared", () => parseRpmBdb(shared, loc));
+  assert.deepEqual(r.packages.map((p) => p.name), ["evil"]);
+  assert.deepEqual(r.warnings, [`${loc}: 1499 item(s) sharing another's overflow pages skipped`]);
+  // a chain that loops back on itself
+  const loop = timed("loop", () => parseRpmBdb(bdbSharedChain(3, header, 65536, true), loc));
+  assert.deepEqual(loop.packages, []);
+  // a header over the bound is skipped before anything is allocated for it
+  const big = parseRpmBdb(shared, loc, { maxRpmHeaderBytes: 1 << 16 });
+  assert.deepEqual(big.packages, []);
+  assert.match(big.warnings[0], /1500 header\(s\) over 65536 bytes skipped/);
+  const budget = parseRpmBdb(shared, loc, { maxRpmReadBytes: 1000 });
+  assert.deepEqual(budget.packages, []);
+  assert.match(budget.warnings[0], /stopped after 1000 bytes of headers/);
+  // a claimed length past what the file can hold
+  const claim = bdbSharedChain(1, rpmHeaderBlob("x", "1", "1"));
+  new DataView(claim.buffer).setUint32(65536 + 65536 - 17 + 8, 0x7fffffff, true);
+  assert.deepEqual(parseRpmBdb(claim, loc).packages, []);
+  // 100,000 string entries all pointing at a 1 MiB string: only the kept tags are read
+  const il = 100_000, dl = 1 << 20;
+  const blob = new Uint8Array(8 + il * 16 + dl);
+  const v = new DataView(blob.buffer);
+  v.setUint32(0, il);
+  v.setUint32(4, dl);
+  for (let i = 0; i < il; i++) {
+    v.setUint32(8 + i * 16, 2000 + i);
+    v.setUint32(12 + i * 16, 6);
+  }
+  blob.fill(0x61, 8 + il * 16, blob.length - 1);
+  assert.throws(() => timed("index", () => parseRpmHeaderBlob(blob)), RpmHeaderError);
 });

@@ -20,13 +20,40 @@ const PAGE_HEADER = 26;
 const PAGE_SIZES = new Set([512, 1024, 2048, 4096, 8192, 16384, 32768, 65536]);
 const DBMETA_CHKSUM = 0x01;
 /** A header blob larger than this is not a package header (rpm caps headers at 256 MiB; real ones are KiBs). */
-const MAX_VALUE = 64 << 20;
+export const MAX_VALUE = 64 << 20;
 const MAX_VALUES = 100_000;
 
 export class BdbError extends Error {}
 
-/** Every value of a BerkeleyDB hash database; `skipped` counts unreadable ones. */
-export function bdbHashValues(b: Uint8Array): { values: Uint8Array[]; skipped: number } {
+export interface BdbLimits {
+  /** bytes of one value: a larger one is skipped before anything is allocated for it */
+  maxValueBytes?: number;
+  /** bytes of values read over the whole file (a hostile file can point many items at the same data) */
+  maxReadBytes?: number;
+}
+
+/** What a walk found besides the values it handed over. */
+export interface BdbWalk {
+  /** unreadable items */
+  skipped: number;
+  /** off-page items whose chain another item had already used (a real database never shares one) */
+  shared: number;
+  /** values over maxValueBytes */
+  large: number;
+  /** the walk stopped at maxReadBytes */
+  overBudget: boolean;
+}
+
+/**
+ * Every value of a BerkeleyDB hash database, in page order: inline values as views of `b`,
+ * overflow values copied out. Linear in the file: an overflow page is read for one value only,
+ * and the bytes handed over stop at `maxReadBytes`. Stop early by returning from the loop.
+ */
+export function* bdbHashItems(
+  b: Uint8Array,
+  walk: BdbWalk,
+  opts: BdbLimits = {},
+): Generator<Uint8Array> {
   if (b.length < 512) throw new BdbError("shorter than a metadata page");
   const v = new DataView(b.buffer, b.byteOffset, b.byteLength);
   const le = v.getUint32(12, true) === HASH_MAGIC;
@@ -39,16 +66,24 @@ export function bdbHashValues(b: Uint8Array): { values: Uint8Array[]; skipped: n
   if (b[25] !== P_HASHMETA) throw new BdbError(`metadata page of type ${b[25]}`);
   if (b[26] & DBMETA_CHKSUM) throw new BdbError("checksummed pages are not read");
   const pages = Math.min(u32(32), Math.floor(b.length / pageSize) - 1);
+  const maxValue = opts.maxValueBytes ?? MAX_VALUE;
+  let budget = opts.maxReadBytes ?? Infinity;
+  // which overflow pages a value has used: each is read once in the whole walk
+  const used = new Uint8Array(pages + 1);
 
-  const values: Uint8Array[] = [];
-  let skipped = 0;
+  let shared = false;
   const overflow = (first: number, total: number): Uint8Array | null => {
-    if (total > MAX_VALUE) return null;
+    // the chain cannot hold more than the pages the file has
+    if (total > pages * (pageSize - PAGE_HEADER)) return null;
     const out = new Uint8Array(total);
     let got = 0;
-    // A chain visits each page at most once; a loop or a short chain is a corrupt value.
-    for (let pg = first, hops = 0; got < total; hops++) {
-      if (pg === 0 || pg > pages || hops > pages) return null;
+    for (let pg = first; got < total;) {
+      if (pg === 0 || pg > pages) return null;
+      if (used[pg]) {
+        shared = true;
+        return null;
+      }
+      used[pg] = 1;
       const at = pg * pageSize;
       if (b[at + 25] !== P_OVERFLOW) return null;
       const len = u16(at + 22);
@@ -59,13 +94,13 @@ export function bdbHashValues(b: Uint8Array): { values: Uint8Array[]; skipped: n
     }
     return out;
   };
-  for (let pg = 1; pg <= pages && values.length < MAX_VALUES; pg++) {
+  for (let pg = 1; pg <= pages; pg++) {
     const at = pg * pageSize;
     const type = b[at + 25];
     if (type !== P_HASH && type !== P_HASH_UNSORTED) continue;
     const entries = u16(at + 20);
     if (PAGE_HEADER + entries * 2 > pageSize) {
-      skipped++;
+      walk.skipped++;
       continue;
     }
     const offset = (i: number) => u16(at + PAGE_HEADER + i * 2);
@@ -74,18 +109,52 @@ export function bdbHashValues(b: Uint8Array): { values: Uint8Array[]; skipped: n
       const off = offset(i);
       const end = offset(i - 1);
       if (off < PAGE_HEADER + entries * 2 || off >= pageSize || end > pageSize || end <= off) {
-        skipped++;
+        walk.skipped++;
         continue;
       }
       const item = b[at + off];
+      let value: Uint8Array | null = null;
       if (item === H_KEYDATA) {
-        values.push(b.slice(at + off + 1, at + end));
+        value = b.subarray(at + off + 1, at + end);
       } else if (item === H_OFFPAGE && off + 12 <= pageSize) {
-        const value = overflow(u32(at + off + 4), u32(at + off + 8));
-        if (value) values.push(value);
-        else skipped++;
-      } else skipped++;
+        const total = u32(at + off + 8);
+        if (total > maxValue) {
+          walk.large++;
+          continue;
+        }
+        if (total > budget) {
+          walk.overBudget = true;
+          return;
+        }
+        shared = false;
+        value = overflow(u32(at + off + 4), total);
+      }
+      if (!value) {
+        if (shared) walk.shared++;
+        else walk.skipped++;
+        continue;
+      }
+      if (value.length > budget) {
+        walk.overBudget = true;
+        return;
+      }
+      budget -= value.length;
+      yield value;
     }
   }
-  return { values, skipped };
+}
+
+/** Every value of a BerkeleyDB hash database; `skipped` counts unreadable ones. */
+export function bdbHashValues(
+  b: Uint8Array,
+  opts: BdbLimits & { maxValues?: number } = {},
+): { values: Uint8Array[]; skipped: number } {
+  const walk: BdbWalk = { skipped: 0, shared: 0, large: 0, overBudget: false };
+  const values: Uint8Array[] = [];
+  const max = opts.maxValues ?? MAX_VALUES;
+  for (const value of bdbHashItems(b, walk, opts)) {
+    if (values.length >= max) break;
+    values.push(value);
+  }
+  return { values, skipped: walk.skipped + walk.shared + walk.large };
 }

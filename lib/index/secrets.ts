@@ -17,6 +17,11 @@
 //   netrc               `.netrc` and `_netrc` (its Windows name)
 //
 // Lines end at LF; a CR before it is dropped, so CRLF files number lines like LF files.
+//
+// Pushed files are hostile: the scan is linear in the bytes it reads (no pattern backtracks more
+// than once over a line), reads at most maxBytes of a file, and stops at maxFindings findings
+// (`truncated` then says which limit stopped it; the listing's `secrets` array has no room for a
+// marker).
 
 export interface SecretFinding {
   kind: string;
@@ -24,7 +29,20 @@ export interface SecretFinding {
   line: number;
 }
 
-const LINE_MAX = 64 * 1024;
+/** SPEC §Limits: a line is read up to its first 64 KiB. */
+export const SECRET_LINE_BYTES = 64 * 1024;
+const LINE_MAX = SECRET_LINE_BYTES;
+/** Findings listed per file: past a few, a file is a dump of tokens, and listing more says nothing. */
+export const MAX_SECRET_FINDINGS = 100;
+/** Bytes of one file scanned; the rest of a larger file is not. */
+export const MAX_SECRET_SCAN_BYTES = 16 << 20;
+
+export interface SecretScanOptions {
+  /** findings kept per file; the scan stops at the next one */
+  maxFindings?: number;
+  /** bytes of the file scanned */
+  maxBytes?: number;
+}
 const KINDS = [
   "private-key",
   "cloudA-credentials",
@@ -105,7 +123,11 @@ const real = (s: string) => !s.includes("EXAMPLE");
 
 /** Some match of `re` (global) whose group 1 is a mixed, non-example token. */
 function anyToken(re: RegExp, line: string): boolean {
-  for (const m of line.matchAll(re)) if (mixed(m[1]) && real(m[0])) return true;
+  // exec over the shared regex: matchAll would clone it for every line
+  re.lastIndex = 0;
+  for (let m = re.exec(line); m; m = re.exec(line)) {
+    if (mixed(m[1]) && real(m[0])) return true;
+  }
   return false;
 }
 
@@ -132,10 +154,13 @@ const REGISTRY_AUTH = /"auth"\s*:\s*"([A-Za-z0-9+/]+={0,2})"/g;
 const CLIENT_KEY_DATA =
   /(?:^|[\s"'{,])client-key-data["']?\s*:\s*["']?([A-Za-z0-9+/]{16,}={0,2})(?![A-Za-z0-9+/=])/;
 const KUBE_TOKEN = /(?:^|[\s"'{,])token["']?\s*:\s*["']?([A-Za-z0-9._~+/=-]{8,})(?![^\s"',}])/;
-const NPM_AUTH = /^\s*(?:[^\s=#;]*:)?_auth(?:Token)?\s*=\s*(.*?)\s*$/;
-const NPM_PASSWORD = /^\s*[^\s=#;]*:_password\s*=\s*(.*?)\s*$/;
+// The value is trimmed in code: `(.*?)\s*$` retries `\s*` at every character of the value,
+// quadratic in a line of spaces.
+const NPM_AUTH = /^\s*(?:[^\s=#;]*:)?_auth(?:Token)?\s*=(.*)$/;
+const NPM_PASSWORD = /^\s*[^\s=#;]*:_password\s*=(.*)$/;
 const GIT_URL = /^\s*[A-Za-z][A-Za-z0-9+.-]*:\/\/([^\s:@/]+):([^\s@/]+)@[^\s/@]+/;
 const NETRC_PASSWORD = /(?:^|\s)password\s+(\S+)/;
+const SECRET_WORD = /secret/i;
 
 function registryAuth(line: string): boolean {
   for (const m of line.matchAll(REGISTRY_AUTH)) {
@@ -174,13 +199,40 @@ export class SecretScanner {
   private key: { line: number; left: number } | null = null;
   private readonly found: SecretFinding[] = [];
   private readonly seen = new Set<string>();
+  private readonly maxFindings: number;
+  /** bytes of the file still to be scanned */
+  private left: number;
+  /** a limit was reached: nothing more is scanned */
+  private stopped = false;
+  /**
+   * Why the findings are incomplete, if they are: the file held more than maxFindings
+   * ("findings"), or was longer than maxBytes ("bytes"; findings in its first maxBytes are kept).
+   */
+  truncated: "findings" | "bytes" | null = null;
 
-  constructor(path: string) {
+  constructor(path: string, opts: SecretScanOptions = {}) {
     this.bound = binding(path);
     this.anchor = anchorFor(this.bound);
+    this.maxFindings = opts.maxFindings ?? MAX_SECRET_FINDINGS;
+    this.left = opts.maxBytes ?? MAX_SECRET_SCAN_BYTES;
   }
 
   push(chunk: Uint8Array): void {
+    if (this.stopped || chunk.length === 0) return;
+    let cut = false;
+    if (chunk.length > this.left) {
+      chunk = chunk.subarray(0, this.left);
+      cut = true;
+    }
+    this.left -= chunk.length;
+    this.scan(chunk);
+    if (cut && !this.stopped) {
+      this.truncated = "bytes";
+      this.stopped = true;
+    }
+  }
+
+  private scan(chunk: Uint8Array): void {
     const last = chunk.lastIndexOf(0x0a);
     if (last < 0) {
       this.append(chunk);
@@ -194,13 +246,16 @@ export class SecretScanner {
       this.fill = 0;
       this.overflow = false;
       start = nl + 1;
+      if (this.stopped) return;
     }
     if (start <= last) this.region(latin1.decode(chunk.subarray(start, last)));
+    if (this.stopped) return;
     this.append(chunk.subarray(last + 1));
   }
 
   finish(): SecretFinding[] {
-    if (this.fill > 0 || this.overflow) {
+    // a file cut at maxBytes ends in the part line read so far, like any file without a last LF
+    if ((this.fill > 0 || this.overflow) && this.truncated !== "findings") {
       this.lineDone(latin1.decode(this.carry.subarray(0, this.fill)));
       this.fill = 0;
       this.overflow = false;
@@ -241,7 +296,7 @@ export class SecretScanner {
       const nl = s.indexOf("\n", pos);
       const end = nl < 0 ? s.length : nl;
       this.lineDone(s.slice(pos, Math.min(end, pos + LINE_MAX)));
-      if (nl < 0) return;
+      if (nl < 0 || this.stopped) return;
       pos = nl + 1;
     }
   }
@@ -249,6 +304,11 @@ export class SecretScanner {
   private report(kind: Kind, line: number): void {
     const k = `${kind}\n${line}`;
     if (this.seen.has(k)) return;
+    if (this.found.length >= this.maxFindings) {
+      this.truncated = "findings";
+      this.stopped = true;
+      return;
+    }
     this.seen.add(k);
     this.found.push({ kind, line });
   }
@@ -258,17 +318,26 @@ export class SecretScanner {
     const t = raw.endsWith("\r") ? raw.slice(0, -1) : raw;
     if (this.key) this.keyMaterial(t);
     const b = this.bound;
-    if (KEY_BEGIN.test(t)) this.key = { line: n, left: KEY_HEADER_LINES };
-    const json = KEY_JSON.exec(t);
-    if (json && real(json[1])) this.report("private-key", n);
-    if (anyToken(CLOUD_SECRET, t)) this.report("cloudA-credentials", n);
-    if (anyToken(CLOUD_ACCESS, t)) this.report("cloudA-access-key", n);
-    if (anyToken(HOST_A, t) || anyToken(HOST_A_PAT, t)) this.report("hostA-token", n);
-    if (anyToken(HOST_B, t)) this.report("hostB-token", n);
-    if (anyToken(CHAT, t)) this.report("chat-token", n);
-    if (anyToken(PAYMENT, t)) this.report("payment-key", n);
+    // each rule runs only on a line holding its literal: most anchored lines hold one literal,
+    // and a file of them is then one regex per line, not twelve
+    if (t.includes("PRIVATE KEY")) {
+      if (KEY_BEGIN.test(t)) this.key = { line: n, left: KEY_HEADER_LINES };
+      const json = KEY_JSON.exec(t);
+      if (json && real(json[1])) this.report("private-key", n);
+    }
+    if (SECRET_WORD.test(t) && anyToken(CLOUD_SECRET, t)) this.report("cloudA-credentials", n);
+    if ((t.includes("AKIA") || t.includes("ASIA")) && anyToken(CLOUD_ACCESS, t)) {
+      this.report("cloudA-access-key", n);
+    }
+    if (
+      (t.includes("gh") && anyToken(HOST_A, t)) ||
+      (t.includes("github_pat_") && anyToken(HOST_A_PAT, t))
+    ) this.report("hostA-token", n);
+    if (t.includes("glpat-") && anyToken(HOST_B, t)) this.report("hostB-token", n);
+    if (t.includes("xox") && anyToken(CHAT, t)) this.report("chat-token", n);
+    if (t.includes("k_live_") && anyToken(PAYMENT, t)) this.report("payment-key", n);
     if (b.registry && registryAuth(t)) this.report("registry-auth", n);
-    const ckd = CLIENT_KEY_DATA.exec(t);
+    const ckd = t.includes("client-key-data") ? CLIENT_KEY_DATA.exec(t) : null;
     let cluster = ckd !== null && real(ckd[1]);
     if (!cluster && b.kube) {
       const tok = KUBE_TOKEN.exec(t);
@@ -277,7 +346,7 @@ export class SecretScanner {
     if (cluster) this.report("cluster-config", n);
     if (b.npm) {
       const m = NPM_AUTH.exec(t) ?? NPM_PASSWORD.exec(t);
-      if (m && npmValue(m[1])) this.report("npm-token", n);
+      if (m && npmValue(m[1].trim())) this.report("npm-token", n);
     }
     if (b.git) {
       const m = GIT_URL.exec(t);

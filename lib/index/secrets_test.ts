@@ -2,7 +2,7 @@
 // bindings, EXAMPLE values, line numbers and order, CRLF, chunk boundaries at every byte, the
 // 64 KiB line limit, and a large file streamed in chunks.
 import assert from "node:assert/strict";
-import { SecretScanner } from "./secrets.ts";
+import { MAX_SECRET_FINDINGS, MAX_SECRET_SCAN_BYTES, SecretScanner } from "./secrets.ts";
 
 const enc = new TextEncoder();
 
@@ -213,4 +213,79 @@ Deno.test("secrets: a 10 MiB file streamed in 64 KiB chunks", () => {
   assert.equal(found[0].line, body.split("\n").length);
   // not a timing target: a scan that went quadratic would take minutes, not seconds
   assert.ok(performance.now() - t < 30_000);
+});
+
+// Hostile files (issue 22): a dump of tokens, a file past the byte budget, and long lines shaped
+// to make each rule backtrack. A super-linear pattern shows up as seconds to minutes here.
+const GUARD_MS = 3000;
+
+Deno.test("secrets: 5 million AKIA lines stop at maxFindings, fast and small", () => {
+  const t0 = performance.now();
+  const s = new SecretScanner("app/creds.txt");
+  const block = enc.encode(`AKIA${"1234567890ABCDEF"}\n`.repeat(100_000));
+  for (let i = 0; i < 50; i++) s.push(block);
+  const f = s.finish();
+  assert.ok(performance.now() - t0 < GUARD_MS);
+  assert.equal(f.length, MAX_SECRET_FINDINGS);
+  assert.deepEqual(f[99], { kind: "cloudA-access-key", line: 100 });
+  assert.equal(s.truncated, "findings");
+  // exactly the limit is not truncated; the limit is an option
+  const exact = new SecretScanner("a.txt", { maxFindings: 3 });
+  exact.push(enc.encode(`AKIA${"1234567890ABCDEF"}\n`.repeat(3)));
+  assert.equal(exact.finish().length, 3);
+  assert.equal(exact.truncated, null);
+});
+
+Deno.test("secrets: a file is scanned up to maxBytes", () => {
+  const token = `AKIA${"1234567890ABCDEF"}`;
+  const text = "x\n".repeat(1000) + token + "\n";
+  const cut = new SecretScanner("a.txt", { maxBytes: 1000 });
+  cut.push(enc.encode(text));
+  assert.deepEqual(cut.finish(), []);
+  assert.equal(cut.truncated, "bytes");
+  const whole = new SecretScanner("a.txt", { maxBytes: 2020 });
+  for (const c of enc.encode(text)) whole.push(new Uint8Array([c]));
+  assert.deepEqual(whole.finish(), [{ kind: "cloudA-access-key", line: 1001 }]);
+  assert.equal(whole.truncated, "bytes");
+  assert.equal(MAX_SECRET_SCAN_BYTES, 16 << 20);
+  // the default budget: 16 MiB of anchored lines without a secret, then a secret
+  const t0 = performance.now();
+  const s = new SecretScanner("a.txt");
+  const block = enc.encode("AKIA\n".repeat(1 << 18));
+  for (let i = 0; i < 13; i++) s.push(block);
+  s.push(enc.encode(`${token}\n`));
+  assert.deepEqual(s.finish(), []);
+  assert.equal(s.truncated, "bytes");
+  assert.ok(performance.now() - t0 < GUARD_MS, `${performance.now() - t0} ms`);
+});
+
+Deno.test("secrets: 64 KiB lines shaped against every rule stay linear", () => {
+  const n = 64 * 1024 - 100;
+  const cases: [string, string][] = [
+    [".npmrc", `_auth=a${" ".repeat(n)}b`],
+    [".npmrc", `a:_password=x${" \t".repeat(n / 2)}y`],
+    [".npmrc", `${":".repeat(n)}_auth`],
+    ["a.txt", `secret_access_key${" ".repeat(n)}#`],
+    ["a.txt", `sk_live_${"a".repeat(n)}_`],
+    ["a.txt", `ghp_${"a".repeat(n)}_`],
+    ["a.txt", `glpat-${"-glpat-".repeat(n / 7)}`],
+    ["a.txt", `client-key-data: ${"A".repeat(n)}===`],
+    ["x.kubeconfig", `token: ${"a".repeat(n)}#`],
+    [".git-credentials", `https://${"a".repeat(n / 2)}:${"b".repeat(n / 2)}`],
+    [".git-credentials", `https://a:${":".repeat(n)}`],
+    [".netrc", `password${" ".repeat(n)}`],
+    ["auth.json", `"auth":"${"A".repeat(n)}`],
+    ["a.json", `"private_key": "-----BEGIN ${"A ".repeat(n / 2)}`],
+    ["a.pem", `-----BEGIN ${"A ".repeat(n / 2)}`],
+    ["a.txt", ` AKIA${"A".repeat(16)}`.repeat(n / 21)],
+  ];
+  for (const [path, line] of cases) {
+    const t0 = performance.now();
+    // 16 such lines: a quadratic rule takes seconds per line
+    scan(path, `${line}\n`.repeat(16));
+    const ms = performance.now() - t0;
+    assert.ok(ms < GUARD_MS / 4, `${path} ${line.slice(0, 20)}…: ${ms.toFixed(0)} ms`);
+  }
+  // the npm rule still reads its value, trimmed
+  assert.deepEqual(kinds(".npmrc", `_authToken = ${alnum(30)}   \n`), ["npm-token"]);
 });

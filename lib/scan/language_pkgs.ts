@@ -5,10 +5,30 @@
 //   `node_modules/.package-lock.json`; a project without one is read from its
 //   `package-lock.json` (lockfile v1's nested `dependencies`, v2/v3's `packages`).
 // Packages npm installs globally without a lockfile and Go binaries' build info are not read.
-import type { Package, ParseResult } from "./package_dbs.ts";
+import type { LimitedResult, Package } from "./package_dbs.ts";
 
-const MAX_PACKAGES = 20_000;
+/** Packages listed from one lockfile, or from the Python metadata of one image. */
+export const MAX_LANGUAGE_PACKAGES = 20_000;
+/** A lockfile larger than this is skipped (large monorepos' lockfiles are a few MiB). */
+export const MAX_LOCKFILE_BYTES = 32 << 20;
+/** Lockfile entries looked at, packages or not: bounds the walk of whatever the JSON holds. */
+export const MAX_LOCKFILE_ENTRIES = 1_000_000;
+/** Characters of a package name or version (npm caps names at 214). */
+export const MAX_NAME_CHARS = 256;
+/** Characters of a lockfile key (a path under the project); a longer one is not a package. */
+const MAX_KEY_CHARS = 4096;
 const MAX_DEPTH = 100;
+
+export interface LanguageLimits {
+  /** packages listed per call (one lockfile, or the Python metadata of an image) */
+  maxPackages?: number;
+  /** bytes (or characters, given a string) of a lockfile parsed */
+  maxLockfileBytes?: number;
+  /** lockfile entries looked at */
+  maxLockfileEntries?: number;
+  /** characters of a name or version */
+  maxNameChars?: number;
+}
 /** Lockfiles read per image: a tree of a few apps, not every vendored fixture in it. */
 export const MAX_LOCKFILES = 64;
 
@@ -24,23 +44,35 @@ export function normalizePypiName(name: string): string {
  * Python distributions from the paths of a merged filesystem: the metadata directories
  * directly under a `site-packages` or `dist-packages` directory.
  */
-export function pythonPackages(paths: Iterable<string>): ParseResult {
+export function pythonPackages(paths: Iterable<string>, opts: LanguageLimits = {}): LimitedResult {
+  const max = opts.maxPackages ?? MAX_LANGUAGE_PACKAGES;
+  const maxName = opts.maxNameChars ?? MAX_NAME_CHARS;
   const seen = new Map<string, Package>();
+  let truncated = false;
   for (const path of paths) {
-    const parts = path.split("/");
-    for (let i = 1; i < parts.length; i++) {
-      if (!PY_DIRS.has(parts[i - 1])) continue;
-      const m = PY_META.exec(parts[i]);
-      if (!m) continue;
-      const dir = parts.slice(0, i + 1).join("/");
-      if (!seen.has(dir) && seen.size < MAX_PACKAGES) {
+    // most paths name neither directory: found by one search, never split
+    for (let at = path.indexOf("-packages/"); at >= 0; at = path.indexOf("-packages/", at + 1)) {
+      const dirStart = at - 4;
+      if (dirStart < 0 || !PY_DIRS.has(path.slice(dirStart, at + 9))) continue;
+      if (dirStart > 0 && path[dirStart - 1] !== "/") continue;
+      const start = at + 10;
+      const slash = path.indexOf("/", start);
+      const seg = path.slice(start, slash < 0 ? path.length : slash);
+      if (seg.length > 2 * maxName + 20 || !/\.(?:dist|egg)-info$/.test(seg)) continue;
+      const m = PY_META.exec(seg);
+      if (!m || m[1].length > maxName || m[2].length > maxName) continue;
+      const dir = path.slice(0, start + seg.length);
+      if (!seen.has(dir)) {
+        if (seen.size >= max) truncated = true;
         // Wheel metadata directories escape `-` in names as `_`; the version never holds `-`.
-        seen.set(dir, { name: m[1], version: m[2], type: "pypi", location: dir });
+        else seen.set(dir, { name: m[1], version: m[2], type: "pypi", location: dir });
       }
       break;
     }
+    if (truncated) break;
   }
-  return { packages: [...seen.values()], warnings: [] };
+  const warnings = truncated ? [`more than ${max} Python distributions, the rest not listed`] : [];
+  return { packages: [...seen.values()], warnings, truncated };
 }
 
 /** Which lockfile speaks for each project: the hidden lockfile where npm wrote one. */
@@ -71,10 +103,31 @@ function nameFromKey(key: string): string | null {
   return /^(@[^/]+\/)?[^/@][^/]*$/.test(name) ? name : null;
 }
 
-export function parseNpmLock(text: string, location: string): ParseResult {
+/**
+ * Packages of an npm lockfile (the bytes, or their text). A file over maxLockfileBytes is not
+ * parsed; the walk of what it holds stops after maxLockfileEntries entries or maxPackages
+ * packages, each with a warning.
+ */
+export function parseNpmLock(
+  input: string | Uint8Array,
+  location: string,
+  opts: LanguageLimits = {},
+): LimitedResult {
+  const max = opts.maxPackages ?? MAX_LANGUAGE_PACKAGES;
+  const maxBytes = opts.maxLockfileBytes ?? MAX_LOCKFILE_BYTES;
+  const maxEntries = opts.maxLockfileEntries ?? MAX_LOCKFILE_ENTRIES;
+  const maxName = opts.maxNameChars ?? MAX_NAME_CHARS;
+  if (input.length > maxBytes) {
+    return {
+      packages: [],
+      warnings: [
+        `${location}: ${input.length} bytes, over the lockfile limit of ${maxBytes}: not read`,
+      ],
+    };
+  }
   let doc: unknown;
   try {
-    doc = JSON.parse(text);
+    doc = JSON.parse(typeof input === "string" ? input : new TextDecoder().decode(input));
   } catch {
     return { packages: [], warnings: [`${location}: not JSON`] };
   }
@@ -87,16 +140,27 @@ export function parseNpmLock(text: string, location: string): ParseResult {
     : location.slice(0, location.lastIndexOf("/") + 1);
   const out = new Map<string, Package>();
   const warnings: string[] = [];
+  let entries = 0;
+  let truncated = false;
+  /** false once a limit is reached: the walk stops */
+  const visit = () => {
+    if (out.size >= max) truncated = true;
+    return !truncated && ++entries <= maxEntries;
+  };
   const add = (name: string, version: unknown, key: string) => {
-    if (typeof version !== "string" || version.length === 0 || version.length > 256) return;
-    if (out.size >= MAX_PACKAGES) return;
+    if (typeof version !== "string" || version.length === 0 || version.length > maxName) return;
+    if (name.length > maxName || key.length > MAX_KEY_CHARS) return;
     const loc = `${base}${key}`;
     if (!out.has(loc)) out.set(loc, { name, version, type: "npm", location: loc });
   };
   const d = doc as { packages?: unknown; dependencies?: unknown };
   if (d.packages && typeof d.packages === "object") {
-    for (const [key, v] of Object.entries(d.packages as Record<string, unknown>)) {
-      if (!v || typeof v !== "object") continue;
+    // for…in, not Object.entries: no array of every entry is built
+    const pkgs = d.packages as Record<string, unknown>;
+    for (const key in pkgs) {
+      if (!visit()) break;
+      const v = pkgs[key];
+      if (!v || typeof v !== "object" || key.length > MAX_KEY_CHARS) continue;
       const e = v as { version?: unknown; link?: unknown; name?: unknown };
       if (e.link === true) continue; // a symlink to a workspace package, listed where it lives
       const name = nameFromKey(key);
@@ -110,10 +174,12 @@ export function parseNpmLock(text: string, location: string): ParseResult {
       1,
     ]];
     let tooDeep = false;
-    while (stack.length > 0 && out.size < MAX_PACKAGES) {
+    walk: while (stack.length > 0) {
       const [deps, prefix, depth] = stack.pop()!;
-      for (const [name, v] of Object.entries(deps)) {
-        if (!v || typeof v !== "object") continue;
+      for (const name in deps) {
+        if (!visit()) break walk;
+        const v = deps[name];
+        if (!v || typeof v !== "object" || name.length > maxName) continue;
         const e = v as { version?: unknown; dependencies?: unknown };
         add(name, e.version, `${prefix}${name}`);
         if (!e.dependencies || typeof e.dependencies !== "object") continue;
@@ -132,5 +198,9 @@ export function parseNpmLock(text: string, location: string): ParseResult {
       warnings.push(`${location}: dependencies nested past ${MAX_DEPTH} levels not read`);
     }
   } else return { packages: [], warnings: [`${location}: no packages listed`] };
-  return { packages: [...out.values()], warnings };
+  if (truncated) warnings.push(`${location}: more than ${max} packages, the rest not listed`);
+  else if (entries > maxEntries) {
+    warnings.push(`${location}: more than ${maxEntries} entries, the rest not read`);
+  }
+  return { packages: [...out.values()], warnings, truncated };
 }

@@ -1,7 +1,14 @@
 // Language package inventory: Python metadata directories by path, npm lockfiles v1/v2/v3 (the
 // hidden lockfile preferred), scoped and aliased packages, links, and hostile input.
 import assert from "node:assert/strict";
-import { npmLockfiles, parseNpmLock, pythonPackages } from "./language_pkgs.ts";
+import {
+  MAX_LANGUAGE_PACKAGES,
+  MAX_LOCKFILE_BYTES,
+  MAX_NAME_CHARS,
+  npmLockfiles,
+  parseNpmLock,
+  pythonPackages,
+} from "./language_pkgs.ts";
 
 Deno.test("python: dist-info and egg-info directly under site-packages or dist-packages", () => {
   const r = pythonPackages([
@@ -102,4 +109,74 @@ Deno.test("npm: junk lockfiles are warnings, not failures", () => {
     packages: { "node_modules/x": { version: "1".repeat(300) }, "node_modules/y": { version: 7 } },
   });
   assert.deepEqual(parseNpmLock(huge, "package-lock.json").packages, []);
+});
+
+// Hostile lockfiles and paths (issue 22): sizes, counts and lengths stop at their limits with a
+// warning, in time linear in the input.
+const GUARD_MS = 3000;
+
+Deno.test("npm: hostile lockfiles are bounded in size, entries, packages and lengths", () => {
+  const over = parseNpmLock("x".repeat(1000), "a/package-lock.json", { maxLockfileBytes: 999 });
+  assert.deepEqual(over.packages, []);
+  assert.match(over.warnings[0], /1000 bytes, over the lockfile limit of 999: not read/);
+  assert.equal(
+    parseNpmLock(new Uint8Array(MAX_LOCKFILE_BYTES + 1), "a/package-lock.json").warnings.length,
+    1,
+  );
+  const pk: Record<string, unknown> = {};
+  for (let i = 0; i < 300_000; i++) pk[`node_modules/p${i}`] = { version: "1.0.0" };
+  const text = JSON.stringify({ lockfileVersion: 3, packages: pk });
+  const t0 = performance.now();
+  const r = parseNpmLock(text, "app/package-lock.json");
+  assert.ok(performance.now() - t0 < GUARD_MS);
+  assert.equal(r.packages.length, MAX_LANGUAGE_PACKAGES);
+  assert.equal(r.truncated, true);
+  assert.deepEqual(r.warnings, [
+    `app/package-lock.json: more than ${MAX_LANGUAGE_PACKAGES} packages, the rest not listed`,
+  ]);
+  // entries that are not packages still count against the walk
+  const junk: Record<string, unknown> = {};
+  for (let i = 0; i < 1000; i++) junk[`x${i}`] = 1;
+  const walked = parseNpmLock(JSON.stringify({ packages: junk }), "a/package-lock.json", {
+    maxLockfileEntries: 10,
+  });
+  assert.deepEqual(walked.warnings, [
+    "a/package-lock.json: more than 10 entries, the rest not read",
+  ]);
+  // names and versions past their bound are not listed; v1 the same
+  const long = "n".repeat(MAX_NAME_CHARS + 1);
+  const lens = parseNpmLock(
+    JSON.stringify({
+      packages: {
+        [`node_modules/${long}`]: { version: "1" },
+        "node_modules/ok": { version: "1" },
+        "node_modules/v": { version: "1".repeat(300) },
+      },
+    }),
+    "package-lock.json",
+  );
+  assert.deepEqual(lens.packages.map((p) => p.name), ["ok"]);
+  const v1 = parseNpmLock(
+    JSON.stringify({ dependencies: { [long]: { version: "1" }, a: { version: "2" } } }),
+    "package-lock.json",
+    { maxPackages: 5 },
+  );
+  assert.deepEqual(v1.packages.map((p) => p.name), ["a"]);
+});
+
+Deno.test("python: a million paths, huge ones and too many distributions", () => {
+  const paths: string[] = [];
+  for (let i = 0; i < 1_000_000; i++) paths.push(`usr/share/doc/p${i}/copyright`);
+  paths.push(`${"p/".repeat(500_000)}site-packages/x-1.dist-info`);
+  paths.push(`usr/lib/site-packages/${"a-".repeat(500_000)}1.dist-info/METADATA`);
+  paths.push(`usr/lib/site-packages/${"-packages/".repeat(100_000)}`);
+  for (let i = 0; i < 30; i++) {
+    paths.push(`usr/lib/python3/site-packages/d${i}-1.0.dist-info/RECORD`);
+  }
+  const t0 = performance.now();
+  const r = pythonPackages(paths, { maxPackages: 20 });
+  assert.ok(performance.now() - t0 < GUARD_MS);
+  assert.equal(r.packages.length, 20);
+  assert.equal(r.packages[0].name, "x");
+  assert.deepEqual(r.warnings, ["more than 20 Python distributions, the rest not listed"]);
 });

@@ -86,9 +86,7 @@ export class Reports {
   private timer: ReturnType<typeof setInterval> | undefined;
 
   constructor(private readonly cfg: Config, private readonly registry: Registry) {
-    this.scanner = new Scanner(registry, new LayerReader(registry.store), {
-      maxDatabaseSize: cfg.scan.maxDatabaseSize,
-    });
+    this.scanner = new Scanner(registry, new LayerReader(registry.store), cfg.scan);
     this.advisories = this.scanner.advisories;
     this.meta = new ManifestMeta(registry.kv);
   }

@@ -17,12 +17,23 @@ import {
   type LayerReader,
   type ListedEntry,
 } from "../index/mod.ts";
-import { SecretScanner } from "../index/mod.ts";
+export { type ConfigSecret, configSecrets } from "./config_secrets.ts";
+import type { ConfigSecret } from "./config_secrets.ts";
 import { mergeLayers, resolvePath } from "./merged_fs.ts";
 import { type Affected, affects, SEVERITIES, type Severity } from "./osv.ts";
 import { type AdvisoryMeta, AdvisoryStore, lookupName } from "./advisory_store.ts";
-import { MAX_LOCKFILES, npmLockfiles, parseNpmLock, pythonPackages } from "./language_pkgs.ts";
-import { inventory, type Package, PACKAGE_DB_PATHS, STATUS_D_PREFIX } from "./package_dbs.ts";
+import { MAX_LOCKFILES, npmLockfiles } from "./language_pkgs.ts";
+import { type Package, PACKAGE_DB_PATHS, STATUS_D_PREFIX } from "./package_dbs.ts";
+import { type ContentResult, readImageContent } from "./image_content.ts";
+import {
+  type ContentFile,
+  type ContentHeader,
+  decodeInput,
+  encodeHeader,
+} from "./content_child.ts";
+import { BudgetExceededError, runSandboxedJson } from "../sandbox/mod.ts";
+import { concatBytes } from "../streams/mod.ts";
+import type { ScanConfig } from "../config/mod.ts";
 import { advisoryEcosystems, type OsInfo } from "./os_release.ts";
 import { compareVersions, type VersionScheme } from "./vercmp.ts";
 
@@ -56,16 +67,6 @@ export interface Finding {
   ecosystem: string;
 }
 
-export interface ConfigSecret {
-  /** `env` (an `Env` entry) or `history` (a `created_by` line) */
-  source: "env" | "history";
-  /** position in `Env` or `history` */
-  index: number;
-  /** the variable's name for `env` (never its value) */
-  name?: string;
-  kind: string;
-}
-
 export interface ImageReport {
   digest: string;
   scanned_at: string;
@@ -81,6 +82,17 @@ export interface ImageReport {
 }
 
 const MAX_CONFIG = 8 << 20;
+/** 100,000 packages as JSON with their warnings stay far below this. */
+const MAX_CONTENT_OUTPUT = 256 << 20;
+const CONTENT_CHILD = new URL("./content_child.ts", import.meta.url);
+
+/** A file the parse will get, read from its layer (or the config blob) as it is sent. */
+interface Planned {
+  path: string;
+  kind: ContentFile["kind"];
+  size: number;
+  open: () => Promise<ReadableStream<Uint8Array>>;
+}
 /** The index record a scan uses for a layer whose blob is not stored. */
 const NOT_STORED: IndexRecord = {
   version: INDEX_VERSION,
@@ -188,35 +200,6 @@ export function sortFindings(f: Finding[]): Finding[] {
   );
 }
 
-/** Credentials in the config's `Env` values and `history[].created_by` lines. */
-export function configSecrets(config: unknown): ConfigSecret[] {
-  const out: ConfigSecret[] = [];
-  const c = (config as { config?: { Env?: unknown }; history?: unknown }) ?? {};
-  const env = Array.isArray(c.config?.Env) ? c.config!.Env as unknown[] : [];
-  const enc = new TextEncoder();
-  const scan = (text: string) => {
-    const s = new SecretScanner("config.json");
-    s.push(enc.encode(text));
-    return s.finish();
-  };
-  env.forEach((v, index) => {
-    if (typeof v !== "string") return;
-    const eq = v.indexOf("=");
-    const name = eq > 0 ? v.slice(0, eq) : v;
-    // As the shell would write it, so the `KEY=value` rules (secret access keys) apply.
-    const kinds = new Set(scan(`${name}=${eq > 0 ? v.slice(eq + 1) : ""}`).map((f) => f.kind));
-    for (const kind of kinds) out.push({ source: "env", index, name: name.slice(0, 256), kind });
-  });
-  const history = Array.isArray(c.history) ? c.history : [];
-  history.forEach((h, index) => {
-    const line = (h as { created_by?: unknown })?.created_by;
-    if (typeof line !== "string") return;
-    const kinds = new Set(scan(line.replaceAll("\t", " ")).map((f) => f.kind));
-    for (const kind of kinds) out.push({ source: "history", index, kind });
-  });
-  return out;
-}
-
 export class Scanner {
   readonly advisories: AdvisoryStore;
   private readonly meta: ManifestMeta;
@@ -225,7 +208,10 @@ export class Scanner {
   constructor(
     private readonly registry: Registry,
     private readonly reader: LayerReader,
-    private readonly opts: { maxDatabaseSize: number },
+    private readonly opts: Pick<
+      ScanConfig,
+      "maxDatabaseSize" | "maxPackages" | "sandbox" | "budget"
+    >,
   ) {
     this.advisories = new AdvisoryStore(registry.kv);
     this.meta = new ManifestMeta(registry.kv);
@@ -271,17 +257,16 @@ export class Scanner {
     const configDigest = doc?.config?.digest;
     if (parsed.children.length > 0 || typeof configDigest !== "string") return null;
     const warnings: string[] = [];
-    let config: unknown = null;
+    const planned: Planned[] = [];
     const cfgBlob = await this.blobs.blob(configDigest);
     if (cfgBlob && cfgBlob.size <= MAX_CONFIG) {
-      try {
-        config = JSON.parse(
-          new TextDecoder().decode(await this.registry.store.readAll(configDigest)),
-        );
-      } catch {
-        warnings.push("the image config is not JSON");
-      }
-    } else warnings.push("the image config is missing or too large to read");
+      planned.push({
+        path: "config.json",
+        kind: "config",
+        size: cfgBlob.size,
+        open: () => this.registry.store.read(configDigest),
+      });
+    }
     const layers = tarLayers(parsed);
     const recs = await this.indexes(layers, signal);
     const sizes = await Promise.all(layers.map(async (d) => (await this.blobs.blob(d))?.size ?? 0));
@@ -301,8 +286,9 @@ export class Scanner {
       ),
       wanted,
     );
-    const files = new Map<string, Uint8Array>();
-    const readMerged = async (path: string, into = files) => {
+    // Which files the parse gets: found here from the listings (Wharf's own records), read
+    // and parsed only in the sandbox.
+    const plan = async (path: string, kind: Planned["kind"]) => {
       const real = resolvePath(merged.files, path);
       if (real === null) return;
       const m = merged.files.get(real);
@@ -319,60 +305,48 @@ export class Scanner {
         warnings.push(`${path}: ${entry.size} bytes, over max_database_size: not read`);
         return;
       }
-      const s = await this.reader.read(
-        layers[m.layer],
-        sizes[m.layer],
-        rec,
-        entry.offset,
-        entry.offset + entry.size - 1,
-      );
-      into.set(path, new Uint8Array(await new Response(s).arrayBuffer()));
+      const e = entry;
+      planned.push({
+        path,
+        kind,
+        size: e.size,
+        open: () =>
+          this.reader.read(layers[m.layer], sizes[m.layer], rec, e.offset, e.offset + e.size - 1),
+      });
     };
     for (const path of PACKAGE_DB_PATHS) {
       signal?.throwIfAborted();
-      await readMerged(path);
+      await plan(path, "database");
     }
-    for (const path of merged.files.keys()) {
-      if (path.startsWith(STATUS_D_PREFIX) && merged.files.get(path)!.entry.kind === "file") {
-        await readMerged(path);
+    const pythonPaths: string[] = [];
+    for (const [path, m] of merged.files) {
+      if (path.startsWith(STATUS_D_PREFIX) && m.entry.kind === "file") {
+        await plan(path, "database");
+      }
+      if (PY_META_PATH.test(path) && pythonPaths.length < this.opts.maxPackages * 4) {
+        pythonPaths.push(path);
       }
     }
-    const inv = inventory(files);
-    warnings.push(...inv.warnings);
     // Language packages: Python metadata directories by name, npm lockfiles by content.
-    const langFiles = new Map<string, Uint8Array>();
     const lockfiles = npmLockfiles(merged.files.keys());
     if (lockfiles.length > MAX_LOCKFILES) {
       warnings.push(`${lockfiles.length} npm lockfiles: the first ${MAX_LOCKFILES} are read`);
     }
     for (const path of lockfiles.slice(0, MAX_LOCKFILES)) {
       signal?.throwIfAborted();
-      await readMerged(path, langFiles);
+      await plan(path, "lockfile");
     }
-    const language = [pythonPackages(merged.files.keys())];
-    for (const [path, bytes] of langFiles) {
-      language.push(parseNpmLock(new TextDecoder().decode(bytes), path));
-    }
-    for (const r of language) {
-      inv.packages.push(...r.packages);
-      warnings.push(...r.warnings);
-    }
+    const content = await this.readContent(planned, pythonPaths, signal);
+    warnings.push(...content.warnings);
     const adv = await this.advisories.meta();
-    const findings = adv ? await this.match(adv, inv.os, inv.packages) : [];
+    const findings = adv ? await this.match(adv, content.os, content.packages) : [];
     const counts = zeroCounts();
     for (const f of findings) counts[f.severity]++;
-    const cfg = config as { os?: unknown; architecture?: unknown; variant?: unknown } | null;
     return {
       digest,
       scanned_at: new Date().toISOString(),
-      platform: typeof cfg?.os === "string" && typeof cfg?.architecture === "string"
-        ? {
-          os: cfg.os,
-          architecture: cfg.architecture,
-          ...(typeof cfg.variant === "string" ? { variant: cfg.variant } : {}),
-        }
-        : null,
-      os: inv.os,
+      platform: content.platform,
+      os: content.os,
       advisories: adv
         ? {
           snapshot: adv.snapshot,
@@ -382,11 +356,69 @@ export class Scanner {
         : null,
       ...(adv ? {} : { note: "no advisory data is loaded: packages are listed, not matched" }),
       counts,
-      packages: inv.packages,
+      packages: content.packages,
       findings: sortFindings(findings),
-      config_secrets: config ? configSecrets(config) : [],
+      config_secrets: content.configSecrets,
       warnings,
     };
+  }
+
+  /**
+   * Parses the planned files: in a sandbox process fed on its input (`[scan] sandbox`), or
+   * here with `sandbox = "off"`. A budget passed leaves a report of the image's layers and
+   * config without packages, and says why.
+   */
+  private async readContent(
+    planned: Planned[],
+    pythonPaths: string[],
+    signal?: AbortSignal,
+  ): Promise<ContentResult> {
+    const header: ContentHeader = {
+      files: planned.map(({ path, kind, size }) => ({ path, kind, size })),
+      pythonPaths,
+      maxPackages: this.opts.maxPackages,
+    };
+    async function* feed(): AsyncGenerator<Uint8Array> {
+      yield encodeHeader(header);
+      for (const f of planned) {
+        let n = 0;
+        for await (const c of await f.open()) {
+          const part = c.subarray(0, Math.max(0, f.size - n));
+          n += part.length;
+          // A store may reuse a chunk's memory once later ones are read: the child gets a copy.
+          if (part.length) yield part.slice();
+          if (n >= f.size) break;
+        }
+        if (n !== f.size) throw new Error(`${f.path}: ${n} of ${f.size} bytes could be read`);
+      }
+    }
+    if (this.opts.sandbox === "off") {
+      const parts: Uint8Array[] = [];
+      for await (const c of feed()) parts.push(c);
+      return readImageContent(
+        decodeInput(concatBytes(parts, parts.reduce((n, p) => n + p.length, 0))),
+      );
+    }
+    try {
+      return await runSandboxedJson<ContentResult>({
+        label: "scan",
+        module: CONTENT_CHILD,
+        args: null,
+        stdin: ReadableStream.from(feed()),
+        budget: this.opts.budget,
+        maxOutputBytes: MAX_CONTENT_OUTPUT,
+        signal,
+      });
+    } catch (e) {
+      if (!(e instanceof BudgetExceededError)) throw e;
+      return {
+        os: null,
+        packages: [],
+        platform: null,
+        configSecrets: [],
+        warnings: [`packages and config were not read: ${e.message}`],
+      };
+    }
   }
 
   private async match(

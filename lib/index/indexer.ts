@@ -366,7 +366,7 @@ async function walkOnce(
   const decide = (e: TarEntry, s: FileState) => {
     s.decided = true;
     if (isText(s.head)) {
-      s.scanner = new SecretScanner(e.path);
+      s.scanner = new SecretScanner(e.path, { maxBytes: limits.maxSecretScanBytes });
       s.scanner.push(s.head);
     }
   };

@@ -31,7 +31,7 @@ import {
   decodeInput,
   encodeHeader,
 } from "./content_child.ts";
-import { BudgetExceededError, runSandboxedJson } from "../sandbox/mod.ts";
+import { BudgetExceededError, ChildError, runSandboxedJson, SandboxError } from "../sandbox/mod.ts";
 import { concatBytes } from "../streams/mod.ts";
 import type { ScanConfig } from "../config/mod.ts";
 import { advisoryEcosystems, type OsInfo } from "./os_release.ts";
@@ -399,18 +399,34 @@ export class Scanner {
         decodeInput(concatBytes(parts, parts.reduce((n, p) => n + p.length, 0))),
       );
     }
+    // A store that fails while feeding is this side's trouble, retried as the job: not a verdict
+    // on the image.
+    let feedError: unknown = null;
+    const fed = async function* () {
+      try {
+        yield* feed();
+      } catch (e) {
+        feedError = e;
+        throw e;
+      }
+    };
     try {
       return await runSandboxedJson<ContentResult>({
         label: "scan",
         module: CONTENT_CHILD,
         args: null,
-        stdin: ReadableStream.from(feed()),
+        stdin: ReadableStream.from(fed()),
         budget: this.opts.budget,
         maxOutputBytes: MAX_CONTENT_OUTPUT,
         signal,
       });
     } catch (e) {
-      if (!(e instanceof BudgetExceededError)) throw e;
+      if (feedError) throw feedError;
+      // The same bytes would end the same way: the report says so, rather than the scan failing
+      // (and every report request queueing it again).
+      const final = e instanceof BudgetExceededError || e instanceof SandboxError ||
+        e instanceof ChildError;
+      if (!final) throw e;
       return {
         os: null,
         packages: [],

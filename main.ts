@@ -148,6 +148,7 @@ async function serve(cfg: Config): Promise<void> {
   const policies = validated(cfg); // compile first: a bad rule stops startup before any I/O
   const fsStore = await openBlobStore(cfg);
   const metrics = new Metrics();
+  metrics.watchEventLoop();
   const store = new InstrumentedBlobStore(fsStore, metrics.observeBlobStore);
   const rawKv = await openMetadata(cfg.metadataStore.url ?? cfg.metadataStore.path);
   const kv = instrumentKv(rawKv, metrics.observeKv);

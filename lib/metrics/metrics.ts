@@ -1,5 +1,6 @@
 // Wharf's instruments under stable names. The edge, the stores and scrub report through the
 // methods here; `render()` is the /metrics body.
+import { EventLoopLag } from "./event_loop.ts";
 import { Counter, Gauge, Histogram, InstrumentSet } from "./instruments.ts";
 
 /** Request latency: a manifest HEAD from KV (~0.5 ms) up to a slow blob upload (30 s). */
@@ -270,6 +271,30 @@ export class Metrics {
       ["downstream"],
     ),
   );
+
+  private readonly loopLag = this.set.add(
+    new Gauge(
+      "wharf_event_loop_lag_seconds",
+      "How late the serving thread ran a 50 ms timer over the last minute (p99, max)",
+      ["quantile"],
+    ),
+  );
+  /** Watched once serving starts (`watchEventLoop`). */
+  readonly eventLoop = new EventLoopLag();
+
+  /** Starts measuring event-loop lag (stopped with `stopWatching`). */
+  watchEventLoop(): void {
+    this.eventLoop.start();
+    this.loopLag.collect = () => {
+      const { p99, max } = this.eventLoop.summary();
+      this.loopLag.set(p99, ["0.99"]);
+      this.loopLag.set(max, ["1"]);
+    };
+  }
+
+  stopWatching(): void {
+    this.eventLoop.stop();
+  }
 
   constructor() {
     this.startTime.set(Math.round(Date.now() / 1000 - performance.now() / 1000));

@@ -4,6 +4,7 @@
 import type { Action } from "./actions.ts";
 import { RegistryError } from "../lib/oci/mod.ts";
 import { type SearchField, searchFiles } from "../lib/index/mod.ts";
+import { MAX_PATH, searchableLength } from "../lib/index/file_search.ts";
 import type { Registry } from "../lib/registry/mod.ts";
 import { jsonResponse } from "./request.ts";
 
@@ -36,12 +37,14 @@ export async function filesSearchHandler(
     if (!/^[0-9a-f]{64}$/.test(value)) throw badQuery("sha256 must be 64 hex digits");
   } else if (field === "path") {
     value = value.replace(/^\.?\/+/, "").replace(/\/+$/, "");
-    if (!value || value.length > 1024 || value.split("/").includes("..")) {
+    if (!value || value.split("/").includes("..")) {
       throw badQuery("path must be a non-empty path inside a layer");
     }
-  } else if (!value || value.includes("/") || value.length > 255) {
+    // Longer paths are never entered: an answer could only be empty.
+    if (!searchableLength(value)) throw badQuery(`path is longer than ${MAX_PATH} bytes`);
+  } else if (!value || value.includes("/")) {
     throw badQuery("name must be a basename (no /)");
-  }
+  } else if (!searchableLength(value)) throw badQuery(`name is longer than ${MAX_PATH} bytes`);
   const nRaw = one(url, "n");
   let n = SEARCH_DEFAULT_N;
   if (nRaw !== null) {

@@ -4,66 +4,148 @@
 // commits inside KV's limits); a search expands each hit to the namespaces, manifests and tags
 // that hold the layer *now* (blob ownership and manifest references), so a deleted manifest or a
 // reclaimed layer drops out of the answers at once.
+import { createHash } from "node:crypto";
 import type { IndexRecord, LayerReader } from "./layer_store.ts";
 import { BlobMeta, KV_LIMITS, ManifestMeta } from "../metadata/mod.ts";
 
 export type SearchField = "sha256" | "path" | "name";
 const PREFIX: Record<SearchField, string> = { sha256: "fsha", path: "fpath", name: "fname" };
-export const FILE_INDEX_VERSION = 1;
+/**
+ * 2: paths up to MAX_PATH bytes are entered (1 KiB before), a long one under its hash. Keys
+ * of paths entered by version 1 are unchanged, so rewriting a version-1 layer only adds keys.
+ */
+export const FILE_INDEX_VERSION = 2;
 export const fileIndexDoneKey = (layer: string): Deno.KvKey => ["fidxdone", layer];
 
-/** A path longer than this is not searchable (KV keys stop at 2 KiB). */
-const MAX_PATH_KEY = 1024;
+/**
+ * Paths longer than this (UTF-8 bytes; Linux's PATH_MAX) are not entered: a hit's path must fit
+ * in the hit's value when it cannot in its key.
+ */
+export const MAX_PATH = 4096;
+/**
+ * Encoded bytes of a path or name kept as itself in a key; a longer one is keyed by its sha256
+ * (bytes, a type no string key part can equal), which a search computes the same way. Every
+ * key then stays far below KV's 2 KiB, whatever a pushed name holds (KV escapes each NUL of a
+ * key part as two bytes: 1,000 NULs made a key too large to write).
+ */
+const INLINE_MAX = 1024;
+
+/**
+ * Encoded bytes of a string key part: UTF-8 (a lone surrogate is written as U+FFFD, 3 bytes),
+ * each NUL escaped to 2, and a type byte and a terminator. Stops counting past `stop`.
+ */
+function stringPartSize(s: string, stop = Infinity): number {
+  let n = 2;
+  for (let i = 0; i < s.length && n <= stop; i++) {
+    const c = s.charCodeAt(i);
+    if (c === 0) n += 2;
+    else if (c < 0x80) n += 1;
+    else if (c < 0x800) n += 2;
+    else if (c >= 0xd800 && c <= 0xdbff && i + 1 < s.length) {
+      const d = s.charCodeAt(i + 1);
+      if (d >= 0xdc00 && d <= 0xdfff) {
+        n += 4;
+        i++;
+      } else n += 3;
+    } else n += 3;
+  }
+  return n;
+}
+
+function partSize(p: Deno.KvKeyPart): number {
+  if (typeof p === "string") return stringPartSize(p);
+  if (p instanceof Uint8Array) {
+    let n = 2 + p.byteLength;
+    for (const b of p) if (b === 0) n++;
+    return n;
+  }
+  return 9; // KV's numbers; the file index keys hold none
+}
+
+function keySize(key: Deno.KvKey): number {
+  let n = 0;
+  for (const p of key) n += partSize(p);
+  return n;
+}
+
+/** `s` itself when it fits INLINE_MAX encoded, else its sha256 as bytes. */
+function keyPart(s: string): string | Uint8Array {
+  return stringPartSize(s, INLINE_MAX + 2) <= INLINE_MAX + 2 ? s : hashPart(s);
+}
+
+function hashPart(s: string): Uint8Array {
+  return new Uint8Array(createHash("sha256").update(s, "utf8").digest());
+}
+
+/** UTF-8 bytes of `s` (a lone surrogate as U+FFFD), counted no further than past `stop`. */
+function utf8Length(s: string, stop = Infinity): number {
+  let n = 0;
+  for (let i = 0; i < s.length && n <= stop; i++) {
+    const c = s.charCodeAt(i);
+    if (c < 0x80) n += 1;
+    else if (c < 0x800) n += 2;
+    else if (
+      c >= 0xd800 && c <= 0xdbff && i + 1 < s.length && s.charCodeAt(i + 1) >= 0xdc00 &&
+      s.charCodeAt(i + 1) <= 0xdfff
+    ) {
+      n += 4;
+      i++;
+    } else n += 3;
+  }
+  return n;
+}
+
+/** Whether a path or name query can match anything entered: a non-empty one of MAX_PATH. */
+export function searchableLength(s: string): boolean {
+  return s.length > 0 && utf8Length(s, MAX_PATH) <= MAX_PATH;
+}
+
+/** `{size, kind}` serialized: a tag, two short keys, a double and a kind of ≤ 8 letters. */
+const VALUE_MAX = 64;
+
+interface IndexValue {
+  size: number;
+  kind: string;
+  /** the path, when the key holds its hash */
+  path?: string;
+}
+
+interface Mutation {
+  key: Deno.KvKey;
+  value: IndexValue;
+  /** bytes of the key, and a bound of the value's */
+  keyBytes: number;
+  valueBytes: number;
+}
+
 /**
  * Fills commits up to KV's limits for the file index's own keys. CommitBudget measures any key
  * and value, but its per-mutation encoding and V8 serialization tripled the time of a 10k-file
- * layer's index (1.8 s against 0.6 s of commits); here a key's size follows from its parts'
- * UTF-8 lengths (paths hold no NUL, which KV's key encoding would escape) and every value is
- * the same small object, bounded by VALUE_MAX.
+ * layer's index (1.8 s against 0.6 s of commits); here a key's size follows from its parts and
+ * a value is the same small object (VALUE_MAX), with a path of at most MAX_PATH in a few.
  */
 class FileIndexBudget {
   private mutations = 0;
   private keyBytes = 0;
   private totalBytes = 0;
 
-  /** Counts an entry's keys (`setting`: with values) if they fit; false when they do not. */
-  take(keys: Deno.KvKey[], setting: boolean): boolean {
+  /** Counts an entry's mutations (`setting`: with values) if they fit; false when they do not. */
+  take(muts: Mutation[], setting: boolean): boolean {
     let k = 0;
     let t = 0;
-    for (const key of keys) {
-      const size = partsSize(key);
-      k += setting ? size : 0;
-      t += setting ? 2 * size + VALUE_MAX : size;
+    for (const m of muts) {
+      k += setting ? m.keyBytes : 0;
+      t += setting ? 2 * m.keyBytes + m.valueBytes : m.keyBytes;
     }
     if (
-      this.mutations + keys.length > KV_LIMITS.mutations ||
+      this.mutations + muts.length > KV_LIMITS.mutations ||
       this.keyBytes + k > KV_LIMITS.keyBytes || this.totalBytes + t > KV_LIMITS.totalBytes
     ) return false;
-    this.mutations += keys.length;
+    this.mutations += muts.length;
     this.keyBytes += k;
     this.totalBytes += t;
     return true;
   }
-}
-
-/** `{size, kind}` serialized: a tag, two short keys, a double and a kind of ≤ 8 letters. */
-const VALUE_MAX = 64;
-
-function partsSize(key: Deno.KvKey): number {
-  let n = 0;
-  for (const p of key) n += 2 + (typeof p === "string" ? utf8Length(p) : 9);
-  return n;
-}
-
-function utf8Length(s: string): number {
-  let n = s.length;
-  for (let i = 0; i < s.length; i++) {
-    const c = s.charCodeAt(i);
-    if (c < 0x80) continue;
-    // 2 bytes below U+0800, 3 above; a surrogate pair (4 bytes) counts 2 + 2 here
-    n += c < 0x800 ? 1 : c >= 0xd800 && c <= 0xdfff ? 1 : 2;
-  }
-  return n;
 }
 
 function basename(p: string): string {
@@ -94,14 +176,13 @@ export async function writeFileIndex(
   for await (const e of reader.entries(rec)) {
     signal?.throwIfAborted();
     if (!searchable(e)) continue;
-    const v = { size: e.size, kind: e.kind };
-    const keys = entryKeys(layer, e);
-    if (!budget.take(keys, true)) {
+    const muts = entryMutations(layer, e);
+    if (!budget.take(muts, true)) {
       await flush();
-      budget.take(keys, true);
+      budget.take(muts, true);
     }
-    for (const k of keys) op.set(k, v);
-    n += keys.length;
+    for (const m of muts) op.set(m.key, m.value);
+    n += muts.length;
     files++;
   }
   await flush();
@@ -138,8 +219,8 @@ export async function searchFiles(
 ): Promise<SearchPage> {
   const blobs = new BlobMeta(kv);
   const manifests = new ManifestMeta(kv);
-  const it = kv.list<{ size: number }>(
-    { prefix: [PREFIX[field], value] },
+  const it = kv.list<IndexValue>(
+    { prefix: [PREFIX[field], field === "sha256" ? value : keyPart(value)] },
     // One more than a page: a next cursor only when there is more.
     { limit: n + 1, cursor, batchSize: Math.min(n + 1, 500) },
   );
@@ -155,7 +236,9 @@ export async function searchFiles(
     count++;
     if (count === n) atN = it.cursor;
     const layer = e.key[2] as string;
-    const path = field === "path" ? value : e.key[3] as string;
+    const inKey = e.key[3];
+    const path = field === "path" ? value : typeof inKey === "string" ? inKey : e.value.path;
+    if (typeof layer !== "string" || path === undefined) continue;
     for (const ns of await blobs.owners(layer, 100)) {
       if (!(await visible(ns, layer))) continue;
       for (const manifest of await manifests.manifestsUsing(ns, layer, 100)) {
@@ -173,23 +256,54 @@ export async function searchFiles(
   return more && atN ? { results, next: atN } : { results };
 }
 
-/** Whether an entry is in the file index: files and links whose path fits a key. */
+/** Whether an entry is in the file index: files and links whose path is at most MAX_PATH. */
 function searchable(e: { kind: string; path: string }): boolean {
   if (e.kind !== "file" && e.kind !== "symlink" && e.kind !== "hardlink") return false;
-  return utf8Length(e.path) <= MAX_PATH_KEY;
+  return searchableLength(e.path);
 }
 
-/** The file-index keys of one listed entry (what writeFileIndex sets, forgetLayer deletes). */
-function entryKeys(
+/**
+ * The file-index keys of one listed entry (what writeFileIndex sets, forgetLayer deletes), with
+ * their values. A key by name or digest ends with the path itself when the whole key fits KV's
+ * limit (as version 1 wrote it), else with the path's hash, the path going in the value.
+ */
+function entryMutations(
   layer: string,
-  e: { path: string; content?: { sha256?: string } },
-): Deno.KvKey[] {
-  const keys: Deno.KvKey[] = [
-    [PREFIX.path, e.path, layer],
-    [PREFIX.name, basename(e.path), layer, e.path],
-  ];
-  if (e.content?.sha256) keys.push([PREFIX.sha256, e.content.sha256, layer, e.path]);
-  return keys;
+  e: { path: string; size: number; kind: string; content?: { sha256?: string } },
+): Mutation[] {
+  // KV writes a lone surrogate in a key as U+FFFD; a value would keep it.
+  const path = e.path.isWellFormed() ? e.path : e.path.toWellFormed();
+  const value: IndexValue = { size: e.size, kind: e.kind };
+  const byPath: Deno.KvKey = [PREFIX.path, keyPart(path), layer];
+  const out: Mutation[] = [{
+    key: byPath,
+    value,
+    keyBytes: keySize(byPath),
+    valueBytes: VALUE_MAX,
+  }];
+  const pathSize = stringPartSize(path);
+  const ending = (head: Deno.KvKey): Mutation => {
+    const headBytes = keySize(head);
+    if (headBytes + pathSize <= KV_LIMITS.keyMax) {
+      return {
+        key: [...head, path],
+        value,
+        keyBytes: headBytes + pathSize,
+        valueBytes: VALUE_MAX,
+      };
+    }
+    const hashed = hashPart(path);
+    return {
+      key: [...head, hashed],
+      value: { ...value, path: path },
+      keyBytes: headBytes + partSize(hashed),
+      // V8 may write the path two bytes a character
+      valueBytes: VALUE_MAX + 16 + 2 * path.length,
+    };
+  };
+  out.push(ending([PREFIX.name, keyPart(basename(path)), layer]));
+  if (e.content?.sha256) out.push(ending([PREFIX.sha256, e.content.sha256, layer]));
+  return out;
 }
 
 /**
@@ -211,7 +325,7 @@ export async function forgetLayer(
     try {
       for await (const e of reader.entries(rec)) {
         if (!searchable(e)) continue;
-        const keys = entryKeys(layer, e);
+        const keys = entryMutations(layer, e);
         if (!budget.take(keys, false)) {
           await op.commit();
           deleted += n;
@@ -220,7 +334,7 @@ export async function forgetLayer(
           n = 0;
           budget.take(keys, false);
         }
-        for (const k of keys) op.delete(k);
+        for (const k of keys) op.delete(k.key);
         n += keys.length;
       }
     } catch {

@@ -2,8 +2,8 @@
 // overflow the 80 KiB of keys a commit may set if batched by count; forgetLayer removes exactly
 // what writeFileIndex wrote.
 import assert from "node:assert/strict";
-import { enforceKvLimits } from "../metadata/kv_limits.ts";
-import { fileIndexDoneKey, forgetLayer, writeFileIndex } from "./file_search.ts";
+import { enforceKvLimits, keySize } from "../metadata/kv_limits.ts";
+import { fileIndexDoneKey, forgetLayer, MAX_PATH, writeFileIndex } from "./file_search.ts";
 import type { IndexRecord, LayerReader } from "./layer_store.ts";
 
 const LAYER = "sha256:" + "c".repeat(64);
@@ -36,7 +36,7 @@ Deno.test("file index: long paths stay inside KV's per-commit limits; forgetLaye
       const path = `${dir}/${String(i).padStart(6, "0")}${"n".repeat(500)}`;
       entries.push({ path, kind: "file", size: i, sha: i.toString(16).padStart(64, "0") });
     }
-    entries.push({ path: "x/" + "y".repeat(1100), kind: "file", size: 1 }); // over the cap
+    entries.push({ path: "x/" + "y".repeat(4095), kind: "file", size: 1 }); // over the cap
     entries.push({ path: "etc", kind: "directory", size: 0 }); // not a file
     entries.push({ path: "bin/sh", kind: "symlink", size: 0 });
     const rec = { state: "ready" } as IndexRecord;
@@ -55,6 +55,51 @@ Deno.test("file index: long paths stay inside KV's per-commit limits; forgetLaye
     assert.equal(deleted, 1501 * 2 + 1500);
     for (const p of ["fpath", "fname", "fsha"]) assert.equal(await count(kv, [p]), 0, p);
     assert.equal((await kv.get(fileIndexDoneKey(LAYER))).value, null);
+  } finally {
+    raw.close();
+  }
+});
+
+Deno.test("file index: keys from NULs, long non-ASCII and long paths stay under 2 KiB; hashed parts", async () => {
+  const raw = await Deno.openKv(":memory:");
+  const violations: string[] = [];
+  const kv = enforceKvLimits(raw, (m) => violations.push(m));
+  try {
+    const sha = "a".repeat(64);
+    const paths = [
+      "\0".repeat(1000), // KV escapes each NUL as two bytes: 2,000 in a key
+      "d/" + "\0".repeat(1000),
+      "é".repeat(1024), // 2 KiB of UTF-8 as one name
+      "日".repeat(1365), // 4,095 bytes, just under MAX_PATH
+      "\ud800".repeat(1300), // lone surrogates: written as U+FFFD, 3 bytes each
+      "a/".repeat(2000) + "b", // 4,001 bytes, 2,001 segments
+      "short/name",
+    ];
+    const entries = paths.map((path, i) => ({ path, kind: "file", size: i, sha }));
+    entries.push({ path: "x".repeat(MAX_PATH + 1), kind: "file", size: 0, sha }); // not entered
+    const rec = { state: "ready" } as IndexRecord;
+    assert.equal(await writeFileIndex(kv, readerOf(entries), LAYER, rec), paths.length);
+    assert.deepEqual(violations, []);
+    const all: Deno.KvEntry<{ size: number; path?: string }>[] = [];
+    for (const p of ["fpath", "fname", "fsha"]) {
+      for await (const e of kv.list<{ size: number; path?: string }>({ prefix: [p] })) all.push(e);
+    }
+    assert.equal(all.length, paths.length * 3);
+    for (const e of all) assert.ok(keySize(e.key) <= 2048, JSON.stringify(e.key).slice(0, 80));
+    // Every path can be told from its keys: the key holds it, or its value does.
+    const bySha = all.filter((e) => e.key[0] === "fsha").map((e) =>
+      typeof e.key[3] === "string" ? e.key[3] : e.value.path
+    );
+    assert.deepEqual(
+      bySha.sort(),
+      paths.map((p) => p.replace(/\ud800/g, "\ufffd")).sort(),
+    );
+    // The short one keeps version 1's layout.
+    assert.notEqual((await kv.get(["fpath", "short/name", LAYER])).value, null);
+    assert.notEqual((await kv.get(["fname", "name", LAYER, "short/name"])).value, null);
+    assert.equal(await forgetLayer(kv, readerOf(entries), LAYER, rec), paths.length * 3);
+    for (const p of ["fpath", "fname", "fsha"]) assert.equal(await count(kv, [p]), 0, p);
+    assert.deepEqual(violations, []);
   } finally {
     raw.close();
   }

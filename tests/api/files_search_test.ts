@@ -8,6 +8,8 @@ import { join } from "node:path";
 import { runCli, type TestServer, withServer } from "../helpers/server.ts";
 import { pushTarImage } from "../helpers/tar_image.ts";
 import { tarOf } from "../helpers/tar.ts";
+import { paxTarOf } from "../helpers/pax_tar.ts";
+import { MAX_PATH } from "../../lib/index/file_search.ts";
 
 const CONFIG = `
 [global.job_queue]
@@ -158,5 +160,72 @@ Deno.test({
       const post = await req(s, `/v2/_svc/files/search?sha256=${sha}`, { method: "POST" });
       assert.equal(post.status, 400);
       await post.body?.cancel();
+    }),
+});
+
+Deno.test({
+  ...serverTestOpts,
+  name: "file search: names of NULs, long non-ASCII and 4 KiB paths are entered and found; " +
+    "overlong and odd queries answer 404 or nothing, never 500",
+  fn: () =>
+    withServer({ config: CONFIG }, async (s) => {
+      const nuls = "\0".repeat(1000); // KV escapes each NUL: 2,000 bytes as a key part
+      const accents = "é".repeat(1024); // 2 KiB of UTF-8
+      const long = "d/" + "日".repeat(1364); // 4,094 bytes: keyed by its hash
+      const tooLong = "x".repeat(MAX_PATH + 1); // never entered
+      const img = await push(s, "odd/app", "v1", [
+        paxTarOf([
+          { name: nuls, data: "a" },
+          { name: `etc/${accents}`, data: "b" },
+          { name: long, data: "c" },
+          { name: tooLong, data: "d" },
+          { name: "etc/plain", data: "e" },
+        ]),
+      ]);
+      const search = (q: string) => req(s, `/v2/_svc/files/search?${q}`);
+      const hits = async (q: string) => {
+        const r = await search(q);
+        assert.equal(r.status, 200, q.slice(0, 80));
+        return (await r.json()).results.map((x: Row) => x.path) as string[];
+      };
+      // The index job runs in the background (it failed on the NULs before: nothing was found).
+      for (let i = 0; i < 300 && (await hits("name=plain")).length === 0; i++) {
+        await new Promise((res) => setTimeout(res, 100));
+      }
+      const p = (v: string) => encodeURIComponent(v);
+      assert.deepEqual(await hits(`path=${p(nuls)}`), [nuls]);
+      assert.deepEqual(await hits(`name=${p(nuls)}`), [nuls]);
+      assert.deepEqual(await hits(`path=${p(`etc/${accents}`)}`), [`etc/${accents}`]);
+      assert.deepEqual(await hits(`name=${p(accents)}`), [`etc/${accents}`]);
+      assert.deepEqual(await hits(`path=${p(long)}`), [long]);
+      assert.deepEqual(await hits(`name=${p(long.slice(2))}`), [long]);
+      const sha = createHash("sha256").update("c").digest("hex");
+      assert.deepEqual(await hits(`sha256=${sha}`), [long]);
+      const r = await (await search(`path=${p(long)}`)).json();
+      assert.equal(r.results[0].layer, img.layers[0]);
+      // Odd queries with nothing to find: an empty answer.
+      for (
+        const q of [
+          `path=${p("é".repeat(1024))}`, // 500 before: the read key was too large
+          `path=${p("\0".repeat(2000))}`,
+          `name=${p("日".repeat(1365))}`,
+          "path=%FF%FE%C0", // invalid UTF-8 decodes to U+FFFD
+          "name=%00",
+          "path=a%0D%0Ab",
+        ]
+      ) assert.deepEqual(await hits(q), [], q.slice(0, 40));
+      // Longer than any entered path, or not a path: 404 NAME_UNKNOWN.
+      for (
+        const q of [
+          `path=${p(tooLong)}`,
+          `name=${p(tooLong)}`,
+          `path=${p("日".repeat(1366))}`,
+          "path=a/../b",
+          "path=/",
+        ]
+      ) await assertErrorCode(await search(q), 404, "NAME_UNKNOWN");
+      // the server is up and indexing went through without a failed job
+      const failed = await (await req(s, "/v2/_svc/jobs/failed?queue=index")).json();
+      assert.deepEqual(failed.failed, []);
     }),
 });

@@ -5,12 +5,51 @@ import { RegistryError } from "../lib/oci/mod.ts";
 import { type LayerIndex, typeFromName } from "../lib/index/mod.ts";
 import { jsonResponse } from "./request.ts";
 
+/**
+ * The `path` parameter in the listing's spelling: empty and `.` segments dropped, as the index
+ * drops them from entry names. A `..` segment is refused whatever the layer holds: an entry so
+ * named (a hostile tar can carry `../../etc/passwd`) is never served, so no read even looks as
+ * if it left the layer.
+ */
 function path(url: URL): string {
   const all = url.searchParams.getAll("path");
   if (all.length !== 1 || all[0] === "") {
     throw new RegistryError("NAME_UNKNOWN", "exactly one non-empty path is required");
   }
-  return all[0].replace(/^\.?\/+/, "").replace(/\/+$/, "");
+  const segments = all[0].split("/").filter((s) => s !== "" && s !== ".");
+  if (segments.length === 0 || segments.includes("..")) {
+    throw new RegistryError("NAME_UNKNOWN", "path must name a file inside the layer (no ..)");
+  }
+  return segments.join("/");
+}
+
+/** RFC 8187 attr-char: what an ext-value carries as itself; every other byte is %XX. */
+const ATTR_CHAR = /^[A-Za-z0-9!#$&+\-.^_`|~]$/;
+/** A saved file's name stops here (most filesystems' limit); a 1 MiB name is no header. */
+const MAX_FILENAME = 255;
+
+/**
+ * `attachment` with the file's basename per RFC 6266: `filename` an ASCII fallback (every
+ * character outside printable ASCII, and `"`, `\` and `%`, as `_`: a control character in a
+ * header value made Deno's HTTP writer panic, a non-Latin-1 one made Headers throw) and
+ * `filename*` the UTF-8 name percent-encoded (RFC 8187), lone surrogates as U+FFFD.
+ */
+export function contentDisposition(filePath: string): string {
+  let name = filePath.slice(filePath.lastIndexOf("/") + 1) || "file";
+  name = name.slice(0, MAX_FILENAME).toWellFormed();
+  let ascii = "";
+  for (let i = 0; i < name.length; i++) {
+    const c = name.charCodeAt(i);
+    ascii += c >= 0x20 && c < 0x7f && c !== 0x22 && c !== 0x5c && c !== 0x25 ? name[i] : "_";
+  }
+  let ext = "";
+  for (const b of new TextEncoder().encode(name)) {
+    const ch = String.fromCharCode(b);
+    ext += b < 0x80 && ATTR_CHAR.test(ch)
+      ? ch
+      : `%${b.toString(16).toUpperCase().padStart(2, "0")}`;
+  }
+  return `attachment; filename="${ascii}"; filename*=UTF-8''${ext}`;
 }
 
 /** RFC 9110 §12.5.3: `gzip` or `*` with a non-zero quality. */
@@ -65,15 +104,7 @@ export async function layerHandler(
       extra.set("X-Content-Type-Options", "nosniff");
       extra.set("Accept-Ranges", "bytes");
       extra.set("Content-Length", String(f.length));
-      if (download) {
-        const name = p.split("/").pop() || "file";
-        extra.set(
-          "Content-Disposition",
-          `attachment; filename="${name.replace(/["\\\r\n]/g, "_")}"; filename*=UTF-8''${
-            encodeURIComponent(name)
-          }`,
-        );
-      }
+      if (download) extra.set("Content-Disposition", contentDisposition(p));
       if (head) await f.body.cancel();
       if (f.range) {
         extra.set("Content-Range", `bytes ${f.range.start}-${f.range.end}/${f.entry.size}`);

@@ -13,6 +13,7 @@ import { INDEX_VERSION, indexKey, type IndexRecord } from "../../lib/index/mod.t
 import { jsonBytes, OCI_CONFIG } from "../helpers/oci_content.ts";
 import { FakeRegistry } from "../helpers/fake_registry.ts";
 import { tarHeader } from "../helpers/tar.ts";
+import { paxTarOf } from "../helpers/pax_tar.ts";
 
 const FAST = `
 [global.job_queue]
@@ -631,4 +632,63 @@ url = "${up.url}"
       await up.close();
     }
   },
+});
+
+Deno.test({
+  ...serverTestOpts,
+  name: "layers API: any file name downloads with a valid Content-Disposition; `..` paths are 404",
+  fn: () =>
+    withServer({ config: FAST }, async (s) => {
+      const names: (string | Uint8Array)[] = [
+        "d/ctl\x01\x07\x1b\x7f.txt", // killed the process: Deno's header writer panicked
+        "d/crlf\r\nX-Injected: 1",
+        'd/quote"back\\slash%41.txt',
+        "d/\tTab and spaces .sh",
+        "d/non-ascii-日本語-é.txt", // was 500
+        new Uint8Array([0x64, 0x2f, 0xff, 0xfe, 0xc0, 0x41, 0x80]), // invalid UTF-8: was 500
+        "d/" + "n".repeat(3000), // a name too long for one filesystem entry
+        "../../etc/passwd", // a hostile tar's own entry: never served
+        "ok/../x",
+      ];
+      const tar = paxTarOf(names.map((name, i) => ({ name, data: `file ${i}\n` })));
+      const img = await pushImage(s, "names/img", [{ bytes: tar, mediaType: LAYER_TYPES.gzip }]);
+      const d = img.layers[0];
+      const listing = await (await settle(s, "names/img", d)).json();
+      const paths: string[] = listing.entries.map((e: { path: string }) => e.path);
+      assert.equal(paths.length, names.length);
+      for (let i = 0; i < 7; i++) {
+        const u = url("names/img", d, "file", `?path=${encodeURIComponent(paths[i])}&download`);
+        for (const method of ["GET", "HEAD"]) {
+          const r = await req(s, u, { method });
+          assert.equal(r.status, 200, `${method} ${JSON.stringify(paths[i]).slice(0, 60)}`);
+          const cd = r.headers.get("content-disposition")!;
+          // printable ASCII only; filename an ASCII fallback, filename* the UTF-8 name
+          assert.match(cd, /^attachment; filename="[ !#-$&-[\]-~]*"; filename\*=UTF-8''[!-~]*$/);
+          const ext = cd.slice(cd.indexOf("''") + 2);
+          const base = paths[i].slice(paths[i].lastIndexOf("/") + 1);
+          assert.equal(decodeURIComponent(ext), base.slice(0, 255));
+          assert.equal(r.headers.get("x-injected"), null);
+          if (method === "GET") assert.equal(await r.text(), `file ${i}\n`);
+          else await r.body?.cancel();
+        }
+      }
+      assert.equal(paths[5], "d/\ufffd\ufffd\ufffdA\ufffd");
+      // `..` in a path is 404, even where the layer holds an entry of that very name.
+      assert.ok(paths.includes("../../etc/passwd") && paths.includes("ok/../x"));
+      for (
+        const p of ["../../etc/passwd", "ok/../x", "d/../d/ctl", "/../etc/passwd", "..", "./."]
+      ) {
+        for (const what of ["file", "details"]) {
+          await assertErrorCode(
+            await req(s, url("names/img", d, what, `?path=${encodeURIComponent(p)}`)),
+            404,
+            "NAME_UNKNOWN",
+          );
+        }
+      }
+      // Empty and `.` segments are dropped, as the index drops them from entry names.
+      const dotted = await req(s, url("names/img", d, "file", "?path=d//./" + "n".repeat(3000)));
+      assert.equal(await dotted.text(), "file 6\n");
+      assert.equal((await req(s, "/healthz")).status, 200);
+    }),
 });

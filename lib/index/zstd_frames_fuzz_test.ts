@@ -116,6 +116,10 @@ Deno.test("fuzz zstd: regressions", () => {
   assert.throws(() => decodeFrames(REGRESSION_TABLE_HUGE_COUNT), /cut short/);
 });
 
+// With FUZZ_RUNS=20000 this property ended the test process: the callback form of
+// zstdDecompress threw "Zstd decompress error: Data corruption detected" outside its callback
+// for some damaged frame (reproducible at that run count; no single input was isolated: alone,
+// in a loop, the inputs did not trigger it). decompressFrame is synchronous since.
 Deno.test("fuzz zstd: a damaged frame fails with an Error, fast", async () => {
   const { file } = await sideCopy([new TextEncoder().encode("frame ".repeat(5000))]);
   await fc.assert(

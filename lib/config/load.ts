@@ -359,8 +359,8 @@ function readSandbox(
   out: { sandbox: SandboxMode; budget: SandboxBudget },
 ): void {
   const mode = r.str(t, "sandbox", path) ?? out.sandbox;
-  if (!["process", "worker", "off"].includes(mode)) {
-    r.fail(`${path}.sandbox`, "must be one of process, worker, off");
+  if (!["process", "off"].includes(mode)) {
+    r.fail(`${path}.sandbox`, "must be one of process, off");
   }
   out.sandbox = mode as SandboxMode;
   out.budget = {

@@ -122,7 +122,7 @@ export interface IndexConfig {
 }
 
 /** Where untrusted content is parsed (docs/design.md, "Untrusted content"). */
-export type SandboxMode = "process" | "worker" | "off";
+export type SandboxMode = "process" | "off";
 
 /** Per-job limits of a sandboxed parse: a job past any of them is stopped and fails at once. */
 export interface SandboxBudget {
@@ -172,7 +172,7 @@ export function defaultScanConfig(): ScanConfig {
     onPush: true,
     reloadIntervalSecs: 300,
     maxDatabaseSize: 256 * 1024 * 1024,
-    maxPackages: 100_000,
+    maxPackages: 25_000,
     sandbox: "process",
     budget: { wallSecs: 600, cpuSecs: 600, memoryBytes: 2 * 1024 ** 3 },
   };

@@ -152,8 +152,20 @@ export async function runSandboxed(spec: SandboxSpec): Promise<string> {
     }, POLL_MS)
     : undefined;
 
-  // The child may stop reading its input at any point (a budget, the end of the archive).
-  const fed = spec.stdin ? spec.stdin.pipeTo(child.stdin).catch(() => {}) : Promise.resolve();
+  // Each chunk is written before the next is asked for, so a source may reuse a chunk's memory
+  // once it is asked again (no copies). The child may stop reading at any point (a budget, the
+  // end of the archive): the feed then ends quietly.
+  const feed = async (src: ReadableStream<Uint8Array>) => {
+    const w = child.stdin.getWriter();
+    try {
+      for await (const c of src) await w.write(c);
+      await w.close();
+    } catch {
+      await w.abort().catch(() => {});
+      await src.cancel().catch(() => {});
+    }
+  };
+  const fed = spec.stdin ? feed(spec.stdin) : Promise.resolve();
   const maxOut = spec.maxOutputBytes ?? DEFAULT_OUTPUT;
   const out: Uint8Array[] = [];
   let outBytes = 0;

@@ -385,8 +385,8 @@ export class Scanner {
         for await (const c of await f.open()) {
           const part = c.subarray(0, Math.max(0, f.size - n));
           n += part.length;
-          // A store may reuse a chunk's memory once later ones are read: the child gets a copy.
-          if (part.length) yield part.slice();
+          // Written to the sandbox before the next chunk is read (runSandboxed), so no copy.
+          if (part.length) yield part;
           if (n >= f.size) break;
         }
         if (n !== f.size) throw new Error(`${f.path}: ${n} of ${f.size} bytes could be read`);
@@ -394,7 +394,7 @@ export class Scanner {
     }
     if (this.opts.sandbox === "off") {
       const parts: Uint8Array[] = [];
-      for await (const c of feed()) parts.push(c);
+      for await (const c of feed()) parts.push(c.slice());
       return readImageContent(
         decodeInput(concatBytes(parts, parts.reduce((n, p) => n + p.length, 0))),
       );

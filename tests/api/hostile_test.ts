@@ -1,0 +1,200 @@
+// Issue 22: hostile layers pushed as ordinary images (a push alone queues the index and scan
+// jobs), while a client polls /healthz and tags/list. Each case ends with a final, clear answer
+// (never a 5xx, never 202 for ever), budgets are named where one tripped, nothing of a failed
+// walk stays on disk, the serving thread never stalls for a second and the serving process's
+// memory stays flat. The layers are made by tests/fixtures/hostile_layers.py at test time.
+import assert from "node:assert/strict";
+import { join } from "node:path";
+import { req, serverTestOpts } from "../helpers/api.ts";
+import { type TestServer, withServer } from "../helpers/server.ts";
+import {
+  entriesPath,
+  filePath,
+  pushCase,
+  reportPath,
+  rssOf,
+  settle,
+  watchServer,
+} from "../helpers/hostile.ts";
+
+const CONFIG = `
+[global.job_queue]
+poll_interval_ms = 100
+backoff_min_ms = 100
+backoff_max_ms = 300
+max_attempts = 2
+lease_secs = 5
+`;
+
+const entries = entriesPath;
+const file = filePath;
+const report = reportPath;
+
+async function unsupported(s: TestServer, c: { ns: string; layer: string }, budget: RegExp) {
+  const r = await settle(s, entries(c));
+  const body = await r.json();
+  assert.equal(r.status, 404, JSON.stringify(body));
+  assert.equal(body.errors[0].code, "UNSUPPORTED");
+  assert.match(JSON.stringify(body.errors[0]), budget);
+  // Nothing of the walk stays behind.
+  const [, hex] = c.layer.split(":");
+  for (const slot of ["a", "b"]) {
+    const dir = join(s.dataDir, "blobs", "derived", "index", "sha256", hex, slot);
+    await assert.rejects(Deno.stat(dir), Deno.errors.NotFound, `${dir} left behind`);
+  }
+}
+
+async function reportOf(s: TestServer, c: { ns: string; manifest: string }) {
+  const r = await settle(s, report(c));
+  assert.equal(r.status, 200);
+  return await r.json();
+}
+
+Deno.test({
+  name: "hostile layers: every case ends final and named; the server never stalls or grows",
+  ...serverTestOpts,
+  fn: () =>
+    withServer({ config: CONFIG, productionFlags: true }, async (s) => {
+      const cases: Record<string, { ns: string; layer: string; manifest: string }> = {};
+      // An image pushed before the hostile ones stays pullable all along.
+      cases.names = await pushCase(s, "names");
+      const w = watchServer(s, "h/names");
+      const idle = await rssOf(s.pid);
+      for (
+        const k of [
+          "pax_long_path",
+          "nested_dirs",
+          "symlink_chain",
+          "link_loop",
+          "dpkg_newlines",
+          "dpkg_many",
+          "os_release_huge",
+          "secrets_flood",
+          "rpm_view",
+          "garbage_dbs",
+          "many_files",
+          "bomb",
+          "nul_path",
+          "bad_checksum",
+          "plain-as-gzip",
+          "random",
+          "empty",
+          "truncated-many_files",
+        ]
+      ) cases[k] = await pushCase(s, k);
+
+      // Budgets that trip: named in the answer, nothing left on disk.
+      await unsupported(s, cases.pax_long_path, /max_path_bytes/);
+      await unsupported(s, cases.nested_dirs, /max_path_bytes/);
+      await unsupported(s, cases.bomb, /max_uncompressed_ratio/);
+
+      // Names with control characters, quotes, CR/LF, non-ASCII and non-UTF-8 bytes are listed,
+      // served and offered for download with a header that cannot break the response.
+      {
+        const r = await settle(s, entries(cases.names));
+        assert.equal(r.status, 200);
+        const listed = (await r.json()).entries.map((e: { path: string }) => e.path);
+        assert.equal(listed.length, 6);
+        for (const p of listed) {
+          const d = await req(s, file(cases.names, p, "&download"));
+          assert.equal(d.status, 200, p);
+          assert.equal(await d.text(), "named\n");
+          const cd = d.headers.get("content-disposition") ?? "";
+          assert.match(cd, /^attachment; filename="[\x20-\x7e]*"; filename\*=UTF-8''[\x21-\x7e]+$/);
+        }
+      }
+
+      // Links that loop or leave the layer lead nowhere.
+      {
+        assert.equal((await settle(s, entries(cases.link_loop))).status, 200);
+        for (const p of ["a", "h1", "escape", "var/lib/dpkg/status", "../../etc/passwd"]) {
+          const r = await req(s, file(cases.link_loop, p));
+          assert.equal(r.status, 404, p);
+          await r.body?.cancel();
+        }
+        assert.deepEqual((await reportOf(s, cases.link_loop)).packages, []);
+      }
+
+      // Package databases: bounded, parsed in the sandbox, the report says what was left out.
+      assert.deepEqual((await reportOf(s, cases.symlink_chain)).packages, []);
+      assert.deepEqual((await reportOf(s, cases.dpkg_newlines)).packages, []);
+      {
+        const rep = await reportOf(s, cases.dpkg_many);
+        assert.equal(rep.packages.length, 25_000);
+        assert.ok(rep.warnings.some((w: string) => /25000 packages/.test(w)), rep.warnings);
+      }
+      {
+        const rep = await reportOf(s, cases.os_release_huge);
+        assert.ok(JSON.stringify(rep.os ?? null).length < 2048);
+      }
+      {
+        const rep = await reportOf(s, cases.rpm_view);
+        assert.deepEqual(rep.packages, []);
+        assert.ok(rep.warnings.some((w: string) => /rpmdb\.sqlite/.test(w)), rep.warnings);
+      }
+      // Garbage databases list nothing; the Python package is named by its directory alone.
+      assert.deepEqual(
+        (await reportOf(s, cases.garbage_dbs)).packages.map((p: { type: string }) => p.type),
+        ["pypi"],
+      );
+
+      // 5 million secret-looking lines: a bounded finding list, not a 200 MB listing.
+      {
+        const r = await settle(s, entries(cases.secrets_flood));
+        assert.equal(r.status, 200);
+        const e = (await r.json()).entries.find((e: { path: string }) => e.path === "app/keys.txt");
+        assert.ok(e.content.secrets.length > 0 && e.content.secrets.length <= 100);
+      }
+
+      // Many files: listed and searchable.
+      {
+        const r = await settle(s, entries(cases.many_files));
+        assert.equal(r.status, 200);
+        assert.equal((await r.json()).entries.length, 100_000);
+      }
+
+      // A path of NULs is listed and its layer stays searchable.
+      {
+        const r = await settle(s, entries(cases.nul_path));
+        assert.equal(r.status, 200);
+        const found = await req(s, "/v2/_svc/files/search?path=data/ok.txt");
+        assert.equal(found.status, 200);
+        const hits = (await found.json()).results.map((h: { layer: string }) => h.layer);
+        assert.ok(hits.includes(cases.nul_path.layer));
+      }
+
+      // Broken archives: a final answer each, never a 5xx.
+      for (
+        const k of ["bad_checksum", "plain-as-gzip", "random", "empty", "truncated-many_files"]
+      ) {
+        const r = await settle(s, entries(cases[k]));
+        assert.ok(r.status === 200 || r.status === 404, `${k}: ${r.status}`);
+        await r.body?.cancel();
+      }
+
+      const { slowest, bad, peakRss } = await w.end();
+      console.log(
+        `hostile: slowest answer ${Math.round(slowest)} ms, serving RSS ${
+          Math.round(idle / 1048576)
+        } -> peak ${Math.round(peakRss / 1048576)} MiB`,
+      );
+      assert.deepEqual(bad, []);
+      assert.ok(slowest < 1000, `an answer took ${Math.round(slowest)} ms`);
+      // The serving process holds no layer: its growth is listings read back and reports sent.
+      const growth = (peakRss - idle) / 1024 / 1024;
+      assert.ok(growth < 160, `serving process grew ${Math.round(growth)} MiB`);
+
+      // Budgets fail their job at once, by name; nothing is retried.
+      const failed = await (await req(s, "/v2/_svc/jobs/failed?queue=index&n=100")).json();
+      const errors = failed.failed.map((f: { last_error: string; attempts: number }) => f);
+      for (const budget of ["max_path_bytes", "max_uncompressed_ratio"]) {
+        const f = errors.find((f: { last_error: string }) => f.last_error.includes(budget));
+        assert.ok(f, `no failed job names ${budget}: ${JSON.stringify(errors)}`);
+        assert.equal(f.attempts, 1);
+      }
+      // No sandbox scratch folder is left.
+      const left = [];
+      for await (const e of Deno.readDir(join(s.dataDir, "blobs", "sandbox"))) left.push(e.name);
+      assert.deepEqual(left, []);
+    }),
+});

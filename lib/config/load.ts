@@ -276,6 +276,7 @@ export function buildConfig(doc: Table, paths: string[]): Config {
     "reload_interval_secs",
     "max_database_size",
     "max_packages",
+    "max_diff_entries",
     ...SANDBOX_KEYS,
   ]);
   cfg.scan.advisoriesDir = r.str(sc, "advisories_dir", "scan") ?? null;
@@ -285,6 +286,7 @@ export function buildConfig(doc: Table, paths: string[]): Config {
   cfg.scan.maxDatabaseSize = r.int(sc, "max_database_size", "scan", 1) ??
     cfg.scan.maxDatabaseSize;
   cfg.scan.maxPackages = r.int(sc, "max_packages", "scan", 1) ?? cfg.scan.maxPackages;
+  cfg.scan.maxDiffEntries = r.int(sc, "max_diff_entries", "scan", 1) ?? cfg.scan.maxDiffEntries;
   readSandbox(r, sc, "scan", cfg.scan);
 
   const repos = r.table(doc.repository, "repository");

@@ -161,6 +161,8 @@ export interface ScanConfig {
   maxDatabaseSize: number;
   /** packages listed per image; the rest are left out with a warning */
   maxPackages: number;
+  /** layer entries of both images of a diff together; larger pairs are not compared */
+  maxDiffEntries: number;
   /** where package databases are parsed (as `[global.index] sandbox`) */
   sandbox: SandboxMode;
   budget: SandboxBudget;
@@ -173,6 +175,7 @@ export function defaultScanConfig(): ScanConfig {
     reloadIntervalSecs: 300,
     maxDatabaseSize: 256 * 1024 * 1024,
     maxPackages: 25_000,
+    maxDiffEntries: 300_000,
     sandbox: "process",
     budget: { wallSecs: 600, cpuSecs: 600, memoryBytes: 2 * 1024 ** 3 },
   };

@@ -18,7 +18,8 @@ export type ErrorCode =
   | "REPLICATION_SUPERSEDED"
   | "INTERNAL_ERROR"
   | "PROVIDER_UNAVAILABLE"
-  | "RECLAMATION_IN_PROGRESS";
+  | "RECLAMATION_IN_PROGRESS"
+  | "TOOMANYREQUESTS";
 
 const DEFAULT_STATUS: Record<ErrorCode, number> = {
   BLOB_UNKNOWN: 404,
@@ -38,6 +39,7 @@ const DEFAULT_STATUS: Record<ErrorCode, number> = {
   INTERNAL_ERROR: 500,
   PROVIDER_UNAVAILABLE: 503,
   RECLAMATION_IN_PROGRESS: 503,
+  TOOMANYREQUESTS: 429,
 };
 
 const MESSAGES: Record<ErrorCode, string> = {
@@ -58,6 +60,7 @@ const MESSAGES: Record<ErrorCode, string> = {
   INTERNAL_ERROR: "internal server error",
   PROVIDER_UNAVAILABLE: "provider unavailable",
   RECLAMATION_IN_PROGRESS: "blob reclamation in progress, retry later",
+  TOOMANYREQUESTS: "too many requests",
 };
 
 export class RegistryError extends Error {

@@ -24,6 +24,9 @@ backoff_min_ms = 100
 backoff_max_ms = 300
 max_attempts = 2
 lease_secs = 5
+
+[scan]
+max_diff_entries = 50000
 `;
 
 const entries = entriesPath;
@@ -151,6 +154,21 @@ Deno.test({
         const r = await settle(s, entries(cases.many_files));
         assert.equal(r.status, 200);
         assert.equal((await r.json()).entries.length, 100_000);
+      }
+
+      // A diff holds both trees in the serving process: past max_diff_entries it is refused.
+      {
+        await pushCase(s, "link_loop", cases.many_files.ns, "small");
+        const diff = (to: string) =>
+          settle(s, `/v2/${cases.many_files.ns}/_svc/diff?from=small&to=${to}`);
+        const big = await diff("v1");
+        const body = await big.json();
+        assert.equal(big.status, 404);
+        assert.equal(body.errors[0].code, "UNSUPPORTED");
+        assert.match(body.errors[0].message + body.errors[0].detail, /max_diff_entries/);
+        const small = await diff("small");
+        assert.equal(small.status, 200);
+        await small.body?.cancel();
       }
 
       // A path of NULs is listed and its layer stays searchable.

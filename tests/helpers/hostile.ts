@@ -28,8 +28,12 @@ export async function hostileLayer(kase: string): Promise<Uint8Array> {
 }
 
 /** Pushes the case as `h/<case>:v1`, one layer and a plain config. */
-export async function pushCase(s: TestServer, kase: string): Promise<PushedCase> {
-  const ns = `h/${kase.replaceAll("_", "-")}`;
+export async function pushCase(
+  s: TestServer,
+  kase: string,
+  ns = `h/${kase.replaceAll("_", "-")}`,
+  tag = "v1",
+): Promise<PushedCase> {
   const bytes = await hostileLayer(kase);
   const cfg = jsonBytes({ architecture: "amd64", os: "linux", config: { Env: ["PATH=/bin"] } });
   const config = await pushBlob(s.url, ns, cfg);
@@ -40,7 +44,7 @@ export async function pushCase(s: TestServer, kase: string): Promise<PushedCase>
     config: { mediaType: OCI_CONFIG, digest: config, size: cfg.length },
     layers: [{ mediaType: GZIP, digest: layer, size: bytes.length }],
   });
-  const r = await req(s, `/v2/${ns}/manifests/v1`, {
+  const r = await req(s, `/v2/${ns}/manifests/${tag}`, {
     method: "PUT",
     headers: { "content-type": "application/vnd.oci.image.manifest.v1+json" },
     body,

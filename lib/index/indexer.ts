@@ -38,6 +38,8 @@ const WORKER_IN_FLIGHT = 8;
 /** Output buffers (256 KiB) the inflating worker may have sent that the walk has not taken. */
 const WORKER_OUTPUT_CREDITS = 8;
 
+const MAX_RECORD_ERROR = 2000;
+
 /** Passes `s` on in chunks of at most `max` bytes (views, no copies). */
 export function rechunk(s: ReadableStream<Uint8Array>, max: number): ReadableStream<Uint8Array> {
   return s.pipeThrough(
@@ -129,6 +131,11 @@ export async function commitIndexRecord(
   digest: string,
   r: IndexResult,
 ): Promise<IndexResult> {
+  // An error may quote the layer (a PAX key, a name): the record stays a small KV value.
+  const e = r.record.error;
+  if (e !== undefined && e.length > MAX_RECORD_ERROR) {
+    r.record.error = `${e.slice(0, MAX_RECORD_ERROR)}…`;
+  }
   const old = await kv.get<IndexRecord>(indexKey(digest));
   await kv.set(indexKey(digest), r.record);
   if (old.value?.base && old.value.base !== r.record.base) {

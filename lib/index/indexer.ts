@@ -98,6 +98,8 @@ export interface IndexResult {
   error?: string;
   /** the budget the walk passed (its record is `unsupported`) */
   budget?: BudgetExceededError;
+  /** why the walk could not end at all (a budget, a dead sandbox): the job fails at once */
+  failure?: Error;
 }
 
 /** What the walk reads and writes: the layer's bytes and the derived files of one run. */
@@ -216,7 +218,7 @@ async function walkOnce(
       base,
     },
     error,
-    ...(budget ? { budget } : {}),
+    ...(budget ? { budget, failure: budget } : {}),
   });
   if (size > limits.maxLayerSize) {
     return unsupported(`layer of ${size} bytes exceeds max_layer_size`, null);

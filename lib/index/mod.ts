@@ -21,7 +21,8 @@ import {
 } from "./layer_store.ts";
 import { isElf, readElf } from "./elf.ts";
 import { forgetLayer, writeFileIndex } from "./file_search.ts";
-import { pemBlocks } from "./pem.ts";
+import { beginMarkers, hasCertificate, type PemBlock, pemBlocks } from "./pem.ts";
+import { BudgetExceededError, runSandboxedJson, SandboxError } from "../sandbox/mod.ts";
 
 export { detectCompression, indexLayer } from "./indexer.ts";
 export {
@@ -40,6 +41,10 @@ export const typeFromName = (path: string): string => mimeType(path, new Uint8Ar
 export { INDEX_VERSION, indexKey, type IndexRecord, type ListedEntry } from "./layer_store.ts";
 
 const CERT_HEAD = 64 * 1024;
+/** PEM blocks parsed in the serving process (~0.5 ms each); more go to a sandbox. */
+const INLINE_PEM_BLOCKS = 32;
+const DETAILS_WALL_SECS = 60;
+const DETAILS_CHILD = new URL("./details_child.ts", import.meta.url);
 const CERT_MAX = 4 * 1024 * 1024;
 
 export type EntriesAnswer =
@@ -125,7 +130,7 @@ export class LayerIndex {
     );
     // A budget passed: the layer answers UNSUPPORTED with the budget named, and the job fails
     // at once (the same bytes would pass it again).
-    if (r.budget) throw new PermanentJobError(r.budget.message);
+    if (r.failure) throw new PermanentJobError(r.failure.message);
     // What was listed is searchable, a partial listing's files included.
     if (r.record.state !== "unsupported") {
       await writeFileIndex(this.registry.kv, this.reader, digest, r.record, job.signal);
@@ -269,8 +274,28 @@ export class LayerIndex {
       const elf = await readElf(readAt, entry.size);
       return elf ? { elf } : {};
     }
-    const certs = pemBlocks(head, entry.size <= CERT_HEAD ? head : await readAt(0, CERT_MAX));
-    return certs ? { certificates: certs } : {};
+    if (!hasCertificate(head)) return {};
+    const bytes = entry.size <= CERT_HEAD ? head : await readAt(0, CERT_MAX);
+    // A few certificates parse in milliseconds here; a bundle goes to a sandbox.
+    const ix = this.cfg.global.index;
+    if (ix.sandbox === "off" || beginMarkers(bytes) <= INLINE_PEM_BLOCKS) {
+      return { certificates: pemBlocks(head, bytes) ?? [] };
+    }
+    const certs = await runSandboxedJson<PemBlock[] | null>({
+      label: "details",
+      module: DETAILS_CHILD,
+      args: null,
+      stdin: ReadableStream.from([bytes]),
+      budget: { ...ix.budget, wallSecs: Math.min(ix.budget.wallSecs, DETAILS_WALL_SECS) },
+    }).catch((e) => {
+      if (e instanceof BudgetExceededError || e instanceof SandboxError) {
+        throw new RegistryError("UNSUPPORTED", `${truncate(path)}: no details: ${e.message}`, {
+          status: 404,
+        });
+      }
+      throw e;
+    });
+    return { certificates: certs ?? [] };
   }
 
   private async locate(ns: string, digest: string, path: string) {

@@ -52,6 +52,26 @@ export function opensWithPem(head: Uint8Array): boolean {
   return OPENS.test(latin1.decode(head.subarray(0, CERT_HEAD)));
 }
 
+/** Whether the first 64 KiB hold a `-----BEGIN CERTIFICATE-----` line (pemBlocks is not null). */
+export function hasCertificate(head64k: Uint8Array): boolean {
+  return BEGIN_CERT.test(latin1.decode(head64k.subarray(0, CERT_HEAD)));
+}
+
+/** How many `-----BEGIN ` markers the bytes hold: what parsing them will cost. */
+export function beginMarkers(bytes: Uint8Array): number {
+  const needle = [0x2d, 0x2d, 0x2d, 0x2d, 0x2d, 0x42, 0x45, 0x47, 0x49, 0x4e]; // -----BEGIN
+  let n = 0;
+  for (let at = bytes.indexOf(0x2d); at >= 0; at = bytes.indexOf(0x2d, at + 1)) {
+    let k = 0;
+    while (k < needle.length && bytes[at + k] === needle[k]) k++;
+    if (k === needle.length) {
+      n++;
+      at += k - 1;
+    }
+  }
+  return n;
+}
+
 /**
  * SPEC certificates: null unless the first 64 KiB hold a `-----BEGIN CERTIFICATE-----` line;
  * otherwise every PEM block of the first 4 MiB in order. A block whose END line is missing or

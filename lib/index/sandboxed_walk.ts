@@ -5,7 +5,7 @@
 import { join } from "node:path";
 import type { IndexConfig } from "../config/mod.ts";
 import type { BlobStore } from "../storage/mod.ts";
-import { BudgetExceededError, ChildError, runSandboxedJson } from "../sandbox/mod.ts";
+import { BudgetExceededError, ChildError, runSandboxedJson, SandboxError } from "../sandbox/mod.ts";
 import { type IndexResult, walkLayer } from "./indexer.ts";
 import { INDEX_VERSION, type IndexRecord } from "./layer_store.ts";
 import { findLibraryPaths } from "./native_libs.ts";
@@ -30,7 +30,7 @@ async function* filesUnder(dir: string, rel = ""): AsyncGenerator<string> {
   }
 }
 
-function budgetRecord(base: string, e: BudgetExceededError): IndexResult {
+function budgetRecord(base: string, e: BudgetExceededError | SandboxError): IndexResult {
   return {
     record: {
       version: INDEX_VERSION,
@@ -43,7 +43,8 @@ function budgetRecord(base: string, e: BudgetExceededError): IndexResult {
       base,
     },
     error: e.message,
-    budget: e,
+    failure: e,
+    ...(e instanceof BudgetExceededError ? { budget: e } : {}),
   };
 }
 
@@ -71,6 +72,7 @@ export async function walkSandboxed(
     let out: ChildResult;
     try {
       out = await runSandboxedJson<ChildResult>({
+        mode: limits.sandbox,
         label: "index",
         module: CHILD,
         args,
@@ -83,6 +85,9 @@ export async function walkSandboxed(
       });
     } catch (e) {
       if (e instanceof BudgetExceededError) return budgetRecord(base, e);
+      // A walk that kills its sandbox would kill the next one too: the layer says why (and a
+      // request for its entries does not queue it again).
+      if (e instanceof SandboxError) return budgetRecord(base, e);
       if (e instanceof ChildError) throw new IndexError(e.message, e.permanent);
       throw e;
     }

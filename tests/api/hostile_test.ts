@@ -78,6 +78,7 @@ Deno.test({
           "many_files",
           "bomb",
           "nul_path",
+          "cert_bundle",
           "bad_checksum",
           "plain-as-gzip",
           "random",
@@ -169,6 +170,19 @@ Deno.test({
         const small = await diff("small");
         assert.equal(small.status, 200);
         await small.body?.cancel();
+      }
+
+      // A certificate bundle's details are parsed off the serving thread.
+      {
+        assert.equal((await settle(s, entries(cases.cert_bundle))).status, 200);
+        const d = await req(
+          s,
+          `/v2/${cases.cert_bundle.ns}/_svc/layers/${cases.cert_bundle.layer}/details?path=etc/ssl/certs/bundle.pem`,
+        );
+        assert.equal(d.status, 200);
+        const certs = (await d.json()).certificates;
+        assert.ok(certs.length > 2000, `${certs.length} certificates`);
+        assert.equal(certs[0].certificate.subject, "CN=hostile");
       }
 
       // A path of NULs is listed and its layer stays searchable.

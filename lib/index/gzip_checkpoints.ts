@@ -1,8 +1,16 @@
 // Random access into gzip layers (SPEC Layer file 6, DESIGN.md "gzip random access"): one pass
 // over the compressed bytes records a checkpoint — compressed offset, uncompressed offset and
-// the 32 KiB of output before it — at a byte-aligned deflate block boundary every ~4 MiB of
+// the 32 KiB of output before it — at the first deflate block boundary after every 4 MiB of
 // output. A read starts at the nearest checkpoint: a stored block carrying the window, then the
-// compressed bytes from there, inflated raw, so it inflates at most ~4 MiB.
+// compressed bytes from there, inflated raw, so it inflates about 4 MiB (plus up to one block).
+//
+// Most block boundaries are not byte-aligned (zlib's examples/zran.c takes them all, recording
+// the unused bits of the last byte): `gzip -9` of zeros has no aligned one in 8 GiB, and with
+// aligned checkpoints only, a read of its last file inflated all of it. A read from a boundary
+// k bits into a byte goes to inflaters that take whole bytes (DecompressionStream, node:zlib),
+// so rather than shifting the whole compressed range by k bits, the prefix after the window is
+// padded with empty blocks to end k bits into its last byte, and that byte is merged with the
+// blob's: the rest of the range is passed on untouched.
 //
 // The pass uses pako's inflate with Z_BLOCK: node:zlib (much faster) cannot stop at block
 // boundaries or say how many bits of the last byte are unused. It runs off the main thread
@@ -26,6 +34,11 @@ export interface Checkpoint {
   window: Uint8Array;
   /** `coff` starts a gzip member (header included): read it with gunzip, no window */
   member: boolean;
+  /**
+   * Unused (high) bits of the byte before `coff` (0-7): the next block starts in that byte, at
+   * bit `8 - bits`. Always 0 at a member start.
+   */
+  bits: number;
 }
 
 interface PakoStream {
@@ -95,6 +108,7 @@ export class CheckpointBuilder {
           coff: this.cin + zs.next_in,
           window: new Uint8Array(0),
           member: true,
+          bits: 0,
         });
         this.lastCheckpoint = this.uout;
       }
@@ -109,14 +123,13 @@ export class CheckpointBuilder {
         return;
       }
       const atBoundary = (zs.data_type & 128) !== 0 && (zs.data_type & 64) === 0;
-      if (
-        atBoundary && (zs.data_type & 7) === 0 && this.uout - this.lastCheckpoint >= this.spacing
-      ) {
+      if (atBoundary && this.uout - this.lastCheckpoint >= this.spacing) {
         this.record({
           uoff: this.uout,
           coff: this.cin + zs.next_in,
           window: this.window(),
           member: false,
+          bits: zs.data_type & 7,
         });
         this.lastCheckpoint = this.uout;
       }
@@ -183,6 +196,10 @@ export class CheckpointBuilder {
 // --- storage format -----------------------------------------------------------------------
 // [u32 count] then per checkpoint [f64 uoff][f64 coff][u32 flags][u32 window length], then the
 // windows in order. A 1 GiB layer has ~256 checkpoints: ~8 MiB, read one window at a time.
+// flags: bit 0 a member start; bits 8-10 the unused bits before `coff` (INDEX_VERSION 1 tables
+// have none there: they read as aligned checkpoints, which they were).
+
+const flagsOf = (c: Checkpoint) => (c.member ? 1 : 0) | ((c.bits & 7) << 8);
 
 const ENTRY = 24;
 
@@ -197,7 +214,7 @@ export function encodeCheckpoints(cps: Checkpoint[]): Uint8Array {
     const at = 4 + i * ENTRY;
     dv.setFloat64(at, c.uoff, true);
     dv.setFloat64(at + 8, c.coff, true);
-    dv.setUint32(at + 16, c.member ? 1 : 0, true);
+    dv.setUint32(at + 16, flagsOf(c), true);
     dv.setUint32(at + 20, c.window.length, true);
     out.set(c.window, w);
     w += c.window.length;
@@ -217,7 +234,7 @@ export function encodeTable(cps: Checkpoint[], lengths: number[]): Uint8Array {
     const at = 4 + i * ENTRY;
     dv.setFloat64(at, c.uoff, true);
     dv.setFloat64(at + 8, c.coff, true);
-    dv.setUint32(at + 16, c.member ? 1 : 0, true);
+    dv.setUint32(at + 16, flagsOf(c), true);
     dv.setUint32(at + 20, lengths[i], true);
   });
   return out;
@@ -227,6 +244,7 @@ export interface CheckpointRef {
   uoff: number;
   coff: number;
   member: boolean;
+  bits: number;
   /** where its window lies in the encoded file */
   windowAt: number;
   windowLength: number;
@@ -249,10 +267,12 @@ export function decodeTable(bytes: Uint8Array, separate = false): CheckpointRef[
   for (let i = 0; i < n; i++) {
     const at = 4 + i * ENTRY;
     const windowLength = dv.getUint32(at + 20, true);
+    const flags = dv.getUint32(at + 16, true);
     out.push({
       uoff: dv.getFloat64(at, true),
       coff: dv.getFloat64(at + 8, true),
-      member: dv.getUint32(at + 16, true) === 1,
+      member: (flags & 1) === 1,
+      bits: (flags >>> 8) & 7,
       windowAt: w,
       windowLength,
     });
@@ -296,8 +316,174 @@ export function following(table: CheckpointRef[], uoff: number): CheckpointRef |
 const FINAL_EMPTY_BLOCK = new Uint8Array([0x01, 0x00, 0x00, 0xff, 0xff]);
 
 /**
- * Inflates from a checkpoint: `compressed` streams the blob from `cp.coff` (to the end of the
- * blob, or with `cut` up to the next checkpoint's block boundary in the same member); returns
+ * The blob bytes [start, end] a read from `cp` needs, and whether they stop at `next` (the
+ * checkpoint after the read's last byte, when in the same member) rather than the blob's end.
+ * A checkpoint k bits into a byte starts with that byte.
+ */
+export function compressedRange(
+  cp: Pick<CheckpointRef, "coff" | "bits">,
+  next: Pick<CheckpointRef, "coff" | "member"> | null,
+  blobSize: number,
+): { start: number; end: number; cut: boolean } {
+  const cut = next !== null && !next.member;
+  return { start: cp.coff - (cp.bits ? 1 : 0), end: cut ? next.coff - 1 : blobSize - 1, cut };
+}
+
+/** LSB-first bit packing, as deflate writes its bit stream. */
+class BitWriter {
+  readonly bytes: number[] = [];
+  private acc = 0;
+  private n = 0;
+  constructor(first = 0, used = 0) {
+    this.acc = first & ((1 << used) - 1);
+    this.n = used;
+  }
+  put(value: number, length: number): this {
+    for (let i = 0; i < length; i++) {
+      this.acc |= ((value >>> i) & 1) << this.n;
+      if (++this.n === 8) {
+        this.bytes.push(this.acc);
+        this.acc = 0;
+        this.n = 0;
+      }
+    }
+    return this;
+  }
+  /** bits written into the last, partial byte */
+  get partialBits(): number {
+    return this.n;
+  }
+  /** the bytes, the partial one (zero-padded) included */
+  finish(): Uint8Array {
+    return Uint8Array.from(this.n ? [...this.bytes, this.acc] : this.bytes);
+  }
+}
+
+/** A non-final fixed-Huffman block with nothing in it: 10 bits (header, end-of-block). */
+const emptyFixedBlock = (w: BitWriter) => w.put(0, 1).put(1, 2).put(0, 7);
+
+/**
+ * A non-final dynamic-Huffman block with nothing in it, 95 bits long: with 10-bit fixed ones,
+ * empty blocks reach any bit offset mod 8. Every code in it is complete (two 1-bit codes each),
+ * which every inflater accepts, whereas zlib alone takes a lone 1-bit code.
+ */
+function emptyDynamicBlock(w: BitWriter): void {
+  w.put(0, 1).put(2, 2); // not final; dynamic
+  w.put(0, 5).put(1, 5).put(15, 4); // 257 literal/length codes, 2 distance codes, 19 code-length codes
+  // code-length code lengths in RFC 1951 order 16 17 18 0 8 7 9 6 10 5 11 4 12 3 13 2 14 1 15:
+  // only 18 (a run of zeros) and 1 (length 1) are used, one bit each: 1 → 0, 18 → 1
+  for (const sym of [16, 17, 18, 0, 8, 7, 9, 6, 10, 5, 11, 4, 12, 3, 13, 2, 14, 1, 15]) {
+    w.put(sym === 18 || sym === 1 ? 1 : 0, 3);
+  }
+  // literal 0 and end-of-block get length 1, literals 1-255 none; both distance codes length 1
+  w.put(0, 1); // literal 0: 1
+  w.put(1, 1).put(138 - 11, 7); // 138 zeros
+  w.put(1, 1).put(117 - 11, 7); // 117 zeros (255 in all)
+  w.put(0, 1); // end-of-block: 1
+  w.put(0, 1).put(0, 1); // distances 0 and 1: 1
+  w.put(1, 1); // end-of-block (literal 0 is code 0, end-of-block code 1)
+}
+
+/**
+ * The raw deflate prefix that puts `window` in the inflater's history and ends `bits` short of
+ * a byte boundary, as the checkpoint's block starts in the blob's byte: its last byte is partial
+ * (used bits low) when `bits` > 0.
+ */
+export function resumePrefix(window: Uint8Array, bits: number): Uint8Array {
+  const stored = storedWindow(window);
+  if (!bits) return stored;
+  const w = new BitWriter();
+  const s = 8 - bits;
+  // fixed blocks add 2 bits mod 8, the dynamic one 7
+  if (s % 2 === 0) {
+    for (let i = 0; i < s / 2; i++) emptyFixedBlock(w);
+  } else {
+    emptyDynamicBlock(w);
+    for (let i = 0; i < ((s - 7 + 8) % 8) / 2; i++) emptyFixedBlock(w);
+  }
+  const pad = w.finish();
+  const out = new Uint8Array(stored.length + pad.length);
+  out.set(stored);
+  out.set(pad, stored.length);
+  return out;
+}
+
+/** The end of a range cut `bits` short of a byte boundary: `last` keeps its used bits, then a final empty block. */
+function finalBlockAfter(last: number, bits: number): Uint8Array {
+  if (!bits) return Uint8Array.from([last, ...FINAL_EMPTY_BLOCK]);
+  return new BitWriter(last, 8 - bits).put(1, 1).put(1, 2).put(0, 7).finish();
+}
+
+/**
+ * The raw deflate stream of a read from a checkpoint `bits` into a byte: the prefix, its
+ * partial last byte merged with the range's first byte; with `nextBits` (a cut range), the last
+ * byte is held back and ends in a final empty block. The rest passes through as it comes.
+ */
+function spliced(
+  prefix: Uint8Array,
+  bits: number,
+  compressed: ReadableStream<Uint8Array>,
+  nextBits: number | null,
+): ReadableStream<Uint8Array> {
+  const reader = compressed.getReader();
+  const keep = bits ? (1 << (8 - bits)) - 1 : 0;
+  let first = true;
+  let held = -1;
+  let done = false;
+  return new ReadableStream<Uint8Array>({
+    async pull(c) {
+      // A pull that enqueues nothing is not called again (highWaterMark 0): it reads on instead.
+      let sent = false;
+      const send = (b: Uint8Array) => {
+        if (b.length) c.enqueue(b);
+        sent ||= b.length > 0;
+      };
+      while (!sent) {
+        if (done) return c.close();
+        const r = await reader.read();
+        if (r.done) {
+          done = true;
+          if (first && bits) throw new Error("gzip: compressed range cut short");
+          if (first) send(prefix);
+          if (nextBits !== null) {
+            send(held < 0 ? FINAL_EMPTY_BLOCK : finalBlockAfter(held, nextBits));
+          }
+          return c.close();
+        }
+        let v = r.value;
+        if (v.length === 0) continue;
+        if (first) {
+          first = false;
+          if (bits) {
+            const head = prefix.slice();
+            const at = head.length - 1;
+            head[at] = (head[at] & keep) | (v[0] & ~keep & 0xff);
+            if (nextBits !== null && v.length === 1) {
+              // the range's one byte is also its last: the merged byte is held back
+              send(head.subarray(0, at));
+              held = head[at];
+              continue;
+            }
+            send(head);
+            v = v.subarray(1);
+          } else send(prefix);
+        }
+        if (nextBits === null) {
+          send(v);
+          continue;
+        }
+        if (held >= 0) send(Uint8Array.of(held));
+        held = v[v.length - 1];
+        send(v.subarray(0, v.length - 1));
+      }
+    },
+    cancel: (reason) => reader.cancel(reason),
+  }, { highWaterMark: 0 });
+}
+
+/**
+ * Inflates from a checkpoint: `compressed` streams the blob's `compressedRange` (to the end of
+ * the blob, or with `next` up to that checkpoint's block boundary in the same member); returns
  * the uncompressed bytes from `cp.uoff` on (the window is consumed, not emitted).
  *
  * A cut range goes through the web DecompressionStream (deflate-raw), ~3× node:zlib here for
@@ -307,20 +493,23 @@ const FINAL_EMPTY_BLOCK = new Uint8Array([0x01, 0x00, 0x00, 0xff, 0xff]);
  */
 export function inflateFrom(
   window: Uint8Array,
-  member: boolean,
+  cp: Pick<CheckpointRef, "member" | "bits">,
   compressed: ReadableStream<Uint8Array>,
-  cut = false,
+  next: Pick<CheckpointRef, "bits"> | null = null,
 ): ReadableStream<Uint8Array> {
-  if (!cut) {
+  const member = cp.member;
+  const bits = member ? 0 : cp.bits;
+  if (next === null) {
     if (member) return pipeNode(compressed, zlib.createGunzip({ chunkSize: 256 * 1024 }), 0);
-    return rawThenMembers(window, compressed);
+    const raw = bits
+      ? spliced(resumePrefix(window, bits), bits, compressed, null)
+      : concatStreams(storedWindow(window), compressed);
+    return rawThenMembers(window.length, raw);
   }
   const body = member ? skipGzipHeader(compressed) : compressed;
-  const raw = concatStreams(
-    member ? new Uint8Array(0) : storedWindow(window),
-    body,
-    FINAL_EMPTY_BLOCK,
-  );
+  const raw = bits || next.bits
+    ? spliced(resumePrefix(window, bits), bits, body, next.bits)
+    : concatStreams(member ? new Uint8Array(0) : storedWindow(window), body, FINAL_EMPTY_BLOCK);
   let skip = member ? 0 : window.length;
   return raw.pipeThrough(
     new TransformStream<Uint8Array, Uint8Array>({
@@ -347,29 +536,28 @@ export function inflateFrom(
 }
 
 /**
- * The rest of a member from a checkpoint inside it, then every member after it. node:zlib's
- * inflateRaw stops at the end of the deflate stream and cannot say where that was, so a read
- * from the last checkpoint of one member into the next (multi-member gzip: eStargz layers, BGZF,
- * concatenated files) lost everything past the member's end. pako reports where the deflate
- * stream ended; it inflates at most one checkpoint spacing of output before node:zlib's gunzip
- * takes the members that follow.
+ * The rest of a member from a checkpoint inside it (`raw`: the window's prefix, then the blob
+ * from the checkpoint on), then every member after it. node:zlib's inflateRaw stops at the end
+ * of the deflate stream and cannot say where that was, so a read from the last checkpoint of one
+ * member into the next (multi-member gzip: eStargz layers, BGZF, concatenated files) lost
+ * everything past the member's end. pako reports where the deflate stream ended; it inflates at
+ * most one checkpoint spacing of output before node:zlib's gunzip takes the members that follow.
  */
 function rawThenMembers(
-  window: Uint8Array,
-  compressed: ReadableStream<Uint8Array>,
+  windowLength: number,
+  raw: ReadableStream<Uint8Array>,
 ): ReadableStream<Uint8Array> {
-  const reader = compressed.getReader();
+  const reader = raw.getReader();
   const zs = new (ZStream as unknown as new () => PakoStream)();
   zinf.inflateInit2(zs, -15);
   const out = new Uint8Array(64 * 1024);
   zs.output = out;
   zs.next_out = 0;
   zs.avail_out = out.length;
-  const head = storedWindow(window);
-  zs.input = head;
+  zs.input = new Uint8Array(0);
   zs.next_in = 0;
-  zs.avail_in = head.length;
-  let skip = window.length;
+  zs.avail_in = 0;
+  let skip = windowLength;
   let rest: ReadableStreamDefaultReader<Uint8Array> | null = null;
   let closed = false;
   return new ReadableStream<Uint8Array>({

@@ -5,6 +5,7 @@ import zlib from "node:zlib";
 import {
   type Checkpoint,
   CheckpointBuilder,
+  compressedRange,
   decodeTable,
   encodeCheckpoints,
   encodeTable,
@@ -81,16 +82,18 @@ async function rangedRead(
 ): Promise<Uint8Array> {
   const table = decodeTable(file);
   const cp = nearest(table, start) ??
-    { uoff: 0, coff: 0, member: true, windowAt: 0, windowLength: 0 };
+    { uoff: 0, coff: 0, member: true, bits: 0, windowAt: 0, windowLength: 0 };
   const window = file.subarray(cp.windowAt, cp.windowAt + cp.windowLength);
   const next = following(table, end);
-  const cut = next !== null && !next.member;
-  const compressed = blob.subarray(cp.coff, cut ? next.coff : blob.length);
+  const r = compressedRange(cp, next, blob.length);
+  const compressed = blob.subarray(r.start, r.end + 1);
   const chunks: Uint8Array[] = [];
   for (let at = 0; at < compressed.length; at += 7919) {
     chunks.push(compressed.slice(at, at + 7919));
   }
-  const all = await readAll(inflateFrom(window, cp.member, ReadableStream.from(chunks), cut));
+  const all = await readAll(
+    inflateFrom(window, cp, ReadableStream.from(chunks), r.cut ? next : null),
+  );
   return all.subarray(start - cp.uoff, start - cp.uoff + (end - start + 1));
 }
 
@@ -138,6 +141,7 @@ Deno.test("fuzz gzip: the table encodings round-trip", () => {
     uoff: fc.nat(),
     coff: fc.nat(),
     member: fc.boolean(),
+    bits: fc.integer({ min: 0, max: 7 }),
     window: fc.uint8Array({ maxLength: 64 }),
   });
   fc.assert(
@@ -147,7 +151,7 @@ Deno.test("fuzz gzip: the table encodings round-trip", () => {
       let at = 4 + 24 * cps.length;
       let w = 0;
       cps.forEach((c, i) => {
-        const base = { uoff: c.uoff, coff: c.coff, member: c.member };
+        const base = { uoff: c.uoff, coff: c.coff, member: c.member, bits: c.bits };
         assert.deepEqual(whole[i], { ...base, windowAt: at, windowLength: c.window.length });
         assert.deepEqual(separate[i], { ...base, windowAt: w, windowLength: c.window.length });
         at += c.window.length;

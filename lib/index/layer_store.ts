@@ -5,6 +5,7 @@
 import type { BlobStore } from "../storage/mod.ts";
 import {
   type CheckpointRef,
+  compressedRange,
   decodeTable,
   following,
   inflateFrom,
@@ -12,8 +13,12 @@ import {
 } from "./gzip_checkpoints.ts";
 import { decodeFrames, decompressFrame, type Frame, frameAt } from "./zstd_frames.ts";
 
-/** Bumped when the listing's content changes: older listings are served `refreshing`. */
-export const INDEX_VERSION = 1;
+/**
+ * Bumped when the listing's content changes: older listings are served `refreshing`. 2: gzip
+ * checkpoints at unaligned block boundaries too (a version 1 table still reads, its checkpoints
+ * all aligned, but may have none for GiBs: re-indexing bounds its reads).
+ */
+export const INDEX_VERSION = 2;
 
 export type Compression = "gzip" | "zstd" | "none";
 
@@ -222,7 +227,7 @@ export class LayerReader {
       async () => decodeTable(await readAllStream(await this.store.readDerived(name)), true),
     );
     const cp = nearest(table, start) ??
-      { uoff: 0, coff: 0, member: true, windowAt: 0, windowLength: 0 };
+      { uoff: 0, coff: 0, member: true, bits: 0, windowAt: 0, windowLength: 0 };
     const window = cp.windowLength
       ? await readAllStream(
         await this.store.readDerived(files.windows(rec.base), {
@@ -234,13 +239,10 @@ export class LayerReader {
     // The next checkpoint, when in the same member, bounds the compressed bytes this read needs:
     // a few MiB instead of the rest of the blob.
     const next = following(table, end);
-    const cut = next !== null && !next.member;
-    const compressed = await this.store.read(digest, {
-      start: cp.coff,
-      end: cut ? next.coff - 1 : blobSize - 1,
-    });
+    const range = compressedRange(cp, next, blobSize);
+    const compressed = await this.store.read(digest, { start: range.start, end: range.end });
     return slice(
-      inflateFrom(window, cp.member, compressed, cut),
+      inflateFrom(window, cp, compressed, range.cut ? next : null),
       start - cp.uoff,
       end - start + 1,
     );

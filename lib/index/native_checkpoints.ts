@@ -1,6 +1,6 @@
 // The gzip checkpoint pass on the system's zlib (libz.so.1, present on every Debian) through
 // Deno's FFI: inflate with Z_BLOCK stops at every deflate block boundary and `data_type` says
-// whether it is byte-aligned, which node:zlib does not expose. pako does the same in pure JS
+// how many bits of the last byte it did not use, which node:zlib does not expose. pako does the same in pure JS
 // at ~110 MB/s of output and was the gzip index pass's limit (bench/README.md "Layer index");
 // native zlib runs it at several times that. Without FFI permission or without libz the pass
 // falls back to pako (CheckpointBuilder), which yields identical checkpoints.
@@ -175,6 +175,7 @@ export class NativeCheckpointBuilder {
           coff: this.cin + consumed,
           window: new Uint8Array(0),
           member: true,
+          bits: 0,
         });
         this.lastCheckpoint = this.uout;
       }
@@ -198,14 +199,13 @@ export class NativeCheckpointBuilder {
       } else {
         const dataType = dv.getInt32(DATA_TYPE, true);
         const atBoundary = (dataType & 128) !== 0 && (dataType & 64) === 0;
-        if (
-          atBoundary && (dataType & 7) === 0 && this.uout - this.lastCheckpoint >= this.spacing
-        ) {
+        if (atBoundary && this.uout - this.lastCheckpoint >= this.spacing) {
           this.record({
             uoff: this.uout,
             coff: this.cin + chunk.length - dv.getUint32(AVAIL_IN, true),
             window: this.window(),
             member: false,
+            bits: dataType & 7,
           });
           this.lastCheckpoint = this.uout;
         }

@@ -6,6 +6,7 @@ import zlib from "node:zlib";
 import {
   CHECKPOINT_SPACING,
   CheckpointBuilder,
+  compressedRange,
   decodeTable,
   encodeCheckpoints,
   following,
@@ -80,15 +81,16 @@ async function checkGzip(raw: Uint8Array, gz: Uint8Array) {
   }
   for (const [off, len] of ranges(raw.length, 40)) {
     const cp = nearest(table, off) ??
-      { uoff: 0, coff: 0, member: true, windowAt: 0, windowLength: 0 };
+      { uoff: 0, coff: 0, member: true, bits: 0, windowAt: 0, windowLength: 0 };
     const window = enc.subarray(cp.windowAt, cp.windowAt + cp.windowLength);
     // Both ways a read goes: to the blob's end, and cut at the next checkpoint of the member.
     const next = following(table, off + len - 1);
     const cuts = next !== null && !next.member ? [false, true] : [false];
     for (const cut of cuts) {
-      const src = cut ? chunks(gz.subarray(0, next!.coff), cp.coff) : chunks(gz, cp.coff);
+      const r = compressedRange(cp, cut ? next : null, gz.length);
+      const src = chunks(gz.subarray(0, r.end + 1), r.start);
       const got = await readAllStream(
-        slice(inflateFrom(window, cp.member, src, cut), off - cp.uoff, len),
+        slice(inflateFrom(window, cp, src, cut ? next : null), off - cp.uoff, len),
       );
       assert.equal(got.length, len);
       assert.ok(

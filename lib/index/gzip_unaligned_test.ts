@@ -1,0 +1,327 @@
+// Checkpoints at block boundaries that are not byte-aligned (issue 22, "Slow reads"): `gzip -9`
+// of zeros has no aligned boundary at all, so a read of the last file inflated the whole layer.
+// Both index passes (pako and native zlib) must place one about every 4 MiB of output, and every
+// read from one — through DecompressionStream (a range cut at the next checkpoint) or pako (to
+// the blob's end) — must give back the original bytes.
+import assert from "node:assert/strict";
+import zlib from "node:zlib";
+import { join } from "node:path";
+import {
+  type Checkpoint,
+  CHECKPOINT_SPACING,
+  CheckpointBuilder,
+  type CheckpointRef,
+  compressedRange,
+  decodeTable,
+  encodeCheckpoints,
+  encodeTable,
+  following,
+  inflateFrom,
+  nearest,
+  resumePrefix,
+} from "./gzip_checkpoints.ts";
+import { NativeCheckpointBuilder, nativeZlibAvailable } from "./native_checkpoints.ts";
+import { indexLayer } from "./indexer.ts";
+import { LayerReader, readAllStream } from "./layer_store.ts";
+import { FsBlobStore } from "../storage/mod.ts";
+import { buildConfig } from "../config/mod.ts";
+import { fc, fuzzParams } from "../../tests/helpers/fuzz.ts";
+
+const hasNative = nativeZlibAvailable();
+
+async function run(cmd: string, args: string[], input: Uint8Array): Promise<Uint8Array> {
+  const p = new Deno.Command(cmd, { args, stdin: "piped", stdout: "piped" }).spawn();
+  const out = new Response(p.stdout).arrayBuffer();
+  const w = p.stdin.getWriter();
+  await w.write(input);
+  await w.close();
+  assert.ok((await p.status).success, `${cmd} ${args.join(" ")}`);
+  return new Uint8Array(await out);
+}
+
+/** A ustar archive of `files` (names under 100 bytes), built here so the test needs no tar. */
+function tar(files: [string, Uint8Array][]): Uint8Array {
+  const parts: Uint8Array[] = [];
+  const enc = new TextEncoder();
+  for (const [name, data] of files) {
+    const h = new Uint8Array(512);
+    const field = (at: number, s: string) => h.set(enc.encode(s), at);
+    field(0, name);
+    field(100, "0000644\0");
+    field(108, "0000000\0");
+    field(116, "0000000\0");
+    field(124, data.length.toString(8).padStart(11, "0") + "\0");
+    field(136, "00000000000\0");
+    field(148, "        ");
+    h[156] = 0x30;
+    field(257, "ustar\0");
+    field(263, "00");
+    const sum = h.reduce((n, b) => n + b, 0);
+    field(148, sum.toString(8).padStart(6, "0") + "\0 ");
+    parts.push(h, data, new Uint8Array((512 - data.length % 512) % 512));
+  }
+  parts.push(new Uint8Array(1024));
+  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+  let at = 0;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.length;
+  }
+  return out;
+}
+
+interface Pass {
+  checkpoints: Checkpoint[];
+  /** the encoded file (table, then windows), as encodeCheckpoints writes it */
+  file: Uint8Array;
+}
+
+function pass(gz: Uint8Array, native: boolean, spacing = CHECKPOINT_SPACING, step = 65_536): Pass {
+  const b = native ? NativeCheckpointBuilder.create(spacing)! : new CheckpointBuilder(spacing);
+  for (let i = 0; i < gz.length; i += step) b.push(gz.slice(i, i + step));
+  const r = b.finish();
+  assert.equal(r.error, null);
+  assert.ok(r.complete);
+  return { checkpoints: r.checkpoints, file: encodeCheckpoints(r.checkpoints) };
+}
+
+/**
+ * Bytes [start, end] as LayerReader reads them, and how many bytes the inflate produced to get
+ * there (everything from the checkpoint on, the window excluded).
+ */
+async function read(
+  gz: Uint8Array,
+  file: Uint8Array,
+  start: number,
+  end: number,
+  piece = 7919,
+): Promise<{ bytes: Uint8Array; inflated: number }> {
+  const table = decodeTable(file);
+  const cp: CheckpointRef = nearest(table, start) ??
+    { uoff: 0, coff: 0, member: true, bits: 0, windowAt: 0, windowLength: 0 };
+  const window = file.subarray(cp.windowAt, cp.windowAt + cp.windowLength);
+  const next = following(table, end);
+  const r = compressedRange(cp, next, gz.length);
+  const chunks: Uint8Array[] = [];
+  for (let at = r.start; at <= r.end; at += piece) {
+    chunks.push(gz.slice(at, Math.min(r.end + 1, at + piece)));
+  }
+  const all = await readAllStream(
+    inflateFrom(window, cp, ReadableStream.from(chunks), r.cut ? next : null),
+  );
+  return {
+    bytes: all.subarray(start - cp.uoff, start - cp.uoff + end - start + 1),
+    inflated: all.length,
+  };
+}
+
+const equal = (a: Uint8Array, b: Uint8Array) =>
+  a.length === b.length && a.every((v, i) => v === b[i]);
+
+// GNU gzip ends a block every 32k symbols (zlib every 16k): with 258-byte matches of zeros,
+// ~8.5 MB of output.
+const BLOCK = 32768 * 258;
+
+Deno.test("gzip -9 of zeros: a checkpoint every ~4 MiB, and the last file reads from the last", async () => {
+  const tail = new TextEncoder().encode("the file after the zeros\n");
+  const layer = tar([["zeros.bin", new Uint8Array(64 * 1024 * 1024)], ["last.txt", tail]]);
+  const gz = await run("gzip", ["-9", "-c", "-n"], layer);
+  const at = 64 * 1024 * 1024 + 1024;
+  assert.ok(equal(layer.subarray(at, at + tail.length), tail));
+  const passes = [pass(gz, false)];
+  if (hasNative) passes.push(pass(gz, true));
+  for (const p of passes) {
+    const cps = p.checkpoints;
+    assert.ok(cps.length >= 64 * 1024 * 1024 / (CHECKPOINT_SPACING + BLOCK), `${cps.length}`);
+    for (let i = 1; i < cps.length; i++) {
+      const gap = cps[i].uoff - cps[i - 1].uoff;
+      assert.ok(gap >= CHECKPOINT_SPACING && gap <= CHECKPOINT_SPACING + BLOCK, `gap ${gap}`);
+    }
+    assert.ok(cps.some((c) => c.bits !== 0), "unaligned boundaries are taken");
+    const { bytes, inflated } = await read(gz, p.file, at, at + tail.length - 1);
+    assert.ok(equal(bytes, tail));
+    // from the last checkpoint: at most one interval, not the 64 MiB before it
+    assert.ok(inflated <= CHECKPOINT_SPACING + BLOCK + 2048, `inflated ${inflated}`);
+  }
+  if (passes.length === 2) assert.deepEqual(passes[1].checkpoints, passes[0].checkpoints);
+});
+
+Deno.test("the index pass and LayerReader: a read at the end of 64 MiB of gzip -9 zeros is quick", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "wharf-unaligned-" });
+  const kv = await Deno.openKv(join(dir, "kv"));
+  try {
+    const store = new FsBlobStore(join(dir, "store"));
+    await store.init();
+    const tail = new TextEncoder().encode("hello from the end\n");
+    const gz = await run(
+      "gzip",
+      ["-9", "-c"],
+      tar([["zeros.bin", new Uint8Array(64 * 1024 * 1024)], ["z.txt", tail]]),
+    );
+    const digest = `sha256:${"7e".repeat(32)}`;
+    await store.put(digest, gz);
+    const cfg = buildConfig({}, []);
+    // 64 MiB from 64 KiB is past the default ratio budget; the read is what is under test
+    cfg.global.index.maxUncompressedRatio = 100_000;
+    for (const inflater of hasNative ? ["native", "web"] as const : ["web"] as const) {
+      const { record } = await indexLayer(cfg, kv, store, digest, gz.length, undefined, inflater);
+      assert.equal(record.state, "ready", String(record.error));
+      const reader = new LayerReader(store);
+      let last = null;
+      for await (const e of reader.entries(record)) last = e;
+      assert.equal(last?.path, "z.txt");
+      const t0 = performance.now();
+      const got = await readAllStream(
+        await reader.read(digest, gz.length, record, last.offset, last.offset + last.size - 1),
+      );
+      const ms = performance.now() - t0;
+      assert.ok(equal(got, tail));
+      // inflating all 64 MiB took ~250 ms here; one interval, a few ms (generous: shared CI)
+      assert.ok(ms < 150, `${inflater}: ${ms.toFixed(1)} ms`);
+    }
+  } finally {
+    kv.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+function text(size: number, seed: number): Uint8Array {
+  const out = new Uint8Array(size);
+  let x = seed;
+  const words = new TextEncoder().encode("alpha beta gamma delta layer tar gzip zstd wharf ");
+  for (let i = 0; i < size; i++) {
+    x = (x * 1103515245 + 12345) >>> 0;
+    out[i] = (i >> 13) % 4 === 0 ? x >>> 24 : words[(x >>> 16) % words.length];
+  }
+  return out;
+}
+
+Deno.test("every unaligned offset (1-7 bits) resumes: reads from each checkpoint, cut and to the end", async () => {
+  // words only: blocks of ~100 KB, ending anywhere in a byte
+  const raw = text(3 * 1024 * 1024, 11).map((b) => b < 128 ? b : 32);
+  const seen = new Set<number>();
+  const layers = [
+    await run("gzip", ["-9", "-c"], raw),
+    await run("gzip", ["-1", "-c"], raw),
+    zlib.gzipSync(raw, { level: 9 }),
+    zlib.gzipSync(raw, { level: 6, strategy: zlib.constants.Z_RLE }),
+  ];
+  for (
+    const [gz, native] of layers.flatMap((gz) =>
+      (hasNative ? [false, true] : [false]).map((n) => [gz, n] as const)
+    )
+  ) {
+    const p = pass(gz, native, 8192);
+    const table = decodeTable(p.file);
+    for (const c of table) seen.add(c.bits);
+    for (let i = 0; i < table.length; i++) {
+      const start = table[i].uoff;
+      // a range cut at a following checkpoint (DecompressionStream); from the last checkpoints,
+      // ranges to the blob's end (pako, then the trailer)
+      const ends = [Math.min(raw.length - 1, start + 9000)];
+      if (i >= table.length - 2) ends.push(raw.length - 1);
+      for (const end of ends) {
+        const got = await read(gz, p.file, start, end, 1 + (i * 977) % 70_000);
+        assert.ok(equal(got.bytes, raw.subarray(start, end + 1)), `from ${start} to ${end}`);
+      }
+    }
+  }
+  assert.equal(seen.size, 8, `bit offsets seen: ${[...seen]}`);
+});
+
+Deno.test("the prefix for each bit offset inflates to the window in every inflater", async () => {
+  const window = text(32768, 9);
+  for (let bits = 0; bits < 8; bits++) {
+    // the prefix, then a final empty fixed block from bit 8 - bits of its last byte
+    const p = resumePrefix(window, bits);
+    const used = (8 - bits) % 8;
+    const stream = p.slice(0, used ? p.length - 1 : p.length);
+    let last = used ? p[p.length - 1] : 0;
+    last |= 0b011 << used;
+    const end = [last & 0xff, last >> 8, 0].slice(0, Math.ceil((used + 10) / 8));
+    const whole = new Uint8Array([...stream, ...end]);
+    assert.ok(equal(new Uint8Array(zlib.inflateRawSync(whole)), window), `node: ${bits}`);
+    const web = await readAllStream(
+      ReadableStream.from([whole]).pipeThrough(new DecompressionStream("deflate-raw")),
+    );
+    assert.ok(equal(web, window), `DecompressionStream: ${bits}`);
+  }
+});
+
+Deno.test("a version 1 table (flags 0 or 1) still decodes, as aligned checkpoints", () => {
+  const cps: Checkpoint[] = [
+    { uoff: 0, coff: 10, member: true, bits: 0, window: new Uint8Array(0) },
+    { uoff: 5_000_000, coff: 123_456, member: false, bits: 0, window: new Uint8Array(32768) },
+  ];
+  const t = decodeTable(encodeTable(cps, [0, 32768]), true);
+  assert.deepEqual(t.map((c) => [c.member, c.bits]), [[true, 0], [false, 0]]);
+  const bytes = encodeTable([{ ...cps[1], bits: 5 }], [32768]);
+  // flags as version 1 wrote them are the member bit alone
+  assert.equal(new DataView(bytes.buffer).getUint32(4 + 16, true), 5 << 8);
+});
+
+const STRATEGIES = [
+  zlib.constants.Z_DEFAULT_STRATEGY,
+  zlib.constants.Z_FILTERED,
+  zlib.constants.Z_HUFFMAN_ONLY,
+  zlib.constants.Z_RLE,
+  zlib.constants.Z_FIXED,
+];
+
+/** Runs of a byte, random bytes and text, concatenated. */
+const content = fc.array(
+  fc.oneof(
+    fc.uint8Array({ maxLength: 30_000 }),
+    fc.tuple(fc.nat(255), fc.integer({ min: 1, max: 400_000 })).map(([b, n]) =>
+      new Uint8Array(n).fill(b)
+    ),
+    fc.tuple(fc.integer({ min: 1, max: 200_000 }), fc.nat()).map(([n, seed]) => text(n, seed)),
+  ),
+  { minLength: 1, maxLength: 6 },
+).map((parts) => {
+  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+  let at = 0;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.length;
+  }
+  return out;
+});
+
+const compressor = fc.oneof(
+  fc.constantFrom(1, 6, 9).map((level) => ({ cli: level, level, strategy: 0 })),
+  fc.tuple(fc.integer({ min: 1, max: 9 }), fc.constantFrom(...STRATEGIES)).map((
+    [level, strategy],
+  ) => ({ cli: 0, level, strategy })),
+);
+
+Deno.test("fuzz: random data, compressors and ranges read back exactly (pako and native passes)", async () => {
+  await fc.assert(
+    fc.asyncProperty(
+      content,
+      compressor,
+      fc.constantFrom(4096, 32768, 262144),
+      fc.array(fc.tuple(fc.double({ min: 0, max: 1, noNaN: true }), fc.nat(300_000)), {
+        minLength: 1,
+        maxLength: 5,
+      }),
+      fc.integer({ min: 1, max: 100_000 }),
+      async (data, c, spacing, ranges, piece) => {
+        const gz = c.cli
+          ? await run("gzip", [`-${c.cli}`, "-c"], data)
+          : zlib.gzipSync(data, { level: c.level, strategy: c.strategy });
+        const passes = [pass(gz, false, spacing, piece)];
+        if (hasNative) passes.push(pass(gz, true, spacing, piece));
+        if (hasNative) assert.deepEqual(passes[1].checkpoints, passes[0].checkpoints);
+        for (const [s, len] of ranges) {
+          if (data.length === 0) break;
+          const start = Math.floor(s * (data.length - 1));
+          const end = Math.min(data.length - 1, start + len);
+          const got = await read(gz, passes[0].file, start, end, piece);
+          assert.ok(equal(got.bytes, data.subarray(start, end + 1)), `bytes ${start}-${end}`);
+        }
+      },
+    ),
+    fuzzParams(0.1),
+  );
+});

@@ -361,8 +361,8 @@ function readSandbox(
   out: { sandbox: SandboxMode; budget: SandboxBudget },
 ): void {
   const mode = r.str(t, "sandbox", path) ?? out.sandbox;
-  if (!["process", "off"].includes(mode)) {
-    r.fail(`${path}.sandbox`, "must be one of process, off");
+  if (!["process", "worker", "off"].includes(mode)) {
+    r.fail(`${path}.sandbox`, "must be one of process, worker, off");
   }
   out.sandbox = mode as SandboxMode;
   out.budget = {

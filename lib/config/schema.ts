@@ -122,7 +122,7 @@ export interface IndexConfig {
 }
 
 /** Where untrusted content is parsed (docs/design.md, "Untrusted content"). */
-export type SandboxMode = "process" | "off";
+export type SandboxMode = "process" | "worker" | "off";
 
 /** Per-job limits of a sandboxed parse: a job past any of them is stopped and fails at once. */
 export interface SandboxBudget {

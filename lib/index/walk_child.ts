@@ -3,7 +3,7 @@
 // write access to one scratch folder and FFI for zlib and libzstd. It writes the run's
 // derived files into the scratch folder, which the parent moves into the store once the walk
 // ended well, and prints the run's record.
-import { childArgs, childMain } from "../sandbox/mod.ts";
+import { childArgs, childInput, childMain } from "../sandbox/mod.ts";
 import type { IndexConfig } from "../config/mod.ts";
 import { type NativeLibrary, setLibraryPaths } from "./native_libs.ts";
 import { walkLayer, type WalkStore } from "./indexer.ts";
@@ -56,7 +56,7 @@ function fileRange(path: string, start: number, end: number): ReadableStream<Uin
  */
 class StdinLayer {
   private head = new Uint8Array(0);
-  private readonly reader = Deno.stdin.readable.getReader();
+  private readonly reader = childInput().getReader();
   private taken = false;
 
   async range(start: number, end: number): Promise<ReadableStream<Uint8Array>> {

@@ -1,10 +1,7 @@
-// Untrusted content is parsed here: child processes with budgets (docs/design.md).
+// Untrusted content is parsed here: child processes with budgets, or workers where there are no
+// subprocesses (docs/design.md).
 export { BudgetExceededError, SandboxError } from "./errors.ts";
-export {
-  ChildError,
-  lastRun,
-  runSandboxed,
-  runSandboxedJson,
-  type SandboxSpec,
-} from "./process.ts";
-export { childArgs, childMain } from "./child.ts";
+export { type SandboxSpec } from "./process.ts";
+export { ChildError, runSandboxed, runSandboxedJson } from "./run.ts";
+export { lastRun } from "./usage.ts";
+export { childArgs, childInput, childMain } from "./child.ts";

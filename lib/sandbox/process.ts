@@ -3,17 +3,23 @@
 // the native decoders, no network, no environment and no subprocesses, and a V8 heap cap. This
 // process watches its wall time, CPU time and resident memory and kills it the moment one passes
 // its budget, so a hostile layer costs the serving process nothing but a few polls.
-import type { SandboxBudget } from "../config/mod.ts";
+import type { SandboxBudget, SandboxMode } from "../config/mod.ts";
 import { BudgetExceededError, SandboxError } from "./errors.ts";
-import type { ChildLine } from "./child.ts";
+import { recordRun } from "./usage.ts";
 
 export interface SandboxSpec {
+  /**
+   * a child process (the default), or a worker of this process where there are no subprocesses
+   * (lib/sandbox/worker.ts: the same budgets but CPU, and a heap cap in place of the RSS poll)
+   */
+  mode?: Exclude<SandboxMode, "off">;
   /** what the job is called in errors ("index", "scan") */
   label: string;
   /** the child's entry module (a file: URL beside this code) */
   module: URL;
   /** passed to the child as its one argument, JSON-encoded */
   args: unknown;
+  /** granted to a child process; a worker has the serving process's permissions */
   readPaths?: string[];
   writePaths?: string[];
   /**
@@ -32,7 +38,7 @@ export interface SandboxSpec {
 
 const POLL_MS = 100;
 const STDERR_KEEP = 8 * 1024;
-const DEFAULT_OUTPUT = 8 * 1024 * 1024;
+export const DEFAULT_OUTPUT = 8 * 1024 * 1024;
 /** Linux's USER_HZ, the unit of /proc/<pid>/stat's CPU times, is 100 on every platform Deno runs. */
 const TICKS_PER_SEC = 100;
 
@@ -83,12 +89,18 @@ const canPoll = (() => {
 const flag = (name: string, paths: string[] | undefined) =>
   paths && paths.length > 0 ? [`--allow-${name}=${paths.join(",")}`] : [];
 
-/** Runs the child to its end and returns what it printed on standard output. */
-export async function runSandboxed(spec: SandboxSpec): Promise<string> {
+/**
+ * V8's heap stops a little below the memory budget so that an allocation storm ends in the
+ * child's own out-of-memory abort, which names the budget, before the poll has to kill it.
+ */
+export function heapCapMiB(budget: SandboxBudget): number {
+  return Math.max(32, Math.floor(budget.memoryBytes / 1024 / 1024 * 0.75));
+}
+
+/** Runs the child process to its end and returns what it printed on standard output. */
+export async function runInProcess(spec: SandboxSpec): Promise<string> {
   const { budget } = spec;
-  // V8's heap stops a little below the RSS budget so that an allocation storm ends in the
-  // child's own out-of-memory abort, which names the budget, before the poll has to kill it.
-  const heapMiB = Math.max(32, Math.floor(budget.memoryBytes / 1024 / 1024 * 0.75));
+  const heapMiB = heapCapMiB(budget);
   const dir = denoDir();
   let child: Deno.ChildProcess;
   try {
@@ -196,7 +208,7 @@ export async function runSandboxed(spec: SandboxSpec): Promise<string> {
     spec.signal?.removeEventListener("abort", onAbort);
   }
   await Promise.all([stdout, stderr, fed]);
-  lastRun = { peakRssBytes: peakRss, cpuSecs: cpu, wallMs: Date.now() - started };
+  recordRun({ peakRssBytes: peakRss, cpuSecs: cpu, wallMs: Date.now() - started });
   if (tripped) throw tripped;
   spec.signal?.throwIfAborted();
   if (!status.success) {
@@ -226,30 +238,3 @@ export async function runSandboxed(spec: SandboxSpec): Promise<string> {
   }
   return new TextDecoder().decode(total);
 }
-
-/** A job error the child named (the data's fault, or a budget it counts itself). */
-export class ChildError extends Error {
-  override name = "ChildError";
-  constructor(message: string, readonly permanent: boolean) {
-    super(message);
-  }
-}
-
-/** Runs a child written with `childMain` and returns its result. */
-export async function runSandboxedJson<T>(spec: SandboxSpec): Promise<T> {
-  const text = await runSandboxed(spec);
-  let line: ChildLine;
-  try {
-    line = JSON.parse(text.slice(text.lastIndexOf("\n", text.length - 2) + 1));
-  } catch {
-    throw new SandboxError(`${spec.label} sandbox printed no result`);
-  }
-  if ("ok" in line) return line.ok as T;
-  if (line.budget !== undefined) {
-    throw new BudgetExceededError(line.budget, line.limit ?? 0, line.reached ?? "");
-  }
-  throw new ChildError(line.error, line.permanent === true);
-}
-
-/** What the last sandbox run used (the hostile bench reports it). */
-export let lastRun: { peakRssBytes: number; cpuSecs: number; wallMs: number } | null = null;

@@ -1,7 +1,7 @@
 // The report's parsing in a sandbox process (docs/design.md, "Untrusted content"): no file,
 // network or environment access at all. The scan job streams it a header and the files it
 // picked on standard input; it prints what readImageContent makes of them.
-import { childMain } from "../sandbox/mod.ts";
+import { childInput, childMain } from "../sandbox/mod.ts";
 import { type ContentInput, readImageContent } from "./image_content.ts";
 
 /** One file of the input, in the order its bytes follow the header. */
@@ -50,7 +50,7 @@ export function decodeInput(all: Uint8Array): ContentInput {
 
 if (import.meta.main) {
   await childMain(async () => {
-    const all = new Uint8Array(await new Response(Deno.stdin.readable).arrayBuffer());
+    const all = new Uint8Array(await new Response(childInput()).arrayBuffer());
     return readImageContent(decodeInput(all));
   });
 }

@@ -412,6 +412,7 @@ export class Scanner {
     };
     try {
       return await runSandboxedJson<ContentResult>({
+        mode: this.opts.sandbox,
         label: "scan",
         module: CONTENT_CHILD,
         args: null,

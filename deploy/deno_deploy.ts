@@ -6,7 +6,9 @@
 // - blob GETs always answer 307 to S3 (X-Svc-No-Redirect is ignored), manifests over 48 KiB too;
 // - no runner polls the job queues: a Deno.cron every minute drains them for up to
 //   WHARF_DRAIN_SECS (default 50) and stops, leases keeping two ticks from running one job twice;
-// - scrub does not run inside (run `main.ts scrub` elsewhere against the same KV and bucket).
+// - scrub does not run inside (run `main.ts scrub` elsewhere against the same KV and bucket);
+// - there are no subprocesses: layers and package databases are parsed in workers
+//   (`sandbox = "worker"`, lib/sandbox/worker.ts) unless the config names a sandbox itself.
 import { buildConfig, type Config, loadConfigFiles } from "../lib/config/mod.ts";
 import { parse as parseToml } from "smol-toml";
 import { openBlobStore } from "../lib/storage/mod.ts";
@@ -27,6 +29,13 @@ export async function deployConfig(): Promise<Config> {
     : buildConfig(parseToml(Deno.env.get("WHARF_CONFIG") ?? "") as Record<string, unknown>, [
       "WHARF_CONFIG",
     ]);
+  // The text again (already checked by the load above) to tell a default from a choice.
+  const doc = parseToml(file ? await Deno.readTextFile(file) : Deno.env.get("WHARF_CONFIG") ?? "");
+  const named = (table: unknown) =>
+    typeof table === "object" && table !== null && "sandbox" in table;
+  const global = doc.global as Record<string, unknown> | undefined;
+  if (!named(global?.index)) cfg.global.index.sandbox = "worker";
+  if (!named(doc.scan)) cfg.scan.sandbox = "worker";
   if (!cfg.blobStore.s3) {
     throw new Error("Deno Deploy has no writable filesystem: [blob_store.s3] is required");
   }

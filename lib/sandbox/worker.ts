@@ -123,6 +123,7 @@ export async function runInWorker(spec: SandboxSpec): Promise<string> {
     if (inputDone || !reader) return handle.post({ end: true });
     try {
       const { value, done } = await reader.read();
+      if (finished) return;
       if (done) {
         inputDone = true;
         return handle.post({ end: true });
@@ -133,7 +134,7 @@ export async function runInWorker(spec: SandboxSpec): Promise<string> {
       handle.post({ chunk: own }, [own.buffer]);
     } catch (e) {
       inputDone = true;
-      handle.post({ inputError: e instanceof Error ? e.message : String(e) });
+      if (!finished) handle.post({ inputError: e instanceof Error ? e.message : String(e) });
     }
   };
 
@@ -257,8 +258,9 @@ export async function runInWorker(spec: SandboxSpec): Promise<string> {
   spec.signal?.removeEventListener("abort", onAbort);
   // The worker never ends on its own: it is stopped here whatever the outcome.
   await handle.terminate().catch(() => {});
-  await serving;
+  // Cancelled first: a read still waiting on a slow store then ends at once.
   if (!inputDone) await reader?.cancel().catch(() => {});
+  await serving.catch(() => {});
   recordRun({ peakRssBytes: peak, cpuSecs: cpu, wallMs: Date.now() - started });
   if ("aborted" in o) {
     spec.signal!.throwIfAborted();

@@ -282,6 +282,7 @@ export class LayerIndex {
       return { certificates: pemBlocks(head, bytes) ?? [] };
     }
     const certs = await runSandboxedJson<PemBlock[] | null>({
+      mode: ix.sandbox,
       label: "details",
       module: DETAILS_CHILD,
       args: null,

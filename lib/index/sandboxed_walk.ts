@@ -61,7 +61,17 @@ export async function walkSandboxed(
     return await walkLayer(limits, store, digest, size, base, signal);
   }
   const local = store.localScratch?.();
-  const root = local ?? await Deno.makeTempDir({ prefix: "wharf-walk-" });
+  let root: string;
+  try {
+    root = local ?? await Deno.makeTempDir({ prefix: "wharf-walk-" });
+  } catch (e) {
+    // No disk to write to at all (Deno Deploy): the walk writes straight to the store, in this
+    // process. Its parsers' own limits hold; the wall, CPU and memory budgets do not.
+    if (!(e instanceof Deno.errors.NotCapable || e instanceof Deno.errors.PermissionDenied)) {
+      throw e;
+    }
+    return await walkLayer(limits, store, digest, size, base, signal);
+  }
   const scratch = join(root, crypto.randomUUID());
   await Deno.mkdir(scratch, { recursive: true });
   try {

@@ -14,17 +14,10 @@ import {
   nearest,
 } from "./gzip_checkpoints.ts";
 import { FAST_MS, fc, fuzzParams, mutated, within } from "../../tests/helpers/fuzz.ts";
+import { concat } from "../../tests/helpers/bytes.ts";
 
 async function readAll(s: ReadableStream<Uint8Array>): Promise<Uint8Array> {
-  const parts: Uint8Array[] = [];
-  for await (const p of s) parts.push(p);
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.length;
-  }
-  return out;
+  return concat(...await Array.fromAsync(s));
 }
 
 /** Compressible or not: runs of a small alphabet, random bytes, or text. */

@@ -26,6 +26,7 @@ import { LayerReader, readAllStream } from "./layer_store.ts";
 import { FsBlobStore } from "../storage/mod.ts";
 import { buildConfig } from "../config/mod.ts";
 import { fc, fuzzParams } from "../../tests/helpers/fuzz.ts";
+import { concat } from "../../tests/helpers/bytes.ts";
 
 const hasNative = nativeZlibAvailable();
 
@@ -61,13 +62,7 @@ function tar(files: [string, Uint8Array][]): Uint8Array {
     parts.push(h, data, new Uint8Array((512 - data.length % 512) % 512));
   }
   parts.push(new Uint8Array(1024));
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.length;
-  }
-  return out;
+  return concat(...parts);
 }
 
 interface Pass {
@@ -278,15 +273,7 @@ const content = fc.array(
     fc.tuple(fc.integer({ min: 1, max: 200_000 }), fc.nat()).map(([n, seed]) => text(n, seed)),
   ),
   { minLength: 1, maxLength: 6 },
-).map((parts) => {
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.length;
-  }
-  return out;
-});
+).map((parts) => concat(...parts));
 
 const compressor = fc.oneof(
   fc.constantFrom(1, 6, 9).map((level) => ({ cli: level, level, strategy: 0 })),

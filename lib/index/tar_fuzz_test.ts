@@ -3,18 +3,9 @@ import assert from "node:assert/strict";
 import { type TarEntry, TarError, walkTar } from "./tar.ts";
 import { tarHeader, tarOf } from "../../tests/helpers/tar.ts";
 import { expectOnly, FAST_MS, fc, fuzzParams, mutated, within } from "../../tests/helpers/fuzz.ts";
+import { concat } from "../../tests/helpers/bytes.ts";
 
 const enc = new TextEncoder();
-
-function concat(...parts: Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.length;
-  }
-  return out;
-}
 
 const padded = (b: Uint8Array) => concat(b, new Uint8Array((512 - b.length % 512) % 512));
 

@@ -10,16 +10,7 @@ import {
   FrameWriter,
 } from "./zstd_frames.ts";
 import { FAST_MS, fc, fuzzParams, mutated, within } from "../../tests/helpers/fuzz.ts";
-
-function concat(parts: Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.length;
-  }
-  return out;
-}
+import { concat } from "../../tests/helpers/bytes.ts";
 
 async function sideCopy(chunks: Uint8Array[]): Promise<{ frames: Frame[]; file: Uint8Array }> {
   const written: Uint8Array[] = [];
@@ -27,7 +18,7 @@ async function sideCopy(chunks: Uint8Array[]): Promise<{ frames: Frame[]; file: 
     .getWriter());
   for (const c of chunks) await w.push(c);
   const frames = await w.finish();
-  return { frames, file: concat(written) };
+  return { frames, file: concat(...written) };
 }
 
 const chunksArb = fc.array(
@@ -48,7 +39,7 @@ Deno.test("fuzz zstd: reads by offset from the side copy give back the original"
         maxLength: 3,
       }),
       async (chunks, ranges) => {
-        const data = concat(chunks);
+        const data = concat(...chunks);
         const { frames: written, file } = await sideCopy(chunks);
         const frames = decodeFrames(encodeFrames(written));
         assert.deepEqual(frames, written);
@@ -66,7 +57,7 @@ Deno.test("fuzz zstd: reads by offset from the side copy give back the original"
             parts.push(d.subarray(pos - f.uoff, to));
             pos = f.uoff + to;
           }
-          assert.deepEqual(concat(parts), data.subarray(start, end + 1));
+          assert.deepEqual(concat(...parts), data.subarray(start, end + 1));
         }
       },
     ),

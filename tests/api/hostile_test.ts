@@ -10,6 +10,7 @@ import { type TestServer, withServer } from "../helpers/server.ts";
 import {
   entriesPath,
   filePath,
+  HOSTILE_CASES,
   pushCase,
   reportPath,
   rssOf,
@@ -63,29 +64,7 @@ Deno.test({
       cases.names = await pushCase(s, "names");
       const w = watchServer(s, "h/names");
       const idle = await rssOf(s.pid);
-      for (
-        const k of [
-          "pax_long_path",
-          "nested_dirs",
-          "symlink_chain",
-          "link_loop",
-          "dpkg_newlines",
-          "dpkg_many",
-          "os_release_huge",
-          "secrets_flood",
-          "rpm_view",
-          "garbage_dbs",
-          "many_files",
-          "bomb",
-          "nul_path",
-          "cert_bundle",
-          "bad_checksum",
-          "plain-as-gzip",
-          "random",
-          "empty",
-          "truncated-many_files",
-        ]
-      ) cases[k] = await pushCase(s, k);
+      for (const k of HOSTILE_CASES) cases[k] = await pushCase(s, k);
 
       // Budgets that trip: named in the answer, nothing left on disk.
       await unsupported(s, cases.pax_long_path, /max_path_bytes/);

@@ -8,6 +8,30 @@ import { jsonBytes, OCI_CONFIG } from "./oci_content.ts";
 const GEN = new URL("../fixtures/hostile_layers.py", import.meta.url).pathname;
 const GZIP = "application/vnd.oci.image.layer.v1.tar+gzip";
 
+/** Every case of hostile_layers.py but `names` (pushed first, as the image that must stay
+ * pullable) and `million_files` (the bench's). */
+export const HOSTILE_CASES = [
+  "pax_long_path",
+  "nested_dirs",
+  "symlink_chain",
+  "link_loop",
+  "dpkg_newlines",
+  "dpkg_many",
+  "os_release_huge",
+  "secrets_flood",
+  "rpm_view",
+  "garbage_dbs",
+  "many_files",
+  "bomb",
+  "nul_path",
+  "cert_bundle",
+  "bad_checksum",
+  "plain-as-gzip",
+  "random",
+  "empty",
+  "truncated-many_files",
+];
+
 export interface PushedCase {
   ns: string;
   layer: string;

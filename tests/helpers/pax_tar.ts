@@ -2,18 +2,9 @@
 // a 4 KiB name): each entry carries its name in a PAX `path` record, so a test pushes exactly
 // the bytes a hostile layer would.
 import { tarHeader } from "./tar.ts";
+import { concat } from "./bytes.ts";
 
 const enc = new TextEncoder();
-
-function concat(parts: Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.length;
-  }
-  return out;
-}
 
 const padded = (b: Uint8Array) => {
   const out = new Uint8Array(Math.ceil(b.length / 512) * 512);
@@ -26,7 +17,7 @@ function paxRecord(key: string, value: Uint8Array): Uint8Array {
   const body = enc.encode(` ${key}=`).length + value.length + 1;
   let len = body + String(body).length;
   if (String(len).length !== String(body).length) len = body + String(len).length;
-  return concat([enc.encode(`${len} ${key}=`), value, enc.encode("\n")]);
+  return concat(enc.encode(`${len} ${key}=`), value, enc.encode("\n"));
 }
 
 /** A tar of regular files named by raw bytes (string = UTF-8), in order, with its end blocks. */
@@ -40,5 +31,5 @@ export function paxTarOf(items: { name: Uint8Array | string; data: Uint8Array | 
     parts.push(tarHeader("placeholder", data.length), padded(data));
   }
   parts.push(new Uint8Array(1024));
-  return concat(parts);
+  return concat(...parts);
 }

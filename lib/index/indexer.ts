@@ -441,9 +441,8 @@ async function walkOnce(
       await listingWriter.abort(e);
       throw e;
     }
-    if (e instanceof BudgetExceededError) {
-      // Nothing of a run that passed a budget stays: no listing is served as if it were whole.
-      stopInflate?.();
+    // Drops everything the run wrote so far.
+    const discard = async () => {
       await listingWriter.abort(e);
       await checkpointsDone?.catch(() => {});
       await windowsWriter?.abort(e).catch(() => {});
@@ -451,6 +450,11 @@ async function walkOnce(
       await frames?.abort(e);
       await framesDone?.catch(() => {});
       await store.deleteDerived(base).catch(() => {});
+    };
+    if (e instanceof BudgetExceededError) {
+      // Nothing of a run that passed a budget stays: no listing is served as if it were whole.
+      stopInflate?.();
+      await discard();
       return unsupported(e.message, compression, e);
     }
     if (
@@ -459,13 +463,7 @@ async function walkOnce(
       // node:zlib's zstd errors name the data's fault: re-running cannot do better
       !(compression === "zstd" && isDecodeError(e))
     ) {
-      await listingWriter.abort(e);
-      await checkpointsDone?.catch(() => {});
-      await windowsWriter?.abort(e).catch(() => {});
-      await windowsDone?.catch(() => {});
-      await frames?.abort(e);
-      await framesDone?.catch(() => {});
-      await store.deleteDerived(base).catch(() => {});
+      await discard();
       return null;
     }
     if (e instanceof IndexError || e instanceof TarError || isDecodeError(e)) {

@@ -880,10 +880,18 @@ Deno.test({
                     ? `${el.dataset.path}@${el.dataset.layer}`
                     : null;
                 });
+              // A key press is handled on the page's next task: wait for the selection to land
+              // (a loaded machine answered the read first).
+              const selected = async (want: string) => {
+                for (let i = 0; i < 100 && await sel() !== want; i++) {
+                  await new Promise((r) => setTimeout(r, 20));
+                }
+                assert.equal(await sel(), want);
+              };
               await page.keyboard.press("ArrowDown");
-              assert.equal(await sel(), "app@1");
+              await selected("app@1");
               await page.keyboard.press("ArrowDown");
-              assert.equal(await sel(), "etc@1");
+              await selected("etc@1");
               await page.keyboard.press("ArrowRight");
               await waitRows(page, ["etc/opaque"]);
               assert.equal(
@@ -894,9 +902,9 @@ Deno.test({
                 "true",
               );
               await page.keyboard.press("ArrowRight"); // into the first child
-              assert.equal(await sel(), "etc/opaque@3");
+              await selected("etc/opaque@3");
               await page.keyboard.press("ArrowLeft"); // a closed directory: to its parent
-              assert.equal(await sel(), "etc@1");
+              await selected("etc@1");
               await page.keyboard.press("ArrowLeft"); // collapses
               assert.equal(
                 await page.getAttribute(
@@ -928,9 +936,9 @@ Deno.test({
                 "#filesystem/app/config.env@L1",
               );
               await page.keyboard.press("End");
-              assert.equal(await sel(), "var@1");
+              await selected("var@1");
               await page.keyboard.press("Home");
-              assert.equal(await sel(), "app@1");
+              await selected("app@1");
               // the focus ring shows on the selected line
               const outline = await page.$eval(
                 `${ROW}[aria-selected=true]`,

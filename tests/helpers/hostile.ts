@@ -109,7 +109,7 @@ export async function rssOf(pid: number): Promise<number> {
 
 /** Polls /healthz and tags/list of `ns` every 100 ms; keeps the slowest answer, any non-200 and
  * the serving process's peak RSS. */
-export function watchServer(s: TestServer, ns: string) {
+export function watchServer(s: TestServer, ns: string, trace = false) {
   let stop = false;
   let slowest = 0;
   const bad: string[] = [];
@@ -123,7 +123,11 @@ export function watchServer(s: TestServer, ns: string) {
           return null;
         });
         await r?.body?.cancel();
-        slowest = Math.max(slowest, performance.now() - t);
+        const ms = performance.now() - t;
+        slowest = Math.max(slowest, ms);
+        if (ms > 300 && trace) {
+          console.log(`slow ${path}: ${Math.round(ms)} ms at ${new Date().toISOString()}`);
+        }
         if (r && r.status !== 200) bad.push(`${path}: ${r.status}`);
       }
       peakRss = Math.max(peakRss, await rssOf(s.pid));

@@ -7,10 +7,10 @@ import type { IndexConfig } from "../config/mod.ts";
 import type { BlobStore } from "../storage/mod.ts";
 import { BudgetExceededError, ChildError, runSandboxedJson, SandboxError } from "../sandbox/mod.ts";
 import { type IndexResult, walkLayer } from "./indexer.ts";
-import { INDEX_VERSION, type IndexRecord } from "./layer_store.ts";
+import { INDEX_VERSION, type IndexRecord, readAllStream } from "./layer_store.ts";
 import { findLibraryPaths } from "./native_libs.ts";
 import type { WalkArgs } from "./walk_child.ts";
-import { IndexError } from "./indexer.ts";
+import { detectCompression, IndexError } from "./indexer.ts";
 
 const CHILD = new URL("./walk_child.ts", import.meta.url);
 /** The walk's decoder worker is a module of this folder, loaded at run time: code, no data. */
@@ -48,6 +48,25 @@ function budgetRecord(base: string, e: BudgetExceededError | SandboxError): Inde
   };
 }
 
+/**
+ * A blob the walk would refuse from its first KiB alone (too large, empty, not a tar in any of
+ * the three encodings) needs no sandbox: that verdict is a constant amount of work, and many
+ * pushed blobs are not layers at all (artifacts, test data), each of which would otherwise cost
+ * a process start.
+ */
+async function endsAtTheHead(
+  store: BlobStore,
+  digest: string,
+  size: number,
+  limits: IndexConfig,
+): Promise<boolean> {
+  if (size === 0 || size > limits.maxLayerSize) return true;
+  const head = await readAllStream(
+    await store.read(digest, { start: 0, end: Math.min(size, 1024) - 1 }),
+  );
+  return detectCompression(head) === "not-tar";
+}
+
 /** Walks `digest` into the run slot `base` (sandboxed unless `limits.sandbox` is "off"). */
 export async function walkSandboxed(
   limits: IndexConfig,
@@ -57,7 +76,7 @@ export async function walkSandboxed(
   base: string,
   signal?: AbortSignal,
 ): Promise<IndexResult> {
-  if (limits.sandbox === "off") {
+  if (limits.sandbox === "off" || await endsAtTheHead(store, digest, size, limits)) {
     return await walkLayer(limits, store, digest, size, base, signal);
   }
   const local = store.localScratch?.();

@@ -84,6 +84,8 @@ export interface ImageReport {
 const MAX_CONFIG = 8 << 20;
 /** 100,000 packages as JSON with their warnings stay far below this. */
 const MAX_CONTENT_OUTPUT = 256 << 20;
+/** A config this small is parsed in the serving process when it is all there is to parse. */
+const INLINE_CONFIG = 256 << 10;
 const CONTENT_CHILD = new URL("./content_child.ts", import.meta.url);
 
 /** A file the parse will get, read from its layer (or the config blob) as it is sent. */
@@ -392,7 +394,11 @@ export class Scanner {
         if (n !== f.size) throw new Error(`${f.path}: ${n} of ${f.size} bytes could be read`);
       }
     }
-    if (this.opts.sandbox === "off") {
+    // An image with nothing to parse but a small config (most pushes in tests, many artifacts)
+    // is read here: a few milliseconds of JSON, against a process start.
+    const onlySmallConfig = planned.every((f) => f.kind === "config" && f.size <= INLINE_CONFIG) &&
+      pythonPaths.length === 0;
+    if (this.opts.sandbox === "off" || onlySmallConfig) {
       const parts: Uint8Array[] = [];
       for await (const c of feed()) parts.push(c.slice());
       return readImageContent(

@@ -121,6 +121,12 @@ export interface IndexConfig {
   budget: SandboxBudget;
 }
 
+/** `[blob_store.fs]` / `[blob_store.s3]` (S3 when set). */
+export interface BlobStoreConfig {
+  fs: { rootDir: string };
+  s3: S3StoreConfig | null;
+}
+
 /** Where untrusted content is parsed (docs/design.md, "Untrusted content"). */
 export type SandboxMode = "process" | "worker" | "off";
 
@@ -239,7 +245,7 @@ export interface Config {
     /** `[auth.webhook.<name>]` */
     webhooks: Map<string, AuthWebhookConfig>;
   };
-  blobStore: { fs: { rootDir: string }; s3: S3StoreConfig | null };
+  blobStore: BlobStoreConfig;
   /** `url` (a remote KV over KV Connect) replaces `path` when set */
   metadataStore: { path: string; url: string | null };
   global: {

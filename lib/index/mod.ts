@@ -126,6 +126,7 @@ export class LayerIndex {
         blob.size,
         base,
         job.signal,
+        this.cfg.blobStore,
       ),
     );
     // A budget passed: the layer answers UNSUPPORTED with the budget named, and the job fails

@@ -3,9 +3,15 @@
 // store's only once the walk ended well; a walk that passed a budget, or was killed for it,
 // leaves nothing behind and ends in an `unsupported` record that names the budget.
 import { join } from "node:path";
-import type { IndexConfig } from "../config/mod.ts";
+import type { BlobStoreConfig, IndexConfig } from "../config/mod.ts";
 import type { BlobStore } from "../storage/mod.ts";
-import { BudgetExceededError, ChildError, runSandboxedJson, SandboxError } from "../sandbox/mod.ts";
+import {
+  BudgetExceededError,
+  ChildError,
+  runSandboxedJson,
+  SandboxError,
+  type SandboxSpec,
+} from "../sandbox/mod.ts";
 import { type IndexResult, walkLayer } from "./indexer.ts";
 import { INDEX_VERSION, type IndexRecord, readAllStream } from "./layer_store.ts";
 import { findLibraryPaths } from "./native_libs.ts";
@@ -67,6 +73,39 @@ async function endsAtTheHead(
   return detectCompression(head) === "not-tar";
 }
 
+/** Runs walk_child.ts and reads its outcome: a record, or a budget or dead sandbox as one. */
+async function walkInChild(
+  limits: IndexConfig,
+  args: WalkArgs,
+  io: Pick<SandboxSpec, "readPaths" | "writePaths" | "ffi" | "stdin" | "signal">,
+): Promise<IndexResult> {
+  let out: ChildResult;
+  try {
+    out = await runSandboxedJson<ChildResult>({
+      mode: limits.sandbox === "worker" ? "worker" : "process",
+      label: "index",
+      module: CHILD,
+      args,
+      budget: limits.budget,
+      ...io,
+    });
+  } catch (e) {
+    if (e instanceof BudgetExceededError) return budgetRecord(args.base, e);
+    // A walk that kills its sandbox would kill the next one too: the layer says why (and a
+    // request for its entries does not queue it again).
+    if (e instanceof SandboxError) return budgetRecord(args.base, e);
+    if (e instanceof ChildError) throw new IndexError(e.message, e.permanent);
+    throw e;
+  }
+  if (out.budget) {
+    return budgetRecord(
+      args.base,
+      new BudgetExceededError(out.budget.budget, out.budget.limit, out.budget.reached),
+    );
+  }
+  return { record: out.record, error: out.error };
+}
+
 /** Walks `digest` into the run slot `base` (sandboxed unless `limits.sandbox` is "off"). */
 export async function walkSandboxed(
   limits: IndexConfig,
@@ -75,9 +114,27 @@ export async function walkSandboxed(
   size: number,
   base: string,
   signal?: AbortSignal,
+  /** the store's config, for a worker to open it (`sandbox = "worker"`) */
+  blobStore?: BlobStoreConfig,
 ): Promise<IndexResult> {
   if (limits.sandbox === "off" || await endsAtTheHead(store, digest, size, limits)) {
     return await walkLayer(limits, store, digest, size, base, signal);
+  }
+  if (limits.sandbox === "worker" && blobStore) {
+    // A worker shares this process's permissions: it opens the store itself and writes the run's
+    // slot directly (no disk is needed, which Deno Deploy has none of); a run that ends badly
+    // has its slot cleared here.
+    await store.deleteDerived(base);
+    const r = await walkInChild(
+      limits,
+      { limits, digest, size, base, blobStore, libs: findLibraryPaths() },
+      { signal },
+    ).catch(async (e) => {
+      await store.deleteDerived(base).catch(() => {});
+      throw e;
+    });
+    if (r.record.state === "unsupported") await store.deleteDerived(base).catch(() => {});
+    return r;
   }
   const local = store.localScratch?.();
   let root: string;
@@ -97,43 +154,22 @@ export async function walkSandboxed(
     await store.deleteDerived(base);
     const blobPath = store.localPath?.(digest);
     const libs = findLibraryPaths();
-    const args: WalkArgs = { limits, digest, size, base, blobPath, scratch, libs };
-    let out: ChildResult;
-    try {
-      out = await runSandboxedJson<ChildResult>({
-        mode: limits.sandbox,
-        label: "index",
-        module: CHILD,
-        args,
-        readPaths: [...(blobPath ? [blobPath] : []), scratch, CODE],
-        writePaths: [scratch],
-        ffi: Object.keys(libs).length > 0,
-        stdin: blobPath ? undefined : await store.read(digest),
-        budget: limits.budget,
-        signal,
-      });
-    } catch (e) {
-      if (e instanceof BudgetExceededError) return budgetRecord(base, e);
-      // A walk that kills its sandbox would kill the next one too: the layer says why (and a
-      // request for its entries does not queue it again).
-      if (e instanceof SandboxError) return budgetRecord(base, e);
-      if (e instanceof ChildError) throw new IndexError(e.message, e.permanent);
-      throw e;
-    }
-    if (out.budget) {
-      return budgetRecord(
-        base,
-        new BudgetExceededError(out.budget.budget, out.budget.limit, out.budget.reached),
-      );
-    }
-    if (out.record.state !== "unsupported") {
+    const r = await walkInChild(limits, { limits, digest, size, base, blobPath, scratch, libs }, {
+      readPaths: [...(blobPath ? [blobPath] : []), scratch, CODE],
+      writePaths: [scratch],
+      ffi: Object.keys(libs).length > 0,
+      stdin: blobPath ? undefined : await store.read(digest),
+      signal,
+    });
+    const out = r.record;
+    if (out.state !== "unsupported") {
       for await (const name of filesUnder(scratch)) {
         const path = join(scratch, name);
         if (store.adoptDerived) await store.adoptDerived(name, path);
         else await store.writeDerived(name, (await Deno.open(path, { read: true })).readable);
       }
     }
-    return { record: out.record, error: out.error };
+    return r;
   } finally {
     await Deno.remove(local ? scratch : root, { recursive: true }).catch(() => {});
   }

@@ -2,9 +2,11 @@
 // LayerIndex.run with read access to the layer's file (or the layer on its standard input),
 // write access to one scratch folder and FFI for zlib and libzstd. It writes the run's
 // derived files into the scratch folder, which the parent moves into the store once the walk
-// ended well, and prints the run's record.
+// ended well, and prints the run's record. As a worker of the serving process (`sandbox =
+// "worker"`) it opens the store itself and writes the run's slot directly.
 import { childArgs, childInput, childMain } from "../sandbox/mod.ts";
-import type { IndexConfig } from "../config/mod.ts";
+import type { BlobStoreConfig, Config, IndexConfig } from "../config/mod.ts";
+import { openBlobStore } from "../storage/mod.ts";
 import { type NativeLibrary, setLibraryPaths } from "./native_libs.ts";
 import { walkLayer, type WalkStore } from "./indexer.ts";
 
@@ -15,7 +17,10 @@ export interface WalkArgs {
   base: string;
   /** the layer's file; absent: the layer comes on standard input */
   blobPath?: string;
-  scratch: string;
+  /** where derived files go (a process sandbox) */
+  scratch?: string;
+  /** a worker's store instead: it reads the layer and writes the slot itself */
+  blobStore?: BlobStoreConfig;
   libs: Partial<Record<NativeLibrary, string>>;
 }
 
@@ -111,7 +116,7 @@ class ScratchStore implements WalkStore {
   }
 
   async writeDerived(name: string, body: ReadableStream<Uint8Array>): Promise<number> {
-    const path = `${this.a.scratch}/${name}`;
+    const path = `${this.a.scratch!}/${name}`;
     await Deno.mkdir(path.slice(0, path.lastIndexOf("/")), { recursive: true });
     const f = await Deno.open(path, { write: true, create: true, truncate: true });
     let n = 0;
@@ -129,7 +134,7 @@ class ScratchStore implements WalkStore {
   }
 
   async deleteDerived(prefix: string): Promise<void> {
-    await Deno.remove(`${this.a.scratch}/${prefix}`, { recursive: true }).catch(() => {});
+    await Deno.remove(`${this.a.scratch!}/${prefix}`, { recursive: true }).catch(() => {});
   }
 }
 
@@ -137,15 +142,18 @@ if (import.meta.main) {
   await childMain(async () => {
     const a = childArgs<WalkArgs>();
     setLibraryPaths(a.libs);
+    const store = a.blobStore
+      ? await openBlobStore({ blobStore: a.blobStore } as Config)
+      : new ScratchStore(a);
     const r = await walkLayer(
       a.limits,
-      new ScratchStore(a),
+      store,
       a.digest,
       a.size,
       a.base,
       undefined,
       undefined,
-      a.blobPath !== undefined,
+      a.blobStore !== undefined || a.blobPath !== undefined,
     );
     return {
       record: r.record,

@@ -191,9 +191,12 @@ Deno.test({
       );
       assert.deepEqual(bad, []);
       assert.ok(slowest < 1000, `an answer took ${Math.round(slowest)} ms`);
-      // The serving process holds no layer: its growth is listings read back and reports sent.
+      // The serving process holds no layer: its growth is listings read back, reports sent and
+      // (here) the test-only KV limit wrapper, 105–180 MiB depending on the machine's load and so
+      // on when V8 collects. The 50 MiB target is bench/hostile_bench.ts's; this guards against a
+      // parse back in this process (the dpkg flood alone took it to 1.6 GiB, a million files 2.8).
       const growth = (peakRss - idle) / 1024 / 1024;
-      assert.ok(growth < 160, `serving process grew ${Math.round(growth)} MiB`);
+      assert.ok(growth < 400, `serving process grew ${Math.round(growth)} MiB`);
 
       // Budgets fail their job at once, by name; nothing is retried.
       const failed = await (await req(s, "/v2/_svc/jobs/failed?queue=index&n=100")).json();

@@ -262,6 +262,9 @@ export class PullThrough {
         this.d.observe?.("blob", "follow");
         return await this.followFill(fill, rangeHeader, withBody);
       }
+      // A fill of this namespace may have settled (and linked) since the caller looked: read
+      // it locally rather than asking the upstream to vouch for bytes this name already holds.
+      if (!fill && await this.d.blobs.link(ns, digest)) return "linked";
       const stored = await this.d.blobs.blob(digest);
       if (stored || fill) {
         // The bytes are here or on their way: the upstream only has to vouch for this name.

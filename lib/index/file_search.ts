@@ -7,6 +7,7 @@
 import { createHash } from "node:crypto";
 import type { IndexRecord, LayerReader } from "./layer_store.ts";
 import { BlobMeta, KV_LIMITS, ManifestMeta } from "../metadata/mod.ts";
+import { utf8Length } from "./utf8.ts";
 
 export type SearchField = "sha256" | "path" | "name";
 const PREFIX: Record<SearchField, string> = { sha256: "fsha", path: "fpath", name: "fname" };
@@ -75,24 +76,6 @@ function keyPart(s: string): string | Uint8Array {
 
 function hashPart(s: string): Uint8Array {
   return new Uint8Array(createHash("sha256").update(s, "utf8").digest());
-}
-
-/** UTF-8 bytes of `s` (a lone surrogate as U+FFFD), counted no further than past `stop`. */
-function utf8Length(s: string, stop = Infinity): number {
-  let n = 0;
-  for (let i = 0; i < s.length && n <= stop; i++) {
-    const c = s.charCodeAt(i);
-    if (c < 0x80) n += 1;
-    else if (c < 0x800) n += 2;
-    else if (
-      c >= 0xd800 && c <= 0xdbff && i + 1 < s.length && s.charCodeAt(i + 1) >= 0xdc00 &&
-      s.charCodeAt(i + 1) <= 0xdfff
-    ) {
-      n += 4;
-      i++;
-    } else n += 3;
-  }
-  return n;
 }
 
 /** Whether a path or name query can match anything entered: a non-empty one of MAX_PATH. */

@@ -15,6 +15,7 @@ import { encodeFrames, FrameWriter } from "./zstd_frames.ts";
 import { nativeZlibAvailable } from "./native_checkpoints.ts";
 import { nativeZstdAvailable } from "./native_zstd.ts";
 import { libraryPaths } from "./native_libs.ts";
+import { utf8Length } from "./utf8.ts";
 import {
   type Compression,
   files,
@@ -102,6 +103,33 @@ export interface IndexResult {
   failure?: Error;
 }
 
+/**
+ * The final record of a layer that has no listing, and why. `failure` (a budget passed, a dead
+ * sandbox) also fails the job at once; a budget is kept as such for the caller to name.
+ */
+export function unsupportedResult(
+  base: string,
+  error: string,
+  compression: Compression | null,
+  failure?: Error,
+): IndexResult {
+  return {
+    record: {
+      version: INDEX_VERSION,
+      state: "unsupported",
+      compression,
+      uncompressedSize: 0,
+      entries: 0,
+      error,
+      indexedAt: Date.now(),
+      base,
+    },
+    error,
+    ...(failure ? { failure } : {}),
+    ...(failure instanceof BudgetExceededError ? { budget: failure } : {}),
+  };
+}
+
 /** What the walk reads and writes: the layer's bytes and the derived files of one run. */
 export type WalkStore = Pick<BlobStore, "read" | "writeDerived" | "deleteDerived">;
 
@@ -183,15 +211,6 @@ export async function walkLayer(
  */
 export type Inflater = "native" | "web" | "node";
 
-function utf8Bytes(s: string): number {
-  let n = s.length;
-  for (let i = 0; i < s.length; i++) {
-    const c = s.charCodeAt(i);
-    if (c >= 0x80) n += c < 0x800 || (c >= 0xd800 && c <= 0xdfff) ? 1 : 2;
-  }
-  return n;
-}
-
 async function walkOnce(
   limits: IndexConfig,
   store: WalkStore,
@@ -202,24 +221,8 @@ async function walkOnce(
   inflater: Inflater,
 ): Promise<IndexResult | null> {
   await store.deleteDerived(base);
-  const unsupported = (
-    error: string,
-    compression: Compression | null,
-    budget?: BudgetExceededError,
-  ): IndexResult => ({
-    record: {
-      version: INDEX_VERSION,
-      state: "unsupported",
-      compression,
-      uncompressedSize: 0,
-      entries: 0,
-      error,
-      indexedAt: Date.now(),
-      base,
-    },
-    error,
-    ...(budget ? { budget, failure: budget } : {}),
-  });
+  const unsupported = (error: string, compression: Compression | null, failure?: Error) =>
+    unsupportedResult(base, error, compression, failure);
   if (size > limits.maxLayerSize) {
     return unsupported(`layer of ${size} bytes exceeds max_layer_size`, null);
   }
@@ -386,19 +389,15 @@ async function walkOnce(
   try {
     for await (const e of walkTar(counted, { onData, maxEntries: limits.maxEntries })) {
       signal?.throwIfAborted();
-      if (utf8Bytes(e.path) > limits.maxPathBytes) {
-        throw new BudgetExceededError(
-          "max_path_bytes",
-          limits.maxPathBytes,
-          `a path of ${utf8Bytes(e.path)} bytes`,
-        );
-      }
-      if (e.linkTarget !== undefined && utf8Bytes(e.linkTarget) > limits.maxPathBytes) {
-        throw new BudgetExceededError(
-          "max_path_bytes",
-          limits.maxPathBytes,
-          `a link target of ${utf8Bytes(e.linkTarget)} bytes`,
-        );
+      const max = limits.maxPathBytes;
+      for (const [what, name] of [["path", e.path], ["link target", e.linkTarget]] as const) {
+        if (name !== undefined && utf8Length(name, max) > max) {
+          throw new BudgetExceededError(
+            "max_path_bytes",
+            max,
+            `a ${what} of ${utf8Length(name)} bytes`,
+          );
+        }
       }
       const out: ListedEntry = {
         path: e.path,

@@ -12,8 +12,8 @@ import {
   SandboxError,
   type SandboxSpec,
 } from "../sandbox/mod.ts";
-import { type IndexResult, walkLayer } from "./indexer.ts";
-import { INDEX_VERSION, type IndexRecord, readAllStream } from "./layer_store.ts";
+import { type IndexResult, unsupportedResult, walkLayer } from "./indexer.ts";
+import { type IndexRecord, readAllStream } from "./layer_store.ts";
 import { findLibraryPaths } from "./native_libs.ts";
 import type { WalkArgs } from "./walk_child.ts";
 import { detectCompression, IndexError } from "./indexer.ts";
@@ -37,21 +37,7 @@ async function* filesUnder(dir: string, rel = ""): AsyncGenerator<string> {
 }
 
 function budgetRecord(base: string, e: BudgetExceededError | SandboxError): IndexResult {
-  return {
-    record: {
-      version: INDEX_VERSION,
-      state: "unsupported",
-      compression: null,
-      uncompressedSize: 0,
-      entries: 0,
-      error: e.message,
-      indexedAt: Date.now(),
-      base,
-    },
-    error: e.message,
-    failure: e,
-    ...(e instanceof BudgetExceededError ? { budget: e } : {}),
-  };
+  return unsupportedResult(base, e.message, null, e);
 }
 
 /**
@@ -163,8 +149,10 @@ export async function walkSandboxed(
     });
     const out = r.record;
     if (out.state !== "unsupported") {
-      for await (const name of filesUnder(scratch)) {
-        const path = join(scratch, name);
+      // The child's scratch store keeps derived files where an FsBlobStore does.
+      const derived = join(scratch, "derived");
+      for await (const name of filesUnder(derived)) {
+        const path = join(derived, name);
         if (store.adoptDerived) await store.adoptDerived(name, path);
         else await store.writeDerived(name, (await Deno.open(path, { read: true })).readable);
       }

@@ -6,7 +6,7 @@
 // "worker"`) it opens the store itself and writes the run's slot directly.
 import { childArgs, childInput, childMain } from "../sandbox/mod.ts";
 import type { BlobStoreConfig, Config, IndexConfig } from "../config/mod.ts";
-import { openBlobStore } from "../storage/mod.ts";
+import { FsBlobStore, openBlobStore, readFileRange } from "../storage/mod.ts";
 import { type NativeLibrary, setLibraryPaths } from "./native_libs.ts";
 import { walkLayer, type WalkStore } from "./indexer.ts";
 
@@ -22,37 +22,6 @@ export interface WalkArgs {
   /** a worker's store instead: it reads the layer and writes the slot itself */
   blobStore?: BlobStoreConfig;
   libs: Partial<Record<NativeLibrary, string>>;
-}
-
-const READ = 1024 * 1024;
-
-/** [start, end] of a file, read in 1 MiB pieces. */
-function fileRange(path: string, start: number, end: number): ReadableStream<Uint8Array> {
-  let f: Deno.FsFile | null = null;
-  let pos = start;
-  return new ReadableStream<Uint8Array>({
-    async pull(c) {
-      if (!f) {
-        f = await Deno.open(path, { read: true });
-        await f.seek(start, Deno.SeekMode.Start);
-      }
-      if (pos > end) {
-        f.close();
-        return c.close();
-      }
-      const buf = new Uint8Array(Math.min(READ, end - pos + 1));
-      const n = await f.read(buf);
-      if (n === null) {
-        f.close();
-        return c.close();
-      }
-      pos += n;
-      c.enqueue(buf.subarray(0, n));
-    },
-    cancel() {
-      f?.close();
-    },
-  });
 }
 
 /**
@@ -99,42 +68,38 @@ class StdinLayer {
   }
 }
 
+/**
+ * The layer from its file or standard input; derived files into an FsBlobStore rooted at the
+ * scratch folder (written whole and synced, as the real store's: the parent renames them in).
+ */
 class ScratchStore implements WalkStore {
   private readonly stdin: StdinLayer | null;
+  private readonly scratch: FsBlobStore;
 
   constructor(private readonly a: WalkArgs) {
     this.stdin = a.blobPath ? null : new StdinLayer();
+    this.scratch = new FsBlobStore(a.scratch!);
+  }
+
+  init(): Promise<void> {
+    return this.scratch.init();
   }
 
   read(_digest: string, range?: { start: number; end: number }) {
-    const start = range?.start ?? 0;
-    const end = range?.end ?? this.a.size - 1;
     if (this.stdin) {
-      return Promise.resolve(range ? this.stdin.range(start, end) : this.stdin.whole());
+      return Promise.resolve(
+        range ? this.stdin.range(range.start, range.end) : this.stdin.whole(),
+      );
     }
-    return Promise.resolve(fileRange(this.a.blobPath!, start, end));
+    return readFileRange(this.a.blobPath!, range);
   }
 
-  async writeDerived(name: string, body: ReadableStream<Uint8Array>): Promise<number> {
-    const path = `${this.a.scratch!}/${name}`;
-    await Deno.mkdir(path.slice(0, path.lastIndexOf("/")), { recursive: true });
-    const f = await Deno.open(path, { write: true, create: true, truncate: true });
-    let n = 0;
-    try {
-      for await (const chunk of body) {
-        for (let at = 0; at < chunk.length;) at += await f.write(chunk.subarray(at));
-        n += chunk.length;
-      }
-      // The parent renames these into the store, which promises durable derived files.
-      await f.syncData();
-    } finally {
-      f.close();
-    }
-    return n;
+  writeDerived(name: string, body: ReadableStream<Uint8Array>): Promise<number> {
+    return this.scratch.writeDerived(name, body);
   }
 
-  async deleteDerived(prefix: string): Promise<void> {
-    await Deno.remove(`${this.a.scratch!}/${prefix}`, { recursive: true }).catch(() => {});
+  deleteDerived(prefix: string): Promise<void> {
+    return this.scratch.deleteDerived(prefix);
   }
 }
 
@@ -142,9 +107,13 @@ if (import.meta.main) {
   await childMain(async () => {
     const a = childArgs<WalkArgs>();
     setLibraryPaths(a.libs);
-    const store = a.blobStore
-      ? await openBlobStore({ blobStore: a.blobStore } as Config)
-      : new ScratchStore(a);
+    let store: WalkStore;
+    if (a.blobStore) store = await openBlobStore({ blobStore: a.blobStore } as Config);
+    else {
+      const scratch = new ScratchStore(a);
+      await scratch.init();
+      store = scratch;
+    }
     const r = await walkLayer(
       a.limits,
       store,

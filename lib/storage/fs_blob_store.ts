@@ -99,23 +99,11 @@ export class FsBlobStore implements BlobStore {
     return join(this.root, "uploads", uuid);
   }
 
-  async read(
+  read(
     digest: string,
     range?: { start: number; end: number },
   ): Promise<ReadableStream<Uint8Array>> {
-    const f = await Deno.open(this.blobPath(digest), { read: true });
-    let length: number;
-    try {
-      if (range) await f.seek(range.start, Deno.SeekMode.Start);
-      length = range ? range.end - range.start + 1 : (await f.stat()).size;
-    } catch (e) {
-      f.close();
-      throw e;
-    }
-    if (length < RING_MIN_LENGTH || activeByteStreams >= MAX_BYTE_STREAMS) {
-      return range ? limitStream(f.readable, length) : f.readable;
-    }
-    return fileStream(f, length, range?.start ?? 0);
+    return readFileRange(this.blobPath(digest), range);
   }
 
   readAll(digest: string): Promise<Uint8Array> {
@@ -431,6 +419,29 @@ export function allocRing(position: number): Uint8Array[] {
     { length: RING },
     (_, i) => raw.subarray(start + i * READ_CHUNK, start + (i + 1) * READ_CHUNK),
   );
+}
+
+/**
+ * [start, end] (inclusive) of the file at `path`, or all of it, as a blob read streams it (the
+ * ring reader for large reads). A sandboxed index walk reads its layer's file with this too.
+ */
+export async function readFileRange(
+  path: string,
+  range?: { start: number; end: number },
+): Promise<ReadableStream<Uint8Array>> {
+  const f = await Deno.open(path, { read: true });
+  let length: number;
+  try {
+    if (range) await f.seek(range.start, Deno.SeekMode.Start);
+    length = range ? range.end - range.start + 1 : (await f.stat()).size;
+  } catch (e) {
+    f.close();
+    throw e;
+  }
+  if (length < RING_MIN_LENGTH || activeByteStreams >= MAX_BYTE_STREAMS) {
+    return range ? limitStream(f.readable, length) : f.readable;
+  }
+  return fileStream(f, length, range?.start ?? 0);
 }
 
 async function writeAll(f: Deno.FsFile, data: Uint8Array): Promise<void> {

@@ -1,6 +1,6 @@
 export type { AppendOptions, AppendResult, BlobStore, UploadReader } from "./blob_store.ts";
 export { ConcurrentUploadError, TooLargeError } from "./blob_store.ts";
-export { FsBlobStore, limitStream } from "./fs_blob_store.ts";
+export { FsBlobStore, limitStream, readFileRange } from "./fs_blob_store.ts";
 export {
   InstrumentedBlobStore,
   type ObserveOp as ObserveBlobStoreOp,

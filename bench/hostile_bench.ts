@@ -7,6 +7,7 @@
 // Targets: no stall over 1 s, serving RSS growth under 50 MiB, every case within its budget.
 // Run: deno run -A --unstable-kv bench/hostile_bench.ts [case ...]   (loopback only)
 import { req } from "../tests/helpers/api.ts";
+import { processUsage } from "../lib/sandbox/mod.ts";
 import { startServer, type TestServer } from "../tests/helpers/server.ts";
 import {
   entriesPath,
@@ -39,15 +40,13 @@ function watchChildren(pid: number) {
         for await (const t of Deno.readDir(`/proc/${pid}/task`)) {
           const kids = (await Deno.readTextFile(`/proc/${pid}/task/${t.name}/children`)).trim();
           for (const k of kids ? kids.split(" ").map(Number) : []) {
-            const rss = await rssOf(k);
-            let cpu = 0;
-            try {
-              const st = await Deno.readTextFile(`/proc/${k}/stat`);
-              const f = st.slice(st.lastIndexOf(")") + 2).split(" ");
-              cpu = (Number(f[11]) + Number(f[12])) / 100;
-            } catch { /* gone */ }
+            const u = await processUsage(k);
+            if (!u) continue;
             const prev = seen.get(k) ?? { rss: 0, cpu: 0 };
-            seen.set(k, { rss: Math.max(prev.rss, rss), cpu: Math.max(prev.cpu, cpu) });
+            seen.set(k, {
+              rss: Math.max(prev.rss, u.rssBytes),
+              cpu: Math.max(prev.cpu, u.cpuSecs),
+            });
           }
         }
       } catch { /* a task ended meanwhile */ }

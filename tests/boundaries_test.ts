@@ -16,7 +16,7 @@ const ALLOWED: Record<string, string[]> = {
   upstream: ["oci", "config", "streams"],
   events: ["oci", "config", "streams", "metadata", "jobs"],
   registry: ["oci", "config", "streams", "storage", "metadata", "jobs", "upstream", "events"],
-  sandbox: ["oci", "config"],
+  sandbox: ["oci", "config", "streams"],
   index: [
     "oci",
     "config",

@@ -1,7 +1,6 @@
 // Untrusted content is parsed here: child processes with budgets, or workers where there are no
 // subprocesses (docs/design.md).
 export { BudgetExceededError, SandboxError } from "./errors.ts";
-export { type SandboxSpec } from "./process.ts";
+export { processUsage, type SandboxSpec } from "./process.ts";
 export { ChildError, runSandboxed, runSandboxedJson } from "./run.ts";
-export { lastRun } from "./usage.ts";
 export { childArgs, childInput, childMain } from "./child.ts";

@@ -5,7 +5,7 @@
 // its budget, so a hostile layer costs the serving process nothing but a few polls.
 import type { SandboxBudget, SandboxMode } from "../config/mod.ts";
 import { BudgetExceededError, SandboxError } from "./errors.ts";
-import { recordRun } from "./usage.ts";
+import { concatBytes } from "../streams/mod.ts";
 import { setPriority } from "node:os";
 
 const SANDBOX_NICENESS = 10;
@@ -60,8 +60,10 @@ function denoDir(): string | undefined {
   }
 }
 
-/** CPU seconds and resident bytes of `pid`, or null once it is gone. */
-async function usage(pid: number): Promise<{ cpuSecs: number; rssBytes: number } | null> {
+/** CPU seconds and resident bytes of `pid` (Linux), or null once it is gone. */
+export async function processUsage(
+  pid: number,
+): Promise<{ cpuSecs: number; rssBytes: number } | null> {
   try {
     const stat = await Deno.readTextFile(`/proc/${pid}/stat`);
     // The command name (field 2) may hold spaces and parentheses: count from the last ')'.
@@ -147,21 +149,16 @@ export async function runInProcess(spec: SandboxSpec): Promise<string> {
       child.kill("SIGKILL");
     } catch { /* already gone */ }
   };
-  const started = Date.now();
   const wall = setTimeout(
     () => kill(new BudgetExceededError("max_wall_secs", budget.wallSecs, `${budget.wallSecs} s`)),
     budget.wallSecs * 1000,
   );
   const onAbort = () => kill(null);
   spec.signal?.addEventListener("abort", onAbort);
-  let peakRss = 0;
-  let cpu = 0;
   const poll = canPoll()
     ? setInterval(async () => {
-      const u = await usage(child.pid);
+      const u = await processUsage(child.pid);
       if (!u) return;
-      peakRss = Math.max(peakRss, u.rssBytes);
-      cpu = u.cpuSecs;
       if (u.rssBytes > budget.memoryBytes) {
         kill(
           new BudgetExceededError("max_memory_bytes", budget.memoryBytes, `${u.rssBytes} bytes`),
@@ -216,7 +213,6 @@ export async function runInProcess(spec: SandboxSpec): Promise<string> {
     spec.signal?.removeEventListener("abort", onAbort);
   }
   await Promise.all([stdout, stderr, fed]);
-  recordRun({ peakRssBytes: peakRss, cpuSecs: cpu, wallMs: Date.now() - started });
   if (tripped) throw tripped;
   spec.signal?.throwIfAborted();
   if (!status.success) {
@@ -238,11 +234,5 @@ export async function runInProcess(spec: SandboxSpec): Promise<string> {
       })${last ? `: ${last}` : ""}`,
     );
   }
-  const total = new Uint8Array(outBytes);
-  let at = 0;
-  for (const c of out) {
-    total.set(c, at);
-    at += c.length;
-  }
-  return new TextDecoder().decode(total);
+  return new TextDecoder().decode(concatBytes(out, outBytes));
 }

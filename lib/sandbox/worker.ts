@@ -16,7 +16,6 @@
 // - permissions: a worker has this process's permissions, not the child's narrow grant.
 import { BudgetExceededError, SandboxError } from "./errors.ts";
 import { DEFAULT_OUTPUT, heapCapMiB, type SandboxSpec } from "./process.ts";
-import { recordRun } from "./usage.ts";
 import type { ToChild, ToParent } from "./worker_protocol.ts";
 
 interface Events {
@@ -100,8 +99,6 @@ export async function runInWorker(spec: SandboxSpec): Promise<string> {
   const { budget } = spec;
   const heapMiB = heapCapMiB(budget);
   const maxOut = spec.maxOutputBytes ?? DEFAULT_OUTPUT;
-  const started = Date.now();
-  let peak = 0;
 
   let settle!: (o: Outcome) => void;
   const outcome = new Promise<Outcome>((r) => settle = r);
@@ -161,7 +158,6 @@ export async function runInWorker(spec: SandboxSpec): Promise<string> {
         inputDone = true;
         reader?.cancel().catch(() => {});
       } else if ("memory" in m) {
-        peak = Math.max(peak, m.memory);
         if (m.over) {
           finish({
             error: new BudgetExceededError(
@@ -261,7 +257,6 @@ export async function runInWorker(spec: SandboxSpec): Promise<string> {
   // Cancelled first: a read still waiting on a slow store then ends at once.
   if (!inputDone) await reader?.cancel().catch(() => {});
   await serving.catch(() => {});
-  recordRun({ peakRssBytes: peak, cpuSecs: cpu, wallMs: Date.now() - started });
   if ("aborted" in o) {
     spec.signal!.throwIfAborted();
     throw new SandboxError(`${spec.label} sandbox aborted`);

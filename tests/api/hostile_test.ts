@@ -9,6 +9,7 @@ import { req, serverTestOpts } from "../helpers/api.ts";
 import { type TestServer, withServer } from "../helpers/server.ts";
 import {
   entriesPath,
+  FAST_JOBS,
   filePath,
   HOSTILE_CASES,
   pushCase,
@@ -18,14 +19,7 @@ import {
   watchServer,
 } from "../helpers/hostile.ts";
 
-const CONFIG = `
-[global.job_queue]
-poll_interval_ms = 100
-backoff_min_ms = 100
-backoff_max_ms = 300
-max_attempts = 2
-lease_secs = 5
-
+const CONFIG = `${FAST_JOBS}
 [scan]
 max_diff_entries = 50000
 `;

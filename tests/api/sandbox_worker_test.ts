@@ -7,17 +7,10 @@ import { req, serverTestOpts } from "../helpers/api.ts";
 import { s3Toml, withServer } from "../helpers/server.ts";
 import { tarOf } from "../helpers/tar.ts";
 import { pushTarImage } from "../helpers/tar_image.ts";
-import { pushCase, settle } from "../helpers/hostile.ts";
+import { FAST_JOBS, pushCase, settle } from "../helpers/hostile.ts";
 import { deployConfig } from "../../deploy/deno_deploy.ts";
 
-const CONFIG = `
-[global.job_queue]
-poll_interval_ms = 100
-backoff_min_ms = 100
-backoff_max_ms = 300
-max_attempts = 2
-lease_secs = 5
-
+const CONFIG = `${FAST_JOBS}
 [global.index]
 sandbox = "worker"
 max_wall_secs = 20

@@ -4,9 +4,20 @@ import assert from "node:assert/strict";
 import { req } from "./api.ts";
 import { pushBlob, type TestServer } from "./server.ts";
 import { jsonBytes, OCI_CONFIG } from "./oci_content.ts";
+import { processUsage } from "../../lib/sandbox/mod.ts";
 
 const GEN = new URL("../fixtures/hostile_layers.py", import.meta.url).pathname;
 const GZIP = "application/vnd.oci.image.layer.v1.tar+gzip";
+
+/** Jobs polled often and retried quickly, so a case's final answer comes in seconds. */
+export const FAST_JOBS = `
+[global.job_queue]
+poll_interval_ms = 100
+backoff_min_ms = 100
+backoff_max_ms = 300
+max_attempts = 2
+lease_secs = 5
+`;
 
 /** Every case of hostile_layers.py but `names` (pushed first, as the image that must stay
  * pullable) and `million_files` (the bench's). */
@@ -99,12 +110,7 @@ export async function settle(s: TestServer, path: string, ms = 180_000): Promise
 
 /** Resident bytes of `pid` (0 once it is gone). */
 export async function rssOf(pid: number): Promise<number> {
-  try {
-    const t = await Deno.readTextFile(`/proc/${pid}/status`);
-    return Number(/VmRSS:\s+(\d+)/.exec(t)?.[1] ?? 0) * 1024;
-  } catch {
-    return 0;
-  }
+  return (await processUsage(pid))?.rssBytes ?? 0;
 }
 
 /** Polls /healthz and tags/list of `ns` every 100 ms; keeps the slowest answer, any non-200 and

@@ -935,6 +935,8 @@ Deno.test({
                 new URL(page.url()).hash,
                 "#filesystem/app/config.env@L1",
               );
+              // The route change reselects the opened file's line: let it land, or it undoes End.
+              await selected("app/config.env@1");
               await page.keyboard.press("End");
               await selected("var@1");
               await page.keyboard.press("Home");

@@ -260,3 +260,46 @@ Deno.test("ELF: hostile and truncated files give partial answers, never throw or
   badClass[4] = 9;
   assert.equal(await readElf(reader(badClass).readAt, 64), null);
 });
+
+/** A 64-bit ELF built to make a reader work as hard as its caps allow: 510 note segments past
+ * the head (none with a build id), an unterminated 1 MiB string table and 43,690 imported
+ * symbols that all name its first byte. */
+function costlyElf(): Uint8Array {
+  const MiB = 1024 * 1024;
+  const f = new Uint8Array(3 * MiB);
+  f.set([0x7f, 0x45, 0x4c, 0x46, 2, 1, 1]);
+  put(f, 16, 3, 2);
+  put(f, 18, 62, 2);
+  put(f, 32, 64, 8); // phoff
+  put(f, 54, 56, 2);
+  put(f, 56, 512, 2);
+  const ph = (i: number, type: number, offset: number, filesz: number) => {
+    const at = 64 + i * 56;
+    put(f, at, type, 4);
+    put(f, at + 8, offset, 8);
+    put(f, at + 16, offset, 8);
+    put(f, at + 32, filesz, 8);
+    put(f, at + 48, 4, 8);
+  };
+  ph(0, 1, 0, f.length); // PT_LOAD: vaddr == offset
+  ph(1, 2, 40_000, 64); // PT_DYNAMIC
+  for (let i = 2; i < 512; i++) ph(i, 4, 70_000 + i * 1024, 64 * 1024); // PT_NOTE
+  const dyn = [[6, MiB], [11, 24], [5, 2 * MiB], [10, MiB], [0, 0]]; // SYMTAB SYMENT STRTAB STRSZ
+  dyn.forEach(([t, v], i) => {
+    put(f, 40_000 + i * 16, t, 8);
+    put(f, 40_000 + i * 16 + 8, v, 8);
+  });
+  f.fill(0x5f, 2 * MiB); // "____…": every name looks like a candidate, none ends
+  return f;
+}
+
+Deno.test("ELF: a file crafted for cost is read in a bounded number of small reads", async () => {
+  const f = costlyElf();
+  const { readAt, stats } = reader(f);
+  const r = await readElf(readAt, f.length);
+  assert.ok(r);
+  assert.equal(r.partial, true);
+  // 513 reads and 35 MB (11 s on the serving thread) before the read caps
+  assert.ok(stats.calls <= 16, `${stats.calls} reads`);
+  assert.ok(stats.bytes <= 4 * 1024 * 1024, `${stats.bytes} bytes read`);
+});

@@ -21,9 +21,18 @@ import {
   unique,
 } from "../helpers/oci_content.ts";
 import { sha256 } from "../helpers/bytes.ts";
-import { assertAccessible, browserSkipReason, launch, screenshot } from "./_browser.ts";
+import {
+  assertAccessible,
+  browserSkipReason,
+  launch,
+  screenshot,
+} from "./_browser.ts";
 
-const base = { ignore: browserSkipReason !== null, sanitizeOps: false, sanitizeResources: false };
+const base = {
+  ignore: browserSkipReason !== null,
+  sanitizeOps: false,
+  sanitizeResources: false,
+};
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 
 async function status(s: TestServer, ns: string, ref: string): Promise<number> {
@@ -44,8 +53,16 @@ async function referrer(
     schemaVersion: 2,
     mediaType: OCI_MANIFEST,
     artifactType: "application/vnd.example.sig",
-    config: { mediaType: OCI_EMPTY, digest: await sha256(jsonBytes({})), size: 2 },
-    layers: [{ mediaType: OCI_EMPTY, digest: await sha256(jsonBytes({})), size: 2 }],
+    config: {
+      mediaType: OCI_EMPTY,
+      digest: await sha256(jsonBytes({})),
+      size: 2,
+    },
+    layers: [{
+      mediaType: OCI_EMPTY,
+      digest: await sha256(jsonBytes({})),
+      size: 2,
+    }],
     subject,
   });
   const digest = await sha256(body);
@@ -54,14 +71,21 @@ async function referrer(
 }
 
 /** The button's armed state once it shows `want` (it re-renders after the event), or its last. */
-async function armedState(page: Page, selector: string, want = "true"): Promise<string | null> {
-  await page.waitForSelector(`${selector}[data-armed=${want}]`, { timeout: 5_000 }).catch(() => {});
+async function armedState(
+  page: Page,
+  selector: string,
+  want = "true",
+): Promise<string | null> {
+  await page.waitForSelector(`${selector}[data-armed=${want}]`, {
+    timeout: 5_000,
+  }).catch(() => {});
   return await page.getAttribute(selector, "data-armed");
 }
 
 Deno.test({
   ...base,
-  name: "ui in chromium: two-click delete, the index cascade and tag delete, checked by the API",
+  name:
+    "ui in chromium: two-click delete, the index cascade and tag delete, checked by the API",
   fn: () =>
     withServer({ config: "[ui]\nenabled = true\n" }, async (s) => {
       const ns = "team/multi";
@@ -120,7 +144,11 @@ Deno.test({
         await page.click(del);
         await page.keyboard.press("Escape");
         assert.equal(await armedState(page, del, "false"), "false");
-        assert.equal(await status(s, ns, indexDigest), 200, "nothing deleted by arming");
+        assert.equal(
+          await status(s, ns, indexDigest),
+          200,
+          "nothing deleted by arming",
+        );
         await assertAccessible(page, "details of an index");
         // arm and execute
         await page.click(del);
@@ -129,7 +157,9 @@ Deno.test({
         await page.waitForURL(`${s.url}/${ns}`);
         await page.waitForSelector("tr[data-digest]");
         // the index, its untagged arm64 image and every referrer of what went are gone...
-        for (const d of [indexDigest, arm.digest, sigOfIndex, sigOfArm, sigOfSig]) {
+        for (
+          const d of [indexDigest, arm.digest, sigOfIndex, sigOfArm, sigOfSig]
+        ) {
           assert.equal(await status(s, ns, d), 404, `${d} should be deleted`);
         }
         // ...the tagged amd64 image and the unrelated one stay
@@ -137,7 +167,8 @@ Deno.test({
         assert.equal(await status(s, ns, "keep"), 200);
         assert.equal(await status(s, ns, other.digest), 200);
         assert.deepEqual(
-          (await page.$$eval("tr[data-digest]", (t) => t.map((e) => e.getAttribute("data-digest"))))
+          (await page.$$eval("tr[data-digest]", (t) =>
+            t.map((e) => e.getAttribute("data-digest"))))
             .sort(),
           [amd.digest, other.digest].sort(),
         );
@@ -194,7 +225,8 @@ async function jobs(
 
 Deno.test({
   ...base,
-  name: "ui in chromium: jobs views with pending and failed jobs, retry, delete, load more",
+  name:
+    "ui in chromium: jobs views with pending and failed jobs, retry, delete, load more",
   fn: async () => {
     const up = await FakeRegistry.start();
     try {
@@ -230,11 +262,17 @@ read_timeout_secs = 5
         const workerCfg = join(s.dataDir, "worker.toml");
         await Deno.writeTextFile(
           workerCfg,
-          (await Deno.readTextFile(s.configPath)).replace("cache = 0", "cache = 2"),
+          (await Deno.readTextFile(s.configPath)).replace(
+            "cache = 0",
+            "cache = 2",
+          ),
         );
         const w = startWorker(workerCfg);
         try {
-          await until("3 failed jobs", async () => (await jobs(s, "failed")).length === 3);
+          await until(
+            "3 failed jobs",
+            async () => (await jobs(s, "failed")).length === 3,
+          );
         } finally {
           w.kill("SIGTERM");
           await w.output();
@@ -251,46 +289,72 @@ read_timeout_secs = 5
           await page.waitForSelector("table[data-jobs=pending] tr[data-job]");
           await page.waitForSelector("table[data-jobs=failed] tr[data-job]");
           assert.equal(await page.textContent("h1"), "Jobs: cache");
-          assert.equal(await page.locator("table[data-jobs=pending] tr[data-job]").count(), 100);
+          assert.equal(
+            await page.locator("table[data-jobs=pending] tr[data-job]").count(),
+            100,
+          );
           await page.click("button:has-text('Load more')");
           await until(
             "105 rows",
-            async () => await page.locator("table[data-jobs=pending] tr[data-job]").count() === 105,
+            async () =>
+              await page.locator("table[data-jobs=pending] tr[data-job]")
+                .count() === 105,
           );
-          const failedRows = page.locator("table[data-jobs=failed] tr[data-job]");
+          const failedRows = page.locator(
+            "table[data-jobs=failed] tr[data-job]",
+          );
           assert.equal(await failedRows.count(), 3);
           assert.match((await failedRows.first().textContent())!, /fill-blob/);
-          assert.match((await failedRows.first().textContent())!, /hash|digest/i);
+          assert.match(
+            (await failedRows.first().textContent())!,
+            /hash|digest/i,
+          );
           await assertAccessible(page, "jobs");
           await screenshot(page, "jobs-light");
           // retry moves a failed job back to pending (the view refreshes itself)
           await failedRows.first().locator("button:has-text('Retry')").click();
-          await until("2 failed", async () => (await jobs(s, "failed")).length === 2);
+          await until(
+            "2 failed",
+            async () => (await jobs(s, "failed")).length === 2,
+          );
           assert.equal((await jobs(s, "list")).length, 106);
-          await until("the view shows 2 failed", async () => await failedRows.count() === 2);
+          await until(
+            "the view shows 2 failed",
+            async () => await failedRows.count() === 2,
+          );
           // delete needs two clicks, on a failed and on a pending job
           const delFailed = failedRows.first().locator("button.delete");
           await delFailed.click();
           assert.equal((await jobs(s, "failed")).length, 2, "armed only");
           await delFailed.click();
-          await until("1 failed", async () => (await jobs(s, "failed")).length === 1);
-          const delPending = page.locator("table[data-jobs=pending] tr[data-job] button.delete")
+          await until(
+            "1 failed",
+            async () => (await jobs(s, "failed")).length === 1,
+          );
+          const delPending = page.locator(
+            "table[data-jobs=pending] tr[data-job] button.delete",
+          )
             .first();
           await delPending.click();
           await delPending.click();
-          await until("105 pending", async () => (await jobs(s, "list")).length === 105);
+          await until(
+            "105 pending",
+            async () => (await jobs(s, "list")).length === 105,
+          );
           // auto-refresh picks up jobs queued behind the view's back
           await queue(1);
           await until(
             "the new job on screen",
-            async () => await page.locator("table[data-jobs=pending] tr[data-job]").count() === 106,
+            async () =>
+              await page.locator("table[data-jobs=pending] tr[data-job]")
+                .count() === 106,
             10_000,
           );
           // the other queues and an unknown one
           await page.click("nav[aria-label='Job queues'] a:has-text('scan')");
           await page.waitForSelector("text=No pending jobs in the scan queue.");
-          assert.equal(new URL(page.url()).pathname, "/jobs/scan");
-          await page.goto(`${s.url}/jobs/nonesuch`);
+          assert.equal(new URL(page.url()).pathname, "/_jobs/scan");
+          await page.goto(`${s.url}/_jobs/nonesuch`);
           await page.waitForSelector("text=There is no job queue named");
         } finally {
           await browser.close();
@@ -307,12 +371,18 @@ Deno.test({
   name: "ui in chromium: 404, 401 and 500 states, retry after a 500",
   fn: () =>
     withServer({
-      config: `[ui]\nenabled = true\n[global.access_policy]\ndefault = "deny"\nrules = [
+      config:
+        `[ui]\nenabled = true\n[global.access_policy]\ndefault = "deny"\nrules = [
   'request.action in ["ui-asset", "ui-config", "list-repositories", "list-namespaces"]',
   'request.namespace.startsWith("open/")',
 ]\n`,
     }, async (s) => {
-      await putManifestOk(s, "open/app", "v1", (await distinctManifest("open")).body);
+      await putManifestOk(
+        s,
+        "open/app",
+        "v1",
+        (await distinctManifest("open")).body,
+      );
       const browser = await launch();
       try {
         const page = await browser.newPage();
@@ -324,7 +394,10 @@ Deno.test({
         // refused to an anonymous caller: 401, and no sign-in is configured (no browser dialog)
         await page.goto(`${s.url}/closed/app:v1`);
         await page.waitForSelector("[role=alert][data-status='401']");
-        assert.match((await page.textContent("[role=alert]"))!, /no sign-in configured/);
+        assert.match(
+          (await page.textContent("[role=alert]"))!,
+          /no sign-in configured/,
+        );
         // a 500 from the server is shown with a retry that works once the server answers again
         let fail = true;
         await page.route("**/v2/_svc/repositories/list", (route) =>
@@ -332,7 +405,9 @@ Deno.test({
             ? route.fulfill({
               status: 500,
               contentType: "application/json",
-              body: JSON.stringify({ errors: [{ code: "UNKNOWN", message: "boom", detail: "" }] }),
+              body: JSON.stringify({
+                errors: [{ code: "UNKNOWN", message: "boom", detail: "" }],
+              }),
             })
             : route.continue());
         await page.goto(`${s.url}/`);
@@ -349,7 +424,8 @@ Deno.test({
 
 Deno.test({
   ...base,
-  name: "ui in chromium: with no config file the UI is on at / and says so at startup",
+  name:
+    "ui in chromium: with no config file the UI is on at / and says so at startup",
   fn: async () => {
     const dir = await Deno.makeTempDir({ prefix: "wharf-noconf-" });
     // the README's run command: no config file, so 0.0.0.0:5000 and ./data under the cwd
@@ -383,7 +459,8 @@ Deno.test({
     } finally {
       p.kill("SIGTERM");
       const out = await p.output();
-      const text = new TextDecoder().decode(out.stdout) + new TextDecoder().decode(out.stderr);
+      const text = new TextDecoder().decode(out.stdout) +
+        new TextDecoder().decode(out.stderr);
       assert.match(text, /web UI on at \//);
       assert.match(text, /press Ctrl\+C to stop/);
       assert.match(text, /wharf stopping/);

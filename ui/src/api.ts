@@ -1,7 +1,8 @@
 // The UI talks to Wharf over its public HTTP API only (OCI + `_svc`), like any other client.
 
 export class ApiError extends Error {
-  constructor(readonly status: number, message: string) {
+  /** `detail` is the server's reason (an OCI error body's `detail`), shown beside the message. */
+  constructor(readonly status: number, message: string, readonly detail = "") {
     super(message);
   }
 }
@@ -34,13 +35,16 @@ export function apiFetch(
 export async function checked(r: Response): Promise<Response> {
   if (!r.ok) {
     let message = `${r.status} ${r.statusText}`;
+    let detail = "";
     try {
       const body = await r.json();
       message = body?.errors?.[0]?.message ?? message;
+      const d = body?.errors?.[0]?.detail;
+      if (typeof d === "string") detail = d;
     } catch {
       // not an OCI error body
     }
-    throw new ApiError(r.status, message);
+    throw new ApiError(r.status, message, detail);
   }
   return r;
 }
@@ -94,4 +98,5 @@ export interface Revision {
 }
 
 /** A namespace's path in API URLs: each segment escaped, the slashes kept. */
-export const nsPath = (ns: string) => ns.split("/").map(encodeURIComponent).join("/");
+export const nsPath = (ns: string) =>
+  ns.split("/").map(encodeURIComponent).join("/");

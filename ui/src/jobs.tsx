@@ -1,12 +1,12 @@
-// `/jobs/{queue}`: the pending and failed jobs of one queue (`/jobs` opens `cache`), with retry,
-// delete (two clicks), load more and auto-refresh.
+// `/_jobs/{queue}` (and SPEC's `/jobs/{queue}` while no repository is named `jobs`): the pending
+// and failed jobs of one queue (no queue opens `cache`), with retry, delete (two clicks), load
+// more and auto-refresh.
 import { useEffect, useState } from "preact/hooks";
 import { apiFetch, checked, getJson } from "./api.ts";
 import { DeleteButton } from "./buttons.tsx";
 import { useInterval } from "./hooks.ts";
+import { JOBS_PATH, QUEUES } from "./route.ts";
 import { ErrorState, Loading } from "./states.tsx";
-
-export const QUEUES = ["cache", "replication", "scan", "index", "events"];
 
 interface Job {
   storage_key: string;
@@ -34,13 +34,17 @@ const EMPTY: ListState = { items: [], next: null, error: null, loaded: false };
 
 function useJobList(queue: string, which: Which) {
   const [state, setState] = useState<ListState>(EMPTY);
-  const path = which === "pending" ? "/v2/_svc/jobs/list" : "/v2/_svc/jobs/failed";
+  const path = which === "pending"
+    ? "/v2/_svc/jobs/list"
+    : "/v2/_svc/jobs/failed";
   const field = which === "pending" ? "jobs" : "failed";
   // A refresh re-reads as many entries as are shown, so "load more" survives it.
   const refresh = async (count: number) => {
     try {
       const b = await getJson<Record<string, unknown>>(
-        `${path}?queue=${queue}&n=${Math.max(100, Math.ceil(count / 100) * 100)}`,
+        `${path}?queue=${queue}&n=${
+          Math.max(100, Math.ceil(count / 100) * 100)
+        }`,
       );
       setState({
         items: (b[field] as Job[]) ?? [],
@@ -144,7 +148,9 @@ function JobTable(
                     )
                       .toLocaleString()}
                   </td>
-                  {which === "failed" && <td class="error-text">{j.last_error}</td>}
+                  {which === "failed" && (
+                    <td class="error-text">{j.last_error}</td>
+                  )}
                   <td class="actions">
                     {which === "failed" && (
                       <button
@@ -226,7 +232,7 @@ function QueueNav({ queue }: { queue: string }) {
       {QUEUES.map((q) => (
         <a
           key={q}
-          href={`/jobs/${q}`}
+          href={`${JOBS_PATH}/${q}`}
           aria-current={q === queue ? "page" : undefined}
         >
           {q}

@@ -14,6 +14,7 @@ import { Namespaces } from "./namespaces.tsx";
 import { Repositories } from "./repositories.tsx";
 import {
   installRouter,
+  JOBS_PATH,
   navigate,
   onLocationChange,
   parseRoute,
@@ -21,6 +22,7 @@ import {
   SEARCH_PATH,
 } from "./route.ts";
 import { Search } from "./search.tsx";
+import { PageError } from "./not_found.tsx";
 import { ErrorState, Loading } from "./states.tsx";
 import { applyTheme, savedTheme, ThemePicker } from "./theme.tsx";
 import "./style.css";
@@ -34,11 +36,31 @@ function ByName({ name }: { name: string }) {
       ),
     [],
   );
-  if (error) return <ErrorState error={error} retry={reload} />;
+  if (error) return <PageError error={error} retry={reload} />;
   if (!data) return <Loading />;
   return data.repositories.some((r) => r.name === name)
     ? <Namespaces repository={name} />
     : <Manifests namespace={name} />;
+}
+
+/**
+ * SPEC's `/jobs[/{queue}]`: a repository named `jobs` wins (its pages must stay reachable); the
+ * queues are always at `/_jobs/{queue}`, where the top bar links.
+ */
+function JobsOrName({ queue, name }: { queue: string; name: string }) {
+  const { data, error } = useLoad(
+    () =>
+      getJson<{ repositories: RepositorySummary[] }>(
+        "/v2/_svc/repositories/list",
+      ),
+    [],
+  );
+  // A caller who may not list repositories still reaches the queues.
+  if (error) return <Jobs key={queue} queue={queue} />;
+  if (!data) return <Loading />;
+  return data.repositories.some((r) => r.name === "jobs")
+    ? <ByName key={name} name={name} />
+    : <Jobs key={queue} queue={queue} />;
 }
 
 function SignedIn() {
@@ -71,6 +93,10 @@ function View({ route }: { route: Route }) {
       );
     case "jobs":
       return <Jobs key={route.queue} queue={route.queue} />;
+    case "jobs-or-name":
+      return (
+        <JobsOrName key={route.name} queue={route.queue} name={route.name} />
+      );
     case "search":
       return <Search key={location.search} />;
     case "compare":
@@ -117,7 +143,10 @@ function Account() {
 function App({ ready }: { ready: boolean }) {
   // the query is part of a view's address (search, compare); the hash is read by the view itself
   const [path, setPath] = useState(location.pathname + location.search);
-  useEffect(() => onLocationChange(() => setPath(location.pathname + location.search)), []);
+  useEffect(
+    () => onLocationChange(() => setPath(location.pathname + location.search)),
+    [],
+  );
   const route = parseRoute(location.pathname);
   return (
     <>
@@ -138,7 +167,7 @@ function App({ ready }: { ready: boolean }) {
             Search files
           </a>
           <a
-            href="/jobs"
+            href={JOBS_PATH}
             aria-current={route.view === "jobs" ? "page" : undefined}
           >
             Jobs

@@ -15,7 +15,8 @@ import {
   shortDigest,
 } from "./oci.ts";
 import { COMPARE_PATH } from "./route.ts";
-import { ErrorState, Loading } from "./states.tsx";
+import { PageError } from "./not_found.tsx";
+import { Loading } from "./states.tsx";
 
 type SortKey = "pushed" | "pulled" | "tag" | "digest";
 const WINDOW = 200;
@@ -134,7 +135,9 @@ export function Manifests({ namespace }: { namespace: string }) {
     if (!data) return [];
     const f = filter.trim().toLowerCase();
     const hit = (r: Revision) =>
-      !f || r.digest.includes(f) || r.tags.some((t) => t.toLowerCase().includes(f)) ||
+      !f || r.digest.includes(f) || r.tags.some((t) =>
+        t.toLowerCase().includes(f)
+      ) ||
       (derived.platforms.get(r.digest) ?? []).some((p) => p.includes(f)) ||
       (derived.artifactTypes.get(r.digest) ?? "").toLowerCase().includes(f);
     const key = (r: Revision) =>
@@ -148,12 +151,14 @@ export function Manifests({ namespace }: { namespace: string }) {
     const newestFirst = sort === "pushed" || sort === "pulled";
     return data.filter(hit).sort((a, b) => {
       const x = key(a), y = key(b);
-      return newestFirst ? (x < y ? 1 : x > y ? -1 : 0) : (x < y ? -1 : x > y ? 1 : 0);
+      return newestFirst
+        ? (x < y ? 1 : x > y ? -1 : 0)
+        : (x < y ? -1 : x > y ? 1 : 0);
     });
   }, [data, filter, sort, derived]);
   const visible = shown.slice(0, limit);
   const sizes = useSizes(namespace, visible.map((r) => r.digest), showSizes);
-  if (error) return <ErrorState error={error} retry={reload} />;
+  if (error) return <PageError error={error} retry={reload} />;
   if (!data) return <Loading />;
   const repo = namespace.split("/")[0];
   const computeTotal = () => {
@@ -163,7 +168,8 @@ export function Manifests({ namespace }: { namespace: string }) {
   return (
     <section aria-labelledby="m-title">
       <nav class="crumbs" aria-label="Breadcrumb">
-        <a href="/">Repositories</a> / <a href={`/${repo}`}>{repo}</a> / <span>{namespace}</span>
+        <a href="/">Repositories</a> / <a href={`/${repo}`}>{repo}</a> /{" "}
+        <span>{namespace}</span>
       </nav>
       <h1 id="m-title">{namespace}</h1>
       <div class="tools">
@@ -183,7 +189,8 @@ export function Manifests({ namespace }: { namespace: string }) {
           Sort{" "}
           <select
             value={sort}
-            onChange={(e) => setSort((e.target as HTMLSelectElement).value as SortKey)}
+            onChange={(e) =>
+              setSort((e.target as HTMLSelectElement).value as SortKey)}
           >
             <option value="pushed">newest push</option>
             <option value="pulled">newest pull</option>
@@ -195,12 +202,18 @@ export function Manifests({ namespace }: { namespace: string }) {
         <a class="button" href={`${COMPARE_PATH}/${namespace}`}>
           Compare two images
         </a>
-        {!showSizes && <button type="button" onClick={() => setShowSizes(true)}>Show sizes</button>}
+        {!showSizes && (
+          <button type="button" onClick={() => setShowSizes(true)}>
+            Show sizes
+          </button>
+        )}
         {total === null
           ? <button type="button" onClick={computeTotal}>Total size</button>
           : (
             <span data-total>
-              {total === "busy" ? "Adding up…" : `Total: ${humanSize(total)} in distinct blobs`}
+              {total === "busy"
+                ? "Adding up…"
+                : `Total: ${humanSize(total)} in distinct blobs`}
             </span>
           )}
       </div>
@@ -227,7 +240,9 @@ export function Manifests({ namespace }: { namespace: string }) {
             return (
               <tr key={r.digest} data-digest={r.digest}>
                 <td>
-                  {r.tags.map((t) => <a key={t} class="tag" href={`/${namespace}:${t}`}>{t}</a>)}
+                  {r.tags.map((t) => (
+                    <a key={t} class="tag" href={`/${namespace}:${t}`}>{t}</a>
+                  ))}
                 </td>
                 <td>
                   <a class="digest" href={`/${namespace}@${r.digest}`}>
@@ -245,7 +260,9 @@ export function Manifests({ namespace }: { namespace: string }) {
                   {r.pushed_at ? new Date(r.pushed_at).toLocaleString() : ""}
                 </td>
                 <td>
-                  {r.last_pulled_at ? new Date(r.last_pulled_at).toLocaleString() : ""}
+                  {r.last_pulled_at
+                    ? new Date(r.last_pulled_at).toLocaleString()
+                    : ""}
                 </td>
                 <td>
                   <CopyButton text={line} label="Copy pull line" />
@@ -260,7 +277,8 @@ export function Manifests({ namespace }: { namespace: string }) {
           type="button"
           onClick={() => setLimit(limit + WINDOW)}
         >
-          Show {Math.min(WINDOW, shown.length - limit)} more of {shown.length - limit}
+          Show {Math.min(WINDOW, shown.length - limit)} more of{" "}
+          {shown.length - limit}
         </button>
       )}
     </section>

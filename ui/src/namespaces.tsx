@@ -1,7 +1,8 @@
 // `/{repository}`: the namespaces of one repository with their tag, manifest and upload counts.
 import { useEffect, useState } from "preact/hooks";
 import { getJson, type NamespacesListing } from "./api.ts";
-import { ErrorState, Loading } from "./states.tsx";
+import { PageError } from "./not_found.tsx";
+import { Loading } from "./states.tsx";
 
 export function Namespaces({ repository }: { repository: string }) {
   const [listing, setListing] = useState<NamespacesListing | null>(null);
@@ -13,7 +14,7 @@ export function Namespaces({ repository }: { repository: string }) {
     ).then(setListing).catch(setError);
   };
   useEffect(load, [repository]);
-  if (error) return <ErrorState error={error} retry={load} />;
+  if (error) return <PageError error={error} retry={load} />;
   if (!listing) return <Loading />;
   return (
     <section aria-labelledby="ns-title">

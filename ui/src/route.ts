@@ -7,6 +7,11 @@ export type Route =
   | { view: "name"; name: string }
   | { view: "manifest"; namespace: string; reference: string }
   | { view: "jobs"; queue: string }
+  /**
+   * SPEC's `/jobs` and `/jobs/{queue}`: the job queues unless a repository named `jobs` exists,
+   * whose pages then win (the queues stay at `/_jobs/{queue}`).
+   */
+  | { view: "jobs-or-name"; queue: string; name: string }
   | { view: "search" }
   | { view: "compare"; namespace: string }
   | { view: "signed-in" };
@@ -15,6 +20,9 @@ export type Route =
 export const SEARCH_PATH = "/_search";
 export const COMPARE_PATH = "/_compare";
 export const CALLBACK_PATH = "/_signed-in";
+/** The job queues' own address, which no repository can take (SPEC's `/jobs` can be one). */
+export const JOBS_PATH = "/_jobs";
+export const QUEUES = ["cache", "replication", "scan", "index", "events"];
 
 export function parseRoute(pathname: string): Route {
   let path = pathname.replace(/\/+$/, "");
@@ -29,9 +37,19 @@ export function parseRoute(pathname: string): Route {
   if (path.startsWith(COMPARE_PATH + "/")) {
     return { view: "compare", namespace: path.slice(COMPARE_PATH.length + 1) };
   }
-  if (path === "/jobs") return { view: "jobs", queue: "cache" };
-  if (path.startsWith("/jobs/") && !path.slice(6).includes("/")) {
-    return { view: "jobs", queue: path.slice(6) };
+  if (path === JOBS_PATH) return { view: "jobs", queue: "cache" };
+  if (
+    path.startsWith(JOBS_PATH + "/") &&
+    !path.slice(JOBS_PATH.length + 1).includes("/")
+  ) {
+    return { view: "jobs", queue: path.slice(JOBS_PATH.length + 1) };
+  }
+  if (path === "/jobs") {
+    return { view: "jobs-or-name", queue: "cache", name: "jobs" };
+  }
+  // A queue name holds no `:` or `@`: `/jobs/app:v1` is always a manifest of `jobs/app`.
+  if (path.startsWith("/jobs/") && QUEUES.includes(path.slice(6))) {
+    return { view: "jobs-or-name", queue: path.slice(6), name: path.slice(1) };
   }
   const name = path.slice(1);
   // A namespace name holds neither `@` nor `:`, so the first `@` opens a digest and a `:` in the

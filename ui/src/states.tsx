@@ -31,10 +31,15 @@ export function ErrorState(
       : "Sign-in is required to see this, and this registry's web UI has no sign-in configured.")
     : status === 403
     ? "You are not allowed to see this (403)."
-    : `Something went wrong${error instanceof Error ? `: ${error.message}` : ""}.`;
+    : `Something went wrong${
+      error instanceof Error ? `: ${error.message}` : ""
+    }.`;
   return (
     <div class="error" role="alert" data-status={status}>
       <p>{text}</p>
+      {error instanceof ApiError && error.detail && (
+        <p class="muted" data-detail>The registry said: {error.detail}</p>
+      )}
       {(status >= 500 || status === 0) && retry
         ? <button type="button" onClick={retry}>Retry</button>
         : null}

@@ -20,6 +20,11 @@ import {
 } from "../tests/helpers/hostile.ts";
 
 const CASES = Deno.args.length > 0 ? Deno.args : ["names", ...HOSTILE_CASES, "million_files"];
+/** Cases whose file details are asked for (parsed in a sandbox or under the reader's caps). */
+const DETAILS: Record<string, string> = {
+  cert_bundle: "etc/ssl/certs/bundle.pem",
+  costly_elf: "usr/bin/costly",
+};
 const WITH_REPORT = new Set([
   "symlink_chain",
   "link_loop",
@@ -109,6 +114,12 @@ try {
     if (e.status !== 200) answer += ` ${JSON.parse(body).errors?.[0]?.code ?? ""}`;
     const budget = /budget (\w+)/.exec(body)?.[1];
     if (budget) answer += ` (${budget})`;
+    const detailsOf = DETAILS[k];
+    if (detailsOf && e.status === 200) {
+      const d = await req(s, `/v2/${c.ns}/_svc/layers/${c.layer}/details?path=${detailsOf}`);
+      answer += `; details ${d.status}`;
+      await d.body?.cancel();
+    }
     if (WITH_REPORT.has(k)) {
       const r = await settle(s, reportPath(c));
       const rep = await r.json();

@@ -36,6 +36,7 @@ export const HOSTILE_CASES = [
   "bomb",
   "nul_path",
   "cert_bundle",
+  "costly_elf",
   "bad_checksum",
   "plain-as-gzip",
   "random",

@@ -7,6 +7,7 @@ import {
   DOWNSTREAM_DEFAULTS,
   type DownstreamConfig,
   type IndexConfig,
+  isEcosystemName,
   JOB_QUEUES,
   type JobQueueConfig,
   type PolicyConfig,
@@ -274,6 +275,10 @@ export function buildConfig(doc: Table, paths: string[]): Config {
     "advisories_dir",
     "on_push",
     "reload_interval_secs",
+    "advisories_url",
+    "refresh_interval_secs",
+    "advisories_ecosystems",
+    "advisories_ca_bundle",
     "max_database_size",
     "max_packages",
     "max_diff_entries",
@@ -283,6 +288,21 @@ export function buildConfig(doc: Table, paths: string[]): Config {
   cfg.scan.onPush = r.bool(sc, "on_push", "scan") ?? cfg.scan.onPush;
   cfg.scan.reloadIntervalSecs = r.int(sc, "reload_interval_secs", "scan", 1) ??
     cfg.scan.reloadIntervalSecs;
+  cfg.scan.advisoriesUrl = r.str(sc, "advisories_url", "scan") ?? cfg.scan.advisoriesUrl;
+  if (cfg.scan.advisoriesUrl !== "" && !isUrl(cfg.scan.advisoriesUrl)) {
+    r.fail("scan.advisories_url", 'must be an http(s) URL, or "" to never download');
+  }
+  cfg.scan.refreshIntervalSecs = r.int(sc, "refresh_interval_secs", "scan", 1) ?? null;
+  if (cfg.scan.refreshIntervalSecs !== null && !cfg.scan.advisoriesDir) {
+    r.fail("scan.refresh_interval_secs", "needs scan.advisories_dir (where the files go)");
+  }
+  cfg.scan.advisoriesEcosystems = r.strings(sc, "advisories_ecosystems", "scan") ?? [];
+  for (const [i, e] of cfg.scan.advisoriesEcosystems.entries()) {
+    if (!isEcosystemName(e)) {
+      r.fail(`scan.advisories_ecosystems[${i}]`, `"${e}" is not an OSV ecosystem name`);
+    }
+  }
+  cfg.scan.advisoriesCaBundle = r.str(sc, "advisories_ca_bundle", "scan") ?? null;
   cfg.scan.maxDatabaseSize = r.int(sc, "max_database_size", "scan", 1) ??
     cfg.scan.maxDatabaseSize;
   cfg.scan.maxPackages = r.int(sc, "max_packages", "scan", 1) ?? cfg.scan.maxPackages;

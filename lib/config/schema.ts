@@ -155,6 +155,17 @@ export function defaultIndexConfig(): IndexConfig {
   };
 }
 
+/** osv.dev's public bucket: `<base>/<Ecosystem>/all.zip` per ecosystem. */
+export const OSV_BUCKET = "https://osv-vulnerabilities.storage.googleapis.com";
+
+/**
+ * A top-level OSV ecosystem as osv.dev names its folders (`Debian`, `Rocky Linux`, `crates.io`):
+ * it becomes a path segment of the URL and of `advisories_dir`, so no `/`, `:` or `..`.
+ */
+export function isEcosystemName(s: string): boolean {
+  return /^[A-Za-z0-9][A-Za-z0-9 ._+-]{0,63}$/.test(s) && !s.includes("..");
+}
+
 /** `[scan]`: image reports (packages, advisories, config secrets). */
 export interface ScanConfig {
   /** OSV dumps: `<Ecosystem>/all.zip` or folders of OSV JSON; null = no advisory data */
@@ -163,6 +174,14 @@ export interface ScanConfig {
   onPush: boolean;
   /** how often the advisory files are checked for changes */
   reloadIntervalSecs: number;
+  /** base of `<Ecosystem>/all.zip` downloads (osv.dev's bucket); "" = never download */
+  advisoriesUrl: string;
+  /** download into `advisoriesDir` this often; null = never on its own (`main.ts advisories fetch`) */
+  refreshIntervalSecs: number | null;
+  /** ecosystems downloaded besides those of the images held (`npm`, `PyPI`, ...) */
+  advisoriesEcosystems: string[];
+  /** PEM file of extra CAs for `advisoriesUrl` (a TLS-inspecting proxy, a private mirror) */
+  advisoriesCaBundle: string | null;
   /** package databases larger than this are reported as skipped */
   maxDatabaseSize: number;
   /** packages listed per image; the rest are left out with a warning */
@@ -179,6 +198,10 @@ export function defaultScanConfig(): ScanConfig {
     advisoriesDir: null,
     onPush: true,
     reloadIntervalSecs: 300,
+    advisoriesUrl: OSV_BUCKET,
+    refreshIntervalSecs: null,
+    advisoriesEcosystems: [],
+    advisoriesCaBundle: null,
     maxDatabaseSize: 256 * 1024 * 1024,
     maxPackages: 25_000,
     maxDiffEntries: 300_000,

@@ -13,8 +13,22 @@ import { mergeLayers } from "./merged_fs.ts";
 import { log } from "../log.ts";
 import { type AdvisoryMeta, AdvisoryStore } from "./advisory_store.ts";
 import { type ImageReport, SCAN_VERSION, Scanner, type ScanRecord } from "./scanner.ts";
+import { AdvisoryRefresh } from "./advisory_refresh.ts";
 
 export { type AdvisoryMeta, AdvisoryStore } from "./advisory_store.ts";
+export {
+  ecosystemUrl,
+  type FetchOutcome,
+  type FetchState,
+  readFetchState,
+} from "./advisory_fetch.ts";
+export {
+  FETCH_KIND,
+  fetchInto,
+  type FetchRun,
+  neededEcosystems,
+  readFetchRun,
+} from "./advisory_refresh.ts";
 export {
   type ConfigSecret,
   type Finding,
@@ -83,6 +97,7 @@ export class Reports {
   private diffing = false;
   readonly scanner: Scanner;
   readonly advisories: AdvisoryStore;
+  readonly refresh: AdvisoryRefresh;
   private readonly meta: ManifestMeta;
   private timer: ReturnType<typeof setInterval> | undefined;
 

@@ -36,6 +36,7 @@ import { concatBytes } from "../streams/mod.ts";
 import type { ScanConfig } from "../config/mod.ts";
 import { advisoryEcosystems, type OsInfo } from "./os_release.ts";
 import { compareVersions, type VersionScheme } from "./vercmp.ts";
+import { imageEcosystems } from "./ecosystems.ts";
 
 export const SCAN_VERSION = 1;
 export const scanKey = (digest: string): Deno.KvKey => ["scanrep", digest];
@@ -51,6 +52,8 @@ export interface ScanRecord {
   counts: Record<Severity, number>;
   packages: number;
   os: string | null;
+  /** osv.dev dumps this image's packages are looked up in (absent in older records) */
+  ecosystems?: string[];
 }
 
 export interface Finding {
@@ -521,6 +524,10 @@ export class Scanner {
       counts: report.counts,
       packages: report.packages.length,
       os: report.os ? `${report.os.id} ${report.os.version_id ?? ""}`.trim() : null,
+      ecosystems: imageEcosystems(
+        report.os,
+        report.packages.flatMap((p) => LANGUAGE_ECOSYSTEMS[p.type] ?? []),
+      ),
     };
     const op = this.registry.kv.atomic().check(cur).set(scanKey(digest), rec);
     // A lost race means another run of this job stored its report (and its event) first.

@@ -1,0 +1,184 @@
+// Advisories that arrive by themselves: with `[scan] refresh_interval_secs`, a `fetch-advisories`
+// job on the `scan` queue downloads the dumps of the ecosystems Wharf's images need (plus
+// `advisories_ecosystems`) into `advisories_dir`; a file that changed queues the load job, whose
+// new snapshot queues the rescan of every image. The advisory watch's timer asks whether a run is
+// due; a scan whose image needs an ecosystem not fetched yet asks for one at once, so the first
+// push of a new distro does not wait a whole interval for its advisories.
+import type { Config } from "../config/mod.ts";
+import type { Registry } from "../registry/mod.ts";
+import { type JobContext, PermanentJobError } from "../jobs/mod.ts";
+import { log } from "../log.ts";
+import { AdvisoryFetcher, ecosystemsIn, type FetchOutcome } from "./advisory_fetch.ts";
+import { recordEcosystems } from "./ecosystems.ts";
+import { scanKey, type ScanRecord } from "./scanner.ts";
+import { join } from "node:path";
+
+export const FETCH_KIND = "fetch-advisories";
+const FETCH_LOCK = "advisories-fetch";
+/** `<advisories_dir>/.fetch-run`: the last run, for the schedule and `advisories status`. */
+const RUN_FILE = ".fetch-run";
+
+export interface FetchRun {
+  started_at: number;
+  finished_at: number | null;
+  updated: string[];
+  unchanged: string[];
+  failed: { ecosystem: string; error: string }[];
+}
+
+export async function readFetchRun(dir: string): Promise<FetchRun | null> {
+  try {
+    return JSON.parse(await Deno.readTextFile(join(dir, RUN_FILE))) as FetchRun;
+  } catch (e) {
+    if (e instanceof Deno.errors.NotFound || e instanceof SyntaxError) return null;
+    throw e;
+  }
+}
+
+async function writeFetchRun(dir: string, run: FetchRun): Promise<void> {
+  await Deno.mkdir(dir, { recursive: true });
+  const tmp = join(dir, `${RUN_FILE}.${crypto.randomUUID().slice(0, 8)}.tmp`);
+  await Deno.writeTextFile(tmp, JSON.stringify(run, null, 2) + "\n");
+  await Deno.rename(tmp, join(dir, RUN_FILE));
+}
+
+/** The ecosystems of every image with a report, plus the configured extras. */
+export async function neededEcosystems(kv: Deno.Kv, extras: readonly string[]): Promise<string[]> {
+  const out = new Set(extras);
+  for await (const e of kv.list<ScanRecord>({ prefix: ["scanrep"] })) {
+    for (const eco of recordEcosystems(e.value)) out.add(eco);
+  }
+  return [...out].sort();
+}
+
+/** A fetcher for `cfg`'s source into `dir`; an unreadable CA bundle throws here. */
+export function fetcherFor(cfg: Config, dir: string, signal?: AbortSignal): AdvisoryFetcher {
+  let caCerts: string[] | undefined;
+  const ca = cfg.scan.advisoriesCaBundle;
+  if (ca !== null) {
+    try {
+      caCerts = [Deno.readTextFileSync(ca)];
+    } catch (e) {
+      throw new Error(
+        `cannot read scan.advisories_ca_bundle ${ca}: ${e instanceof Error ? e.message : e}`,
+      );
+    }
+  }
+  return new AdvisoryFetcher({
+    baseUrl: cfg.scan.advisoriesUrl,
+    dir,
+    caCerts,
+    outboundAllow: cfg.global.outboundAllow,
+    signal,
+  });
+}
+
+/** Downloads `ecosystems` into `dir` and records the run beside them. */
+export async function fetchInto(
+  cfg: Config,
+  dir: string,
+  ecosystems: string[],
+  signal?: AbortSignal,
+): Promise<FetchOutcome[]> {
+  const run: FetchRun = {
+    started_at: Date.now(),
+    finished_at: null,
+    updated: [],
+    unchanged: [],
+    failed: [],
+  };
+  await writeFetchRun(dir, run);
+  const fetcher = fetcherFor(cfg, dir, signal);
+  try {
+    const outcomes = await fetcher.fetchAll(ecosystems);
+    for (const o of outcomes) {
+      if (o.result === "updated") run.updated.push(o.ecosystem);
+      else if (o.result === "unchanged") run.unchanged.push(o.ecosystem);
+      else run.failed.push({ ecosystem: o.ecosystem, error: o.error.slice(0, 500) });
+    }
+    run.finished_at = Date.now();
+    await writeFetchRun(dir, run);
+    return outcomes;
+  } finally {
+    fetcher.close();
+  }
+}
+
+export class AdvisoryRefresh {
+  constructor(
+    private readonly cfg: Config,
+    private readonly registry: Registry,
+    /** queues the load of what changed */
+    private readonly onUpdated: () => Promise<void>,
+  ) {}
+
+  /** Where to, when downloads are on: `advisories_dir` with a refresh interval and a URL. */
+  get dir(): string | null {
+    const s = this.cfg.scan;
+    return s.advisoriesDir && s.advisoriesUrl !== "" && s.refreshIntervalSecs !== null
+      ? s.advisoriesDir
+      : null;
+  }
+
+  register(): void {
+    this.registry.jobs.handle("scan", FETCH_KIND, (job) => this.run(job));
+  }
+
+  async queue(): Promise<void> {
+    await this.registry.jobs.queue("scan").enqueue({
+      kind: FETCH_KIND,
+      payload: null,
+      lockKey: FETCH_LOCK,
+    });
+  }
+
+  /** Queues a run when the last one started `refresh_interval_secs` ago (or never did). */
+  async tick(now = Date.now()): Promise<void> {
+    const dir = this.dir;
+    if (!dir) return;
+    // The watch reads the directory; a first start must not find it missing.
+    await Deno.mkdir(dir, { recursive: true });
+    const last = await readFetchRun(dir);
+    if (last && now - last.started_at < this.cfg.scan.refreshIntervalSecs! * 1000) return;
+    await this.queue();
+  }
+
+  /** After a scan: queues a run when the image needs an ecosystem never fetched. */
+  async scanned(digest: string): Promise<void> {
+    const dir = this.dir;
+    if (!dir) return;
+    const rec = (await this.registry.kv.get<ScanRecord>(scanKey(digest))).value;
+    if (!rec) return;
+    const held = new Set(await ecosystemsIn(dir));
+    if (recordEcosystems(rec).some((e) => !held.has(e))) await this.queue();
+  }
+
+  private async run(job: JobContext): Promise<void> {
+    const dir = this.dir;
+    if (!dir) throw new PermanentJobError("[scan] refresh_interval_secs is not set");
+    const ecosystems = await neededEcosystems(
+      this.registry.kv,
+      this.cfg.scan.advisoriesEcosystems,
+    );
+    let outcomes: FetchOutcome[];
+    try {
+      outcomes = await fetchInto(this.cfg, dir, ecosystems, job.signal);
+    } catch (e) {
+      if (job.signal.aborted) throw e;
+      throw new PermanentJobError(e instanceof Error ? e.message : String(e));
+    }
+    const failed = outcomes.filter((o) => o.result === "failed");
+    const updated = outcomes.filter((o) => o.result === "updated");
+    log.info("advisories fetched", {
+      updated: updated.map((o) => o.ecosystem).join(",") || "none",
+      unchanged: outcomes.filter((o) => o.result === "unchanged").length,
+      failed: failed.map((o) => `${o.ecosystem}: ${o.error}`).join("; ") || "none",
+    });
+    if (updated.length > 0) await this.onUpdated();
+    // A source that is down is asked again with the queue's backoff; the next interval's run
+    // asks anyway.
+    if (failed.length > 0) {
+      throw new Error(failed.map((o) => `${o.ecosystem}: ${o.error}`).join("; "));
+    }
+  }
+}

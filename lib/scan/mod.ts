@@ -105,19 +105,32 @@ export class Reports {
     this.scanner = new Scanner(registry, new LayerReader(registry.store), cfg.scan);
     this.advisories = this.scanner.advisories;
     this.meta = new ManifestMeta(registry.kv);
+    this.refresh = new AdvisoryRefresh(cfg, registry, () => this.queueLoad());
   }
 
   register(): void {
-    this.registry.jobs.handle("scan", SCAN_KIND, (job) => this.scanner.run(job));
+    this.registry.jobs.handle("scan", SCAN_KIND, async (job) => {
+      await this.scanner.run(job);
+      const digest = (job.payload as { digest?: unknown } | null)?.digest;
+      if (typeof digest !== "string") return;
+      await this.refresh.scanned(digest).catch((e) =>
+        log.warn("advisory fetch check failed", { digest, error: String(e) })
+      );
+    });
     this.registry.jobs.handle("scan", LOAD_KIND, (job) => this.loadJob(job));
+    this.refresh.register();
   }
 
-  /** Checks `advisories_dir` now and every `reload_interval_secs`; a change queues a load. */
+  /**
+   * Checks `advisories_dir` now and every `reload_interval_secs`: a change queues a load, and
+   * with `refresh_interval_secs` a download that is due is queued.
+   */
   watchAdvisories(): void {
     const dir = this.cfg.scan.advisoriesDir;
     if (!dir) return;
     const check = async () => {
       try {
+        await this.refresh.tick();
         if (await this.advisories.changed(dir)) await this.queueLoad();
       } catch (e) {
         log.warn("advisory check failed", { dir, error: String(e) });

@@ -1,7 +1,14 @@
 // Maps a request to its named action (the unit the access policy authorizes). Pure: method +
 // path in, Action or null out. Names may contain `blobs`, `manifests`, `tags`: every pattern
 // anchors its fixed tail, and the name is whatever precedes it.
-import { isValidName, isValidUuid, parseDigest, RegistryError, truncate } from "../lib/oci/mod.ts";
+import {
+  isValidName,
+  isValidTag,
+  isValidUuid,
+  parseDigest,
+  RegistryError,
+  truncate,
+} from "../lib/oci/mod.ts";
 
 export type ActionName =
   | "get-api-version"
@@ -35,7 +42,8 @@ export type ActionName =
   | "delete-job"
   | "get-report"
   | "diff-images"
-  | "search-files";
+  | "search-files"
+  | "replication-status";
 
 export interface Action {
   name: ActionName;
@@ -75,6 +83,7 @@ const ROUTES: Route[] = [
   { re: /^\/v2\/_svc\/namespaces\/list$/, methods: READ("list-namespaces") },
   { re: /^\/v2\/_svc\/ui\/config$/, methods: READ("ui-config") },
   { re: /^\/v2\/_svc\/files\/search$/, methods: READ("search-files") },
+  { re: /^\/v2\/_svc\/replication\/status$/, methods: READ("replication-status") },
   { re: /^\/v2\/_svc\/jobs\/list$/, methods: READ("list-jobs"), resource: "pending" },
   {
     re: /^\/v2\/_svc\/jobs\/failed$/,
@@ -191,11 +200,14 @@ export function parseAction(method: string, path: string): Action | null {
       case "get-report":
       case "get-referrers": {
         const d = parseDigest(arg);
-        if (!d && name !== "get-referrers") {
+        // An image report takes a tag too, as the image diff does.
+        const tag = !d && name === "get-report" && !arg.includes(":") && isValidTag(arg);
+        if (!d && !tag && name !== "get-referrers") {
           throw new RegistryError("DIGEST_INVALID", `invalid digest: ${truncate(arg)}`);
         }
         if (d) action.digest = d.value;
         else action.reference = arg; // referrers answers DIGEST_INVALID itself, after auth
+        if (tag) action.tag = arg;
         break;
       }
       case "get-upload":

@@ -12,6 +12,7 @@ import { manifestHandler } from "./manifests.ts";
 import { listingHandler } from "./listings.ts";
 import { svcHandler } from "./svc.ts";
 import { jobsHandler, queueOf } from "./jobs.ts";
+import { replicationStatusHandler } from "./replication_status.ts";
 import { healthHandler } from "./health.ts";
 import { Gate, type RequestContext } from "./authorize.ts";
 import { tokenHandler } from "./token.ts";
@@ -177,7 +178,7 @@ export function createApp(services: Services): Hono<{ Bindings: ConnEnv }> {
     if (action.name === "metrics") return await metricsHandler(req, services.metrics);
     if (action.name === "ui-asset") return await uiHandler(req, url);
     if (action.name === "get-report") {
-      return await vulnerabilitiesHandler(req, url, action, services.reports, extra);
+      return await vulnerabilitiesHandler(req, url, action, services.reports, extra, reg);
     }
     if (action.name === "search-files") {
       return await filesSearchHandler(req, url, action, reg, extra, h.canRead, h.canListTags);
@@ -259,6 +260,8 @@ function dispatch(
     case "retry-job":
     case "delete-job":
       return jobsHandler(req, url, a, reg, extra);
+    case "replication-status":
+      return replicationStatusHandler(req, url, reg, extra);
     case "mount-blob":
     case "get-token":
     case "metrics":

@@ -33,6 +33,18 @@
 //                                                           against its upstream (revalidate_secs)
 //   job/<queue>/…                         → lib/jobs owns this subtree (queues/keys.ts there)
 //
+//   repl/<downstream>/caps                → DownstreamCaps  what the downstream was seen to support
+//                                                           (tag delete, digest delete), per URL
+//   repl/<downstream>/count/<outcome>     → KvU64           replication job runs by outcome (sum)
+//   repl/<downstream>/ok                  → ms              last successful job run
+//   repl/<downstream>/error               → DownstreamError last failed or unsupported job run
+//
+//   sync/<repository>/lease               → SyncLease       one scheduled pull sync run of the
+//                                                           repository at a time, across processes
+//   sync/<repository>/run/<n>             → SyncRunRecord   the run of its n-th sync in progress
+//                                                           (cursor: a crashed run resumes there)
+//   sync/<repository>/last/<n>            → SyncRunRecord   its last finished run
+//
 // No commit may carry more than KV_LIMITS (kv_limits.ts): 10 checks, 1,000 mutations, 80 KiB of
 // keys, 800 KiB in all. Sets a client can grow (tags of a revision, references of a manifest)
 // are guarded by one version key (tagver, refver, unlinkver), never by a check per member.
@@ -94,7 +106,58 @@ export const K = {
   lastPullsIn: (ns: string) => ["lastpull", ns],
   lastPullsAll: () => ["lastpull"],
   upcheck: (ns: string, tag: string) => ["upcheck", ns, tag],
+  replCaps: (downstream: string) => ["repl", downstream, "caps"],
+  replCount: (downstream: string, outcome: string) => ["repl", downstream, "count", outcome],
+  replCounts: (downstream: string) => ["repl", downstream, "count"],
+  replOk: (downstream: string) => ["repl", downstream, "ok"],
+  replError: (downstream: string) => ["repl", downstream, "error"],
+  syncLease: (repository: string) => ["sync", repository, "lease"],
+  syncRun: (repository: string, n: number) => ["sync", repository, "run", n],
+  syncLast: (repository: string, n: number) => ["sync", repository, "last", n],
 } as const;
+
+/** Who runs a repository's sync, until when (ms since epoch); renewed while it runs. */
+export interface SyncLease {
+  holder: string;
+  until: number;
+}
+
+/** One run of a `[[repository."<name>".sync]]` entry (lib/sync). Bounded: < 16 KiB. */
+export interface SyncRunRecord {
+  id: string;
+  /** the entry's namespaces when the run started (a reordered config does not resume it) */
+  namespaces: string[];
+  started_at: number;
+  finished_at: number | null;
+  /** the last namespace and tag done: a resumed run skips what sorts before it */
+  cursor: { namespace: string; tag: string } | null;
+  tags_fetched: number;
+  tags_unchanged: number;
+  tags_pruned: number;
+  blobs_fetched: number;
+  /** "ok", "partial" (some tags failed), "failed" (nothing changed), "rate-limited" */
+  outcome: string;
+  errors: string[];
+  dry_run: boolean;
+  /** when the schedule runs it next (ms since epoch): after interval_secs, or a rate limit */
+  next_at: number | null;
+}
+
+/** What a downstream answered to deletes (null: not seen yet), learned for its `url`. */
+export interface DownstreamCaps {
+  url: string;
+  tagDelete: boolean | null;
+  digestDelete: boolean | null;
+  /** ms since epoch of the last change */
+  at: number;
+}
+
+/** The last replication job run to a downstream that failed or could not be applied. */
+export interface DownstreamError {
+  at: number;
+  outcome: string;
+  message: string;
+}
 
 export interface ReclaimMarker {
   /** ms since epoch when scrub claimed the digest; a marker long past this is stale */

@@ -50,6 +50,14 @@ export interface ScrubResult {
 
 export type AuthResultLabel = "ok" | "failed" | "anonymous";
 
+/** One downstream's figures as the replication status view reports them. */
+export interface ReplicationFigures {
+  name: string;
+  pending: number;
+  failed: number;
+  outcomes: Record<string, number>;
+}
+
 export class Metrics {
   readonly contentType = "text/plain; version=0.0.4; charset=utf-8";
   private readonly set = new InstrumentSet();
@@ -248,7 +256,7 @@ export class Metrics {
   private readonly replicationOutcomes = this.set.add(
     new Counter(
       "wharf_replication_jobs_total",
-      "Replication job runs per downstream by outcome (pushed, deleted, superseded, skipped, failed)",
+      "Replication job runs per downstream by outcome (pushed, deleted, superseded, skipped, tag-delete-unsupported, delete-unsupported, failed)",
       ["downstream", "outcome"],
     ),
   );
@@ -269,6 +277,29 @@ export class Metrics {
       "wharf_replication_lag_seconds",
       "Age of the oldest pending replication job per downstream (0: none pending)",
       ["downstream"],
+    ),
+  );
+  // The status view's figures (GET /v2/_svc/replication/status), read from KV at scrape time:
+  // the same numbers across every process.
+  private readonly replicationPending = this.set.add(
+    new Gauge(
+      "wharf_replication_pending_jobs",
+      "Pending replication jobs per downstream (as the status view counts them)",
+      ["downstream"],
+    ),
+  );
+  private readonly replicationFailed = this.set.add(
+    new Gauge(
+      "wharf_replication_failed_jobs",
+      "Dead-lettered replication jobs per downstream",
+      ["downstream"],
+    ),
+  );
+  private readonly replicationRecorded = this.set.add(
+    new Gauge(
+      "wharf_replication_outcomes",
+      "Replication job runs per downstream by outcome, across all processes (the status view's counts)",
+      ["downstream", "outcome"],
     ),
   );
 
@@ -393,6 +424,18 @@ export class Metrics {
       if (outcome !== "failed") this.replicationLastSuccess.set(Date.now() / 1000, [downstream]);
     },
     bytes: (downstream: string, n: number) => this.replicationBytes.inc([downstream], n),
+    /** The status view's per-downstream figures, read when metrics are scraped. */
+    statusFrom: (read: () => Promise<ReplicationFigures[]>) => {
+      this.replicationPending.collect = async () => {
+        for (const d of await read()) {
+          this.replicationPending.set(d.pending, [d.name]);
+          this.replicationFailed.set(d.failed, [d.name]);
+          for (const [outcome, n] of Object.entries(d.outcomes)) {
+            this.replicationRecorded.set(n, [d.name, outcome]);
+          }
+        }
+      };
+    },
   };
 
   /** Replication lag per downstream at scrape time; `oldest` bounds its own work. */

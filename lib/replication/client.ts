@@ -28,6 +28,11 @@ const STREAM_PATCH = 8 * 1024 * 1024;
 /** The answer to a write that counts as done without having changed the downstream. */
 export type WriteOutcome = "written" | "superseded" | "absent";
 
+/** A delete the downstream refuses as such (not a failure to retry), with its own words. */
+export interface Unsupported {
+  unsupported: string;
+}
+
 const ERROR_BODY_MAX = 16 * 1024;
 const TAGS_PAGE_MAX = 4 * 1024 * 1024;
 
@@ -289,8 +294,17 @@ export class DownstreamClient {
     throw await this.failure(ex, what);
   }
 
-  async deleteManifest(name: string, ref: string, sourceTimestamp: string): Promise<WriteOutcome> {
-    const what = `DELETE manifest ${name}:${ref}`;
+  /**
+   * DELETE of a tag or digest. A registry that deletes manifests by digest only answers a tag
+   * with 400 DIGEST_INVALID (distribution 2.x) or UNSUPPORTED, and one with deletes disabled
+   * 405 UNSUPPORTED: those come back as Unsupported, everything else unexpected throws.
+   */
+  async deleteManifest(
+    name: string,
+    ref: string,
+    sourceTimestamp: string,
+  ): Promise<WriteOutcome | Unsupported> {
+    const what = `DELETE manifest ${name}${ref.includes(":") ? "@" : ":"}${ref}`;
     const ex = await this.request("DELETE", this.api(name, `manifests/${ref}`), name, what, {
       headers: { "x-svc-source-timestamp": sourceTimestamp },
     });
@@ -308,7 +322,11 @@ export class DownstreamClient {
       if (r === true) return "superseded";
       throw r;
     }
-    throw await this.failure(ex, what);
+    const err = await this.failure(ex, what);
+    if (s === 405 || (s === 400 && /: (DIGEST_INVALID|UNSUPPORTED)\b/.test(err.message))) {
+      return { unsupported: err.message };
+    }
+    throw err;
   }
 
   /** Every tag of `name` downstream (paged by Link), [] when the name is unknown there. */

@@ -4,3 +4,12 @@ export { DownstreamClient, type WriteOutcome } from "./client.ts";
 export { downstreamName } from "./paths.ts";
 export { type ReplicationEvents, type ReplicationOutcome, Replicator } from "./replicator.ts";
 export { reconcile, type ReconcileOptions, type ReconcileSummary } from "./reconcile.ts";
+export {
+  type DownstreamHealth,
+  type DownstreamStatus,
+  LAGGING_SECS,
+  type ReplicationStatus,
+  replicationStatus,
+  type SyncStatus,
+  type SyncStatusSource,
+} from "./status.ts";

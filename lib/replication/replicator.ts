@@ -6,8 +6,10 @@
 // first, then blobs (HEAD first and skip present ones; a cross-repository mount from a name this
 // process uploaded the blob to; else a streamed upload), then the manifest (by tag with
 // X-Svc-Source-Timestamp = the local tag's creation time), then its referrers. A delete job
-// sends DELETE with the delete event's time. 409 REPLICATION_SUPERSEDED counts as done;
-// 401/403 dead-letter at once; everything else is retried with backoff.
+// sends DELETE with the delete event's time, by digest where the downstream deletes by digest
+// only (deletes.ts). 409 REPLICATION_SUPERSEDED counts as done; a delete the downstream cannot
+// apply is an outcome of its own, not retried; 401/403 dead-letter at once; everything else is
+// retried with backoff. Every run's outcome is recorded per downstream in KV (state.ts).
 import type { Config, DownstreamConfig } from "../config/mod.ts";
 import { repositoryOf } from "../config/mod.ts";
 import { type ParsedManifest, parseManifest, RegistryError } from "../oci/mod.ts";
@@ -20,14 +22,26 @@ import { REPLICATION_KINDS, type ReplicationPayload } from "../registry/mod.ts";
 import type { Registry } from "../registry/mod.ts";
 import { DownstreamClient, type WriteOutcome } from "./client.ts";
 import { downstreamName } from "./paths.ts";
+import { DownstreamDeletes } from "./deletes.ts";
+import { DownstreamState } from "./state.ts";
+import { type DownstreamStatus, replicationStatus } from "./status.ts";
 
-export type ReplicationOutcome = "pushed" | "deleted" | "superseded" | "skipped" | "failed";
+export type ReplicationOutcome =
+  | "pushed"
+  | "deleted"
+  | "superseded"
+  | "skipped"
+  | "tag-delete-unsupported"
+  | "delete-unsupported"
+  | "failed";
 
 export interface ReplicationEvents {
   /** one finished job run per downstream; `failed` includes runs that will be retried */
   outcome?(downstream: string, outcome: ReplicationOutcome): void;
   /** bytes sent to a downstream in blob uploads */
   bytes?(downstream: string, n: number): void;
+  /** where the status view's figures are read from (metrics read them at scrape time) */
+  statusFrom?(read: () => Promise<DownstreamStatus[]>): void;
 }
 
 /** Referrers of referrers (a signature of an SBOM) are followed this deep. */
@@ -56,6 +70,8 @@ export class Replicator {
   private readonly store: BlobStore;
   /** downstream → digest → a downstream name holding it */
   private readonly mountHints = new Map<string, Map<string, string>>();
+  private readonly state: DownstreamState;
+  private readonly deletes: DownstreamDeletes;
 
   constructor(
     private readonly cfg: Config,
@@ -65,6 +81,11 @@ export class Replicator {
     this.meta = new ManifestMeta(registry.kv);
     this.blobs = new BlobMeta(registry.kv);
     this.store = registry.store;
+    this.state = new DownstreamState(registry.kv);
+    this.deletes = new DownstreamDeletes(registry.kv, this.state);
+    events.statusFrom?.(async () =>
+      (await replicationStatus(cfg, registry.kv, registry.jobs)).downstreams
+    );
     for (const rc of cfg.repositories.values()) {
       for (const d of rc.downstreams ?? []) {
         this.clients.set(d.name, { cfg: d, client: new DownstreamClient(d) });
@@ -115,16 +136,23 @@ export class Replicator {
     const repo = repositoryOf(this.cfg, p.namespace);
     const name = downstreamName(repo.name, p.namespace, d.cfg.url);
     let outcome: ReplicationOutcome = "failed";
+    let error: string | null = null;
     try {
-      outcome = await this.dispatch(job, p, d, name);
+      const r = await this.dispatch(job, p, d, name);
+      outcome = r.outcome;
+      if (r.detail !== undefined) error = r.detail;
     } catch (e) {
+      error = e instanceof Error ? e.message : String(e);
       if (isUpstreamError(e) && e.kind === "denied") throw new PermanentJobError(e.message);
       if (e instanceof RegistryError && e.code === "MANIFEST_INVALID") {
-        throw new PermanentJobError(`local manifest unreadable: ${e.detail}`);
+        error = `local manifest unreadable: ${e.detail}`;
+        throw new PermanentJobError(error);
       }
       throw e;
     } finally {
       this.events.outcome?.(d.cfg.name, outcome);
+      // The figures are for the status view: losing one to a KV hiccup must not fail the job.
+      await this.state.record(d.cfg.name, outcome, error).catch(() => {});
     }
   }
 
@@ -133,33 +161,32 @@ export class Replicator {
     p: ReplicationPayload,
     d: { cfg: DownstreamConfig; client: DownstreamClient },
     name: string,
-  ): Promise<ReplicationOutcome> {
+  ): Promise<{ outcome: ReplicationOutcome; detail?: string }> {
     const c = d.client;
     switch (job.kind) {
       case REPLICATION_KINDS.pushTag: {
         const tag = await this.meta.tag(p.namespace, p.tag!);
-        if (!tag) return "skipped"; // deleted since: the delete's own job tells the downstream
+        // deleted since: the delete's own job tells the downstream
+        if (!tag) return { outcome: "skipped" };
         const local = await this.local(p.namespace, tag.digest);
-        if (!local) return "skipped";
+        if (!local) return { outcome: "skipped" };
         await this.pushTree(d, p.namespace, name, local, job.signal);
         const at = tag.createdAt === undefined ? null : new Date(tag.createdAt).toISOString();
         const r = await c.putManifest(name, p.tag!, local.bytes, local.mediaType, at);
         await this.pushReferrers(d, p.namespace, name, local.digest, job.signal, 0);
-        return written(r);
+        return { outcome: written(r) };
       }
       case REPLICATION_KINDS.pushDigest: {
         const local = await this.local(p.namespace, p.digest!);
-        if (!local) return "skipped";
+        if (!local) return { outcome: "skipped" };
         await this.pushManifestByDigest(d, p.namespace, name, local, job.signal);
         await this.pushReferrers(d, p.namespace, name, local.digest, job.signal, 0);
-        return "pushed";
+        return { outcome: "pushed" };
       }
       case REPLICATION_KINDS.deleteTag:
-      case REPLICATION_KINDS.deleteDigest: {
-        const ref = job.kind === REPLICATION_KINDS.deleteTag ? p.tag! : p.digest!;
-        const r = await c.deleteManifest(name, ref, new Date(p.at!).toISOString());
-        return r === "superseded" ? "superseded" : "deleted";
-      }
+        return await this.deletes.deleteTag({ ...d, name }, p.namespace, p.tag!, p.at!);
+      case REPLICATION_KINDS.deleteDigest:
+        return await this.deletes.deleteDigest({ ...d, name }, p.digest!, p.at!);
       default:
         throw new PermanentJobError(`unknown replication job kind ${job.kind}`);
     }

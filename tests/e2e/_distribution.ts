@@ -18,6 +18,8 @@ export interface DistributionOptions {
   /** reuse a data directory (restart on the same content) */
   dataDir?: string;
   port?: number;
+  /** `storage.delete.enabled` (default true): false answers every manifest DELETE 405 */
+  deleteEnabled?: boolean;
 }
 
 export interface Distribution {
@@ -74,7 +76,7 @@ storage:
   filesystem:
     rootdirectory: ${dataDir}
   delete:
-    enabled: true
+    enabled: ${opts.deleteEnabled ?? true}
 http:
   addr: 127.0.0.1:${port}
 ${auth}${proxy}`,

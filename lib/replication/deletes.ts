@@ -1,0 +1,118 @@
+// Deletes a downstream can apply (issue 24, part 1). Registries other than Wharf often delete
+// manifests by digest only (distribution 2.x answers a tag with 400 DIGEST_INVALID, Harbor and
+// Quay delete artifacts by digest), and some refuse deletes altogether (405 UNSUPPORTED). A tag
+// delete to such a downstream resolves the tag there and deletes that digest, unless a tag or an
+// index Wharf still holds in the namespace needs it: then the tag cannot go on that registry,
+// which is an outcome (`tag-delete-unsupported`), not a failure to retry. The downstream is a
+// mirror and the local state the truth, so a digest delete there also removes any other
+// downstream tag on that digest. What each downstream accepts is learned once (state.ts).
+import { K } from "../metadata/mod.ts";
+import { parseDigest } from "../oci/mod.ts";
+import type { DownstreamConfig } from "../config/mod.ts";
+import { type DownstreamClient, type Unsupported, type WriteOutcome } from "./client.ts";
+import type { DownstreamState } from "./state.ts";
+
+export type DeleteOutcome =
+  | "deleted"
+  | "superseded"
+  | "skipped"
+  | "tag-delete-unsupported"
+  | "delete-unsupported";
+
+export interface DeleteResult {
+  outcome: DeleteOutcome;
+  /** why a delete could not be applied, in the downstream's words where it gave some */
+  detail?: string;
+}
+
+const ACCEPT = [
+  "application/vnd.oci.image.index.v1+json",
+  "application/vnd.oci.image.manifest.v1+json",
+  "application/vnd.docker.distribution.manifest.list.v2+json",
+  "application/vnd.docker.distribution.manifest.v2+json",
+  "*/*",
+].join(", ");
+
+interface Target {
+  cfg: DownstreamConfig;
+  client: DownstreamClient;
+  /** the namespace's name on the downstream */
+  name: string;
+}
+
+export class DownstreamDeletes {
+  constructor(private readonly kv: Deno.Kv, private readonly state: DownstreamState) {}
+
+  /** Removes `ns:tag` (deleted locally at `at`) from the downstream, by tag or by digest. */
+  async deleteTag(t: Target, ns: string, tag: string, at: number): Promise<DeleteResult> {
+    // Re-created here since: its push job brings the downstream in line; deleting now could
+    // remove the new digest there.
+    if ((await this.kv.get(K.tag(ns, tag))).value !== null) return { outcome: "skipped" };
+    const caps = await this.state.caps(t.cfg.name, t.cfg.url);
+    let refused: string | null = null;
+    if (caps.tagDelete !== false) {
+      const r = await t.client.deleteManifest(t.name, tag, iso(at));
+      if (!isUnsupported(r)) {
+        if (r === "written" && caps.tagDelete === null) {
+          await this.state.learn(t.cfg.name, t.cfg.url, { tagDelete: true });
+        }
+        return { outcome: done(r) };
+      }
+      refused = r.unsupported;
+      await this.state.learn(t.cfg.name, t.cfg.url, { tagDelete: false });
+    }
+    const digest = await t.client.manifestDigest(t.name, tag, ACCEPT);
+    if (digest === null) return { outcome: "deleted" };
+    if (!parseDigest(digest)) {
+      throw new Error(
+        `downstream ${t.cfg.name}: HEAD ${t.name}:${tag} answered an unusable digest ${
+          JSON.stringify(digest.slice(0, 100))
+        }`,
+      );
+    }
+    const need = await this.neededLocally(ns, digest);
+    if (need !== null) {
+      return {
+        outcome: "tag-delete-unsupported",
+        detail: `${t.name}:${tag} kept on ${t.cfg.name}: it deletes by digest only${
+          refused ? ` (${refused})` : ""
+        }, and ${need} still needs ${digest}`,
+      };
+    }
+    return await this.deleteDigest(t, digest, at);
+  }
+
+  /** DELETE by digest, with the delete's time for a downstream that applies LWW (SPEC rule 3). */
+  async deleteDigest(t: Target, digest: string, at: number): Promise<DeleteResult> {
+    const r = await t.client.deleteManifest(t.name, digest, iso(at));
+    if (isUnsupported(r)) {
+      await this.state.learn(t.cfg.name, t.cfg.url, { digestDelete: false });
+      return { outcome: "delete-unsupported", detail: r.unsupported };
+    }
+    if (r === "written") await this.state.learn(t.cfg.name, t.cfg.url, { digestDelete: true });
+    return { outcome: done(r) };
+  }
+
+  /** A local tag or index of `ns` that holds `digest` (named for the message), else null. */
+  private async neededLocally(ns: string, digest: string): Promise<string | null> {
+    for await (const e of this.kv.list({ prefix: K.tagrevs(ns, digest) }, { limit: 1 })) {
+      return `local tag ${ns}:${String(e.key[3])}`;
+    }
+    for await (const e of this.kv.list({ prefix: K.mrefs(ns, digest) }, { limit: 1 })) {
+      return `local index ${ns}@${String(e.key[3])}`;
+    }
+    return null;
+  }
+}
+
+function isUnsupported(r: WriteOutcome | Unsupported): r is Unsupported {
+  return typeof r === "object";
+}
+
+function done(r: WriteOutcome): DeleteOutcome {
+  return r === "superseded" ? "superseded" : "deleted";
+}
+
+function iso(ms: number): string {
+  return new Date(ms).toISOString();
+}

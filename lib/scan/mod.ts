@@ -21,6 +21,7 @@ export {
   type FetchOutcome,
   type FetchState,
   readFetchState,
+  ZIP_NAME,
 } from "./advisory_fetch.ts";
 export {
   FETCH_KIND,

@@ -17,6 +17,7 @@ import {
   encodeTable,
   following,
   inflateFrom,
+  LONG_BLOCK_ERROR,
   nearest,
   resumePrefix,
 } from "./gzip_checkpoints.ts";
@@ -311,4 +312,29 @@ Deno.test("fuzz: random data, compressors and ranges read back exactly (pako and
     ),
     fuzzParams(0.1),
   );
+});
+
+Deno.test("one deflate block of 96 MiB of output: both passes refuse the layer; 60 MiB passes", async () => {
+  const gen = join(import.meta.dirname!, "../../tests/fixtures/hostile_layers.py");
+  const cases: [string, number, string | null][] = [
+    ["long_block", 96, LONG_BLOCK_ERROR],
+    ["long_block_60", 60, null],
+  ];
+  for (const [kase, mib, want] of cases) {
+    const out = await Deno.makeTempFile({ prefix: "wharf-long-block-" });
+    try {
+      const r = await new Deno.Command("python3", { args: [gen, kase, out] }).output();
+      assert.ok(r.success, new TextDecoder().decode(r.stderr));
+      const gz = await Deno.readFile(out);
+      // It is valid gzip: node:zlib inflates it whole.
+      assert.equal(zlib.gunzipSync(gz).length, mib * 1024 * 1024 + 512 + 1024);
+      for (const native of hasNative ? [false, true] : [false]) {
+        const b = native ? NativeCheckpointBuilder.create()! : new CheckpointBuilder();
+        for (let i = 0; i < gz.length; i += 65_536) b.push(gz.slice(i, i + 65_536));
+        assert.equal(b.finish().error, want, `${kase} ${native ? "native" : "pako"}`);
+      }
+    } finally {
+      await Deno.remove(out);
+    }
+  }
 });

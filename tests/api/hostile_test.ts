@@ -182,6 +182,15 @@ Deno.test({
         assert.ok(hits.includes(cases.nul_path.layer));
       }
 
+      // One deflate block of 96 MiB: refused, as no checkpoint could bound a read inside it.
+      {
+        const r = await settle(s, entries(cases.long_block));
+        const body = await r.json();
+        assert.equal(r.status, 404);
+        assert.equal(body.errors[0].code, "UNSUPPORTED");
+        assert.match(JSON.stringify(body), /deflate block of more than 64 MiB/);
+      }
+
       // Broken archives: a final answer each, never a 5xx.
       for (
         const k of ["bad_checksum", "plain-as-gzip", "random", "empty", "truncated-many_files"]

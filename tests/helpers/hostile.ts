@@ -37,6 +37,7 @@ export const HOSTILE_CASES = [
   "nul_path",
   "cert_bundle",
   "costly_elf",
+  "long_block",
   "bad_checksum",
   "plain-as-gzip",
   "random",

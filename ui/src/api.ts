@@ -14,9 +14,10 @@ export function setTokenSource(source: () => string | null) {
 }
 
 /**
- * A request to Wharf's API with the UI's standing headers: the bearer token when signed in, and
+ * A request to Wharf's API with the UI's standing headers: the bearer token when signed in,
  * `X-Svc-No-Redirect` so blob bytes come inline instead of as a redirect to a store the browser
- * may not reach (SPEC UI behaviour 9).
+ * may not reach (SPEC UI behaviour 9), and `X-Svc-No-Pull-Record` so its manifest reads are not
+ * recorded as pulls.
  */
 export function apiFetch(
   path: string,
@@ -24,6 +25,8 @@ export function apiFetch(
 ): Promise<Response> {
   const headers = new Headers(init.headers);
   headers.set("x-svc-no-redirect", "1");
+  // Browsing is not pulling: manifest reads stay out of the pull history.
+  headers.set("x-svc-no-pull-record", "1");
   const token = tokenSource();
   if (token) headers.set("authorization", `Bearer ${token}`);
   // "omit": the UI's only credential is the bearer header above; it also keeps Chromium from
@@ -69,6 +72,29 @@ export interface RepositorySummary {
   immutable_tags: boolean;
 }
 
+/** One downstream in GET /v2/_svc/replication/status (docs/api.md). */
+export interface DownstreamStatus {
+  repository: string;
+  name: string;
+  url: string;
+  mode: string;
+  prune: boolean;
+  pending: number;
+  oldest_pending_secs: number;
+  failed: number;
+  last_success_at: string | null;
+  last_error: { at: string; outcome: string; message: string } | null;
+  outcomes: Record<string, number>;
+  supports: { tag_delete: boolean | null; digest_delete: boolean | null };
+  health: "ok" | "lagging" | "failing";
+}
+
+export interface ReplicationStatus {
+  downstreams: DownstreamStatus[];
+  syncs: Record<string, unknown>[];
+  truncated: boolean;
+}
+
 export interface NamespaceSummary {
   name: string;
   tag_count: number;
@@ -95,6 +121,10 @@ export interface Revision {
   referrers?: { digest: string; artifactType: string }[];
   pushed_at?: string;
   last_pulled_at?: string;
+  /** bytes a pull fetches (an index: with its platforms'); absent from older servers */
+  size?: number;
+  /** a single-platform image's platform, from its config */
+  platform?: { os: string; architecture: string; variant?: string };
 }
 
 /** A namespace's path in API URLs: each segment escaped, the slashes kept. */

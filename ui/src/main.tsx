@@ -11,6 +11,7 @@ import { useLoad } from "./hooks.ts";
 import { Jobs } from "./jobs.tsx";
 import { Manifests } from "./manifests.tsx";
 import { Namespaces } from "./namespaces.tsx";
+import { Replication } from "./replication.tsx";
 import { Repositories } from "./repositories.tsx";
 import {
   installRouter,
@@ -18,6 +19,7 @@ import {
   navigate,
   onLocationChange,
   parseRoute,
+  REPLICATION_PATH,
   type Route,
   SEARCH_PATH,
 } from "./route.ts";
@@ -99,6 +101,8 @@ function View({ route }: { route: Route }) {
       );
     case "search":
       return <Search key={location.search} />;
+    case "replication":
+      return <Replication />;
     case "compare":
       return (
         <Compare
@@ -171,6 +175,12 @@ function App({ ready }: { ready: boolean }) {
             aria-current={route.view === "jobs" ? "page" : undefined}
           >
             Jobs
+          </a>
+          <a
+            href={REPLICATION_PATH}
+            aria-current={route.view === "replication" ? "page" : undefined}
+          >
+            Replication
           </a>
         </nav>
         <span class="spacer"></span>

@@ -1,10 +1,37 @@
 // `/`: the repository list, hosted repositories first, then pull-through caches (SPEC §Web UI
-// routes), each with its upstream, immutable badge and namespace count. Rows are rendered a window
-// at a time (a registry can hold thousands); the filter covers every repository.
+// routes), each with its upstream, immutable badge and namespace count, and a badge when one of
+// its downstreams is failing or lagging (linking the replication page). Rows are rendered a
+// window at a time (a registry can hold thousands); the filter covers every repository.
 import { useMemo, useState } from "preact/hooks";
-import { getJson, type RepositorySummary } from "./api.ts";
+import {
+  type DownstreamStatus,
+  getJson,
+  type ReplicationStatus,
+  type RepositorySummary,
+} from "./api.ts";
 import { useLoad } from "./hooks.ts";
+import { HealthBadge } from "./replication.tsx";
+import { REPLICATION_PATH } from "./route.ts";
 import { ErrorState, Loading } from "./states.tsx";
+
+/** Repository → its worst downstream health; empty when the status cannot be read (denied). */
+function useReplicationHealth(): Map<string, DownstreamStatus["health"]> {
+  const { data } = useLoad(
+    () =>
+      getJson<ReplicationStatus>("/v2/_svc/replication/status").then((s) => s.downstreams)
+        .catch(() => []),
+    [],
+  );
+  return useMemo(() => {
+    const rank = { ok: 0, lagging: 1, failing: 2 };
+    const m = new Map<string, DownstreamStatus["health"]>();
+    for (const d of data ?? []) {
+      const was = m.get(d.repository) ?? "ok";
+      if (rank[d.health] > rank[was]) m.set(d.repository, d.health);
+    }
+    return m;
+  }, [data]);
+}
 
 const WINDOW = 200;
 
@@ -16,6 +43,7 @@ export function Repositories() {
       ),
     [],
   );
+  const health = useReplicationHealth();
   const [filter, setFilter] = useState("");
   const [limit, setLimit] = useState(WINDOW);
   const sorted = useMemo(() => {
@@ -64,6 +92,11 @@ export function Repositories() {
                   <td>
                     <a href={`/${r.name}`}>{r.name}</a>
                     {r.immutable_tags && <span class="badge">immutable</span>}
+                    {health.has(r.name) && (
+                      <a href={REPLICATION_PATH}>
+                        <HealthBadge health={health.get(r.name)!} />
+                      </a>
+                    )}
                   </td>
                   <td>{r.pull_through_cache ? "pull-through cache" : "hosted"}</td>
                   <td>{r.upstream_urls.join(", ")}</td>

@@ -13,6 +13,7 @@ export type Route =
    */
   | { view: "jobs-or-name"; queue: string; name: string }
   | { view: "search" }
+  | { view: "replication" }
   | { view: "compare"; namespace: string }
   | { view: "signed-in" };
 
@@ -23,6 +24,7 @@ export const CALLBACK_PATH = "/_signed-in";
 /** The job queues' own address, which no repository can take (SPEC's `/jobs` can be one). */
 export const JOBS_PATH = "/_jobs";
 export const QUEUES = ["cache", "replication", "scan", "index", "events"];
+export const REPLICATION_PATH = "/_replication";
 
 export function parseRoute(pathname: string): Route {
   let path = pathname.replace(/\/+$/, "");
@@ -33,6 +35,7 @@ export function parseRoute(pathname: string): Route {
   }
   if (path === "") return { view: "repositories" };
   if (path === SEARCH_PATH) return { view: "search" };
+  if (path === REPLICATION_PATH) return { view: "replication" };
   if (path === CALLBACK_PATH) return { view: "signed-in" };
   if (path.startsWith(COMPARE_PATH + "/")) {
     return { view: "compare", namespace: path.slice(COMPARE_PATH.length + 1) };

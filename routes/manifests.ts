@@ -31,8 +31,10 @@ export async function manifestHandler(
         noRedirect(req),
       );
       if (m.warning) extra.set("Warning", m.warning);
+      // A browsing read (the web UI's) says so; it is not a pull in the pull history.
+      const pull = !req.headers.has("x-svc-no-pull-record");
       if (m.redirect) {
-        reg.pulls.record(ns, ref, m.digest, h.client);
+        if (pull) reg.pulls.record(ns, ref, m.digest, h.client);
         extra.set("Docker-Content-Digest", m.digest);
         extra.set("Location", m.redirect);
         extra.set("Cache-Control", "no-store");
@@ -50,7 +52,7 @@ export async function manifestHandler(
           reference: ref,
           tag: a.tag ?? null,
         });
-        reg.pulls.record(ns, ref, m.digest, h.client);
+        if (pull) reg.pulls.record(ns, ref, m.digest, h.client);
       }
       return new Response(head ? null : m.body as BodyInit, { status: 200, headers: extra });
     }

@@ -1,5 +1,5 @@
-// `/v2/<ns>/_svc/vulnerabilities/<digest>` (image reports, docs/api.md#image-reports): parse the
-// query, call lib/scan, write the answer in the asked format. Bad query values are 404, as on
+// `/v2/<ns>/_svc/vulnerabilities/<digest|tag>` (image reports, docs/api.md#image-reports): parse
+// the query, call lib/scan, write the answer in the asked format. Bad query values are 404, as on
 // every extension GET.
 import type { Action } from "./actions.ts";
 import { isValidTag, parseDigest, RegistryError } from "../lib/oci/mod.ts";
@@ -16,6 +16,7 @@ import {
   type Severity,
   SEVERITY_RANK,
 } from "../lib/scan/mod.ts";
+import type { Registry } from "../lib/registry/mod.ts";
 import { jsonResponse } from "./request.ts";
 
 const badQuery = (detail: string) => new RegistryError("NAME_UNKNOWN", detail);
@@ -81,11 +82,13 @@ export async function vulnerabilitiesHandler(
   a: Action,
   reports: Reports | undefined,
   extra: Headers,
+  reg: Registry,
 ): Promise<Response> {
   if (!reports) throw new RegistryError("NAME_UNKNOWN", "image reports are not enabled");
   const q = parseReportQuery(url);
   const head = req.method === "HEAD";
-  const r = await reports.report(a.namespace!, a.digest!);
+  const digest = a.digest ?? (await reg.manifests.resolve(a.namespace!, a.tag!)).digest;
+  const r = await reports.report(a.namespace!, digest);
   if (r.status === 202) {
     extra.set("Content-Type", "application/json");
     extra.set("Retry-After", "2");

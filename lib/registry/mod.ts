@@ -95,7 +95,13 @@ export class Registry {
     this.listings = new Listings(manifestMeta, this.manifests);
     const pullMeta = new PullMeta(kv);
     this.pulls = new Pulls(cfg, pullMeta);
-    this.svc = new SvcListings(cfg, manifestMeta, new SvcMeta(kv), pullMeta);
+    this.svc = new SvcListings(
+      cfg,
+      manifestMeta,
+      new SvcMeta(kv),
+      pullMeta,
+      (d) => store.readAll(d),
+    );
     this.pullThrough = new PullThrough({
       cfg,
       blobs: blobMeta,

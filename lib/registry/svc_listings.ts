@@ -6,6 +6,8 @@ import { isValidName, truncate } from "../oci/grammar.ts";
 import type { Config } from "../config/schema.ts";
 import { repositoryOf } from "../config/repositories.ts";
 import type { ManifestMeta, PullMeta, SvcMeta } from "../metadata/mod.ts";
+import { mapBounded } from "./map_bounded.ts";
+import { type Platform, RevisionFactsCache } from "./revision_facts.ts";
 
 export type Admit = (ns: string) => boolean | Promise<boolean>;
 
@@ -38,6 +40,10 @@ export interface RevisionRow {
   referrers?: { digest: string; artifactType: string }[];
   pushed_at?: string;
   last_pulled_at?: string;
+  /** bytes a pull fetches: manifest, config and layers; an index adds its platforms' */
+  size?: number;
+  /** a single-platform image's platform, from its config */
+  platform?: Platform;
 }
 
 export interface UiConfig {
@@ -48,12 +54,17 @@ export interface UiConfig {
 const unknownName = (what: string) => new RegistryError("NAME_UNKNOWN", truncate(what));
 
 export class SvcListings {
+  private readonly facts: RevisionFactsCache | null;
+
   constructor(
     private readonly cfg: Config,
     private readonly manifests: ManifestMeta,
     private readonly svc: SvcMeta,
     private readonly pulls: PullMeta,
-  ) {}
+    readBlob?: (digest: string) => Promise<Uint8Array>,
+  ) {
+    this.facts = readBlob ? new RevisionFactsCache(readBlob) : null;
+  }
 
   private get concurrency(): number {
     return this.cfg.global.listingReadConcurrency;
@@ -120,7 +131,10 @@ export class SvcListings {
     const revs = await this.svc.revisions(ns);
     if (revs.length === 0) throw unknownName(ns);
     const pullTimes = this.cfg.global.updatePullTime;
-    const all = await this.svc.namespaceFacts(ns, pullTimes);
+    const [all, sizes] = await Promise.all([
+      this.svc.namespaceFacts(ns, pullTimes),
+      this.facts?.facts(revs, this.concurrency) ?? null,
+    ]);
     const facts = revs.map(({ digest, rec }) => {
       // A referrer is a leaf: its times belong to its subject's view, never reported.
       const leaf = rec.subject !== undefined;
@@ -161,6 +175,11 @@ export class SvcListings {
         row.pushed_at = new Date(f.rec.pushedAt).toISOString();
       }
       if (f.pulled !== null) row.last_pulled_at = new Date(f.pulled).toISOString();
+      const more = sizes?.get(f.digest);
+      if (more) {
+        row.size = more.size;
+        if (more.platform) row.platform = more.platform;
+      }
       return row;
     });
     return { name: ns, manifests };
@@ -201,22 +220,4 @@ export class SvcListings {
 function configuredSource(re: RegExp): string {
   const m = /^\^\(\?:([\s\S]*)\)\$$/.exec(re.source);
   return m ? m[1] : re.source;
-}
-
-/** `fn` over `items` with at most `limit` calls in flight; results keep the input order. */
-export async function mapBounded<T, R>(
-  items: T[],
-  limit: number,
-  fn: (item: T) => Promise<R>,
-): Promise<R[]> {
-  const out = new Array<R>(items.length);
-  let next = 0;
-  const worker = async () => {
-    while (next < items.length) {
-      const i = next++;
-      out[i] = await fn(items[i]);
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(Math.max(1, limit), items.length) }, worker));
-  return out;
 }

@@ -252,7 +252,10 @@ Deno.test("SPEC §Extension endpoints: listings", serverTestOpts, async (t) => {
       assert.equal(by.size, 4);
       const c1 = by.get(fx.child1)!;
       isoRecent(c1.pushed_at, fx.since);
-      assert.deepEqual({ ...c1, pushed_at: undefined }, {
+      // size and platform (docs/api.md#revisions) are tested in svc_image_extras_test.ts
+      assert.equal(typeof c1.size, "number");
+      assert.deepEqual({ ...c1, pushed_at: undefined, size: undefined }, {
+        size: undefined,
         digest: fx.child1,
         tags: [],
         parents: [{
@@ -271,11 +274,15 @@ Deno.test("SPEC §Extension endpoints: listings", serverTestOpts, async (t) => {
       }]);
       assert.equal("referrers" in c2, false, "omitted when empty");
       const idx = by.get(fx.index)!;
-      assert.deepEqual(Object.keys(idx).sort(), ["digest", "pushed_at", "tags"]);
+      assert.deepEqual(Object.keys(idx).sort(), ["digest", "pushed_at", "size", "tags"]);
       assert.deepEqual(idx.tags, ["multi"]);
       isoRecent(idx.pushed_at, fx.since);
       const ref = by.get(fx.referrer)!;
-      assert.deepEqual(ref, { digest: fx.referrer, tags: [] }, "a referrer: no timestamps");
+      assert.deepEqual(
+        { ...ref, size: undefined },
+        { digest: fx.referrer, tags: [], size: undefined },
+        "a referrer: no timestamps",
+      );
       for (const r of rows) assert.equal("last_pulled_at" in r, false, "update_pull_time off");
     });
 

@@ -84,13 +84,19 @@ Deno.test({
             await screenshot(page, `manifests-${theme}`);
           }
           await pickTheme(page, "system");
-          // sizes are read on request (each is a manifest GET, a pull when pulls are recorded)
-          assert.equal(await page.textContent("tr[data-digest] [data-size]"), "");
-          await page.click("button:has-text('Show sizes')");
-          await page.waitForFunction(() =>
-            [...document.querySelectorAll("tr[data-digest] [data-size]")].every((e) =>
-              /\d (B|KiB)$/.test(e.textContent ?? "")
-            )
+          // sizes and single-image platforms come with the listing, without a click
+          assert.equal(await page.$("button:has-text('Show sizes')"), null);
+          const sizes = await page.$$eval(
+            "tr[data-digest] [data-size]",
+            (tds) => tds.map((td) => td.textContent ?? ""),
+          );
+          assert.ok(sizes.length > 0 && sizes.every((t) => /\d (B|KiB)$/.test(t)), String(sizes));
+          assert.deepEqual(
+            await page.$$eval(
+              "tr[data-digest] .badge.platform",
+              (b) => b.map((x) => x.textContent),
+            ),
+            ["linux/amd64", "linux/amd64"],
           );
           await page.click("button:has-text('Total size')");
           await page.waitForSelector("[data-total]:has-text('in distinct blobs')");

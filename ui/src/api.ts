@@ -128,5 +128,4 @@ export interface Revision {
 }
 
 /** A namespace's path in API URLs: each segment escaped, the slashes kept. */
-export const nsPath = (ns: string) =>
-  ns.split("/").map(encodeURIComponent).join("/");
+export const nsPath = (ns: string) => ns.split("/").map(encodeURIComponent).join("/");

@@ -1,7 +1,7 @@
 // `/{namespace}`: the manifests of a namespace. The listing is read whole, so the filter and the
-// sort apply to every entry, not to a page; rows are rendered a window at a time and their sizes
-// read for the rows shown.
-import { useEffect, useMemo, useState } from "preact/hooks";
+// sort apply to every entry, not to a page; rows are rendered a window at a time. Sizes and a
+// single image's platform come with the listing (the server reads them from the content).
+import { useMemo, useState } from "preact/hooks";
 import { getJson, nsPath, type Revision } from "./api.ts";
 import { CopyButton } from "./buttons.tsx";
 import { useLoad } from "./hooks.ts";
@@ -9,8 +9,6 @@ import {
   type FetchedManifest,
   fetchManifest,
   humanSize,
-  imageSize,
-  isIndex,
   platformBadge,
   shortDigest,
 } from "./oci.ts";
@@ -37,6 +35,7 @@ function derive(revs: Revision[]): Derived {
     platforms.set(digest, list);
   };
   for (const r of revs) {
+    if (r.platform) add(r.digest, platformBadge(r.platform));
     for (const p of r.parents ?? []) {
       const badge = platformBadge(p.platform);
       add(r.digest, badge);
@@ -47,48 +46,6 @@ function derive(revs: Revision[]): Derived {
     }
   }
   return { platforms, artifactTypes };
-}
-
-/** Sizes as pulled, read per manifest with a few requests at a time, remembered for the view. */
-function useSizes(namespace: string, digests: string[], on: boolean) {
-  const [sizes, setSizes] = useState<Map<string, number>>(new Map());
-  useEffect(() => {
-    if (!on) return;
-    let live = true;
-    const todo = digests.filter((d) => !sizes.has(d));
-    const found = new Map<string, number>();
-    const one = async (d: string) => {
-      try {
-        found.set(d, await pulledSize(namespace, d));
-      } catch {
-        found.set(d, NaN);
-      }
-    };
-    (async () => {
-      for (let i = 0; i < todo.length && live; i += 6) {
-        await Promise.all(todo.slice(i, i + 6).map(one));
-        if (live) setSizes((s) => new Map([...s, ...found]));
-      }
-    })();
-    return () => {
-      live = false;
-    };
-  }, [namespace, digests.join(","), on]);
-  return sizes;
-}
-
-async function pulledSize(namespace: string, digest: string): Promise<number> {
-  const f = await fetchManifest(namespace, digest);
-  if (!isIndex(f.manifest)) return imageSize(f);
-  let total = f.size;
-  for (const c of f.manifest.manifests ?? []) {
-    try {
-      total += imageSize(await fetchManifest(namespace, c.digest));
-    } catch {
-      total += c.size;
-    }
-  }
-  return total;
 }
 
 /** Every blob the namespace's manifests name, counted once. */
@@ -127,17 +84,12 @@ export function Manifests({ namespace }: { namespace: string }) {
   const [sort, setSort] = useState<SortKey>("pushed");
   const [limit, setLimit] = useState(WINDOW);
   const [total, setTotal] = useState<number | "busy" | null>(null);
-  // Sizes need each manifest's body: a GET, which counts as a pull while the registry records
-  // pulls (`update_pull_time`), so the list reads them only when asked.
-  const [showSizes, setShowSizes] = useState(false);
   const derived = useMemo(() => derive(data ?? []), [data]);
   const shown = useMemo(() => {
     if (!data) return [];
     const f = filter.trim().toLowerCase();
     const hit = (r: Revision) =>
-      !f || r.digest.includes(f) || r.tags.some((t) =>
-        t.toLowerCase().includes(f)
-      ) ||
+      !f || r.digest.includes(f) || r.tags.some((t) => t.toLowerCase().includes(f)) ||
       (derived.platforms.get(r.digest) ?? []).some((p) => p.includes(f)) ||
       (derived.artifactTypes.get(r.digest) ?? "").toLowerCase().includes(f);
     const key = (r: Revision) =>
@@ -151,13 +103,10 @@ export function Manifests({ namespace }: { namespace: string }) {
     const newestFirst = sort === "pushed" || sort === "pulled";
     return data.filter(hit).sort((a, b) => {
       const x = key(a), y = key(b);
-      return newestFirst
-        ? (x < y ? 1 : x > y ? -1 : 0)
-        : (x < y ? -1 : x > y ? 1 : 0);
+      return newestFirst ? (x < y ? 1 : x > y ? -1 : 0) : (x < y ? -1 : x > y ? 1 : 0);
     });
   }, [data, filter, sort, derived]);
   const visible = shown.slice(0, limit);
-  const sizes = useSizes(namespace, visible.map((r) => r.digest), showSizes);
   if (error) return <PageError error={error} retry={reload} />;
   if (!data) return <Loading />;
   const repo = namespace.split("/")[0];
@@ -168,8 +117,7 @@ export function Manifests({ namespace }: { namespace: string }) {
   return (
     <section aria-labelledby="m-title">
       <nav class="crumbs" aria-label="Breadcrumb">
-        <a href="/">Repositories</a> / <a href={`/${repo}`}>{repo}</a> /{" "}
-        <span>{namespace}</span>
+        <a href="/">Repositories</a> / <a href={`/${repo}`}>{repo}</a> / <span>{namespace}</span>
       </nav>
       <h1 id="m-title">{namespace}</h1>
       <div class="tools">
@@ -189,8 +137,7 @@ export function Manifests({ namespace }: { namespace: string }) {
           Sort{" "}
           <select
             value={sort}
-            onChange={(e) =>
-              setSort((e.target as HTMLSelectElement).value as SortKey)}
+            onChange={(e) => setSort((e.target as HTMLSelectElement).value as SortKey)}
           >
             <option value="pushed">newest push</option>
             <option value="pulled">newest pull</option>
@@ -202,18 +149,11 @@ export function Manifests({ namespace }: { namespace: string }) {
         <a class="button" href={`${COMPARE_PATH}/${namespace}`}>
           Compare two images
         </a>
-        {!showSizes && (
-          <button type="button" onClick={() => setShowSizes(true)}>
-            Show sizes
-          </button>
-        )}
         {total === null
           ? <button type="button" onClick={computeTotal}>Total size</button>
           : (
             <span data-total>
-              {total === "busy"
-                ? "Adding up…"
-                : `Total: ${humanSize(total)} in distinct blobs`}
+              {total === "busy" ? "Adding up…" : `Total: ${humanSize(total)} in distinct blobs`}
             </span>
           )}
       </div>
@@ -240,9 +180,7 @@ export function Manifests({ namespace }: { namespace: string }) {
             return (
               <tr key={r.digest} data-digest={r.digest}>
                 <td>
-                  {r.tags.map((t) => (
-                    <a key={t} class="tag" href={`/${namespace}:${t}`}>{t}</a>
-                  ))}
+                  {r.tags.map((t) => <a key={t} class="tag" href={`/${namespace}:${t}`}>{t}</a>)}
                 </td>
                 <td>
                   <a class="digest" href={`/${namespace}@${r.digest}`}>
@@ -255,14 +193,12 @@ export function Manifests({ namespace }: { namespace: string }) {
                   ))}
                   {type && <span class="badge">{type}</span>}
                 </td>
-                <td class="num" data-size>{humanSize(sizes.get(r.digest))}</td>
+                <td class="num" data-size>{humanSize(r.size)}</td>
                 <td>
                   {r.pushed_at ? new Date(r.pushed_at).toLocaleString() : ""}
                 </td>
                 <td>
-                  {r.last_pulled_at
-                    ? new Date(r.last_pulled_at).toLocaleString()
-                    : ""}
+                  {r.last_pulled_at ? new Date(r.last_pulled_at).toLocaleString() : ""}
                 </td>
                 <td>
                   <CopyButton text={line} label="Copy pull line" />
@@ -277,8 +213,7 @@ export function Manifests({ namespace }: { namespace: string }) {
           type="button"
           onClick={() => setLimit(limit + WINDOW)}
         >
-          Show {Math.min(WINDOW, shown.length - limit)} more of{" "}
-          {shown.length - limit}
+          Show {Math.min(WINDOW, shown.length - limit)} more of {shown.length - limit}
         </button>
       )}
     </section>

@@ -315,11 +315,10 @@ export class AdvisoryFetcher {
       using f = await Deno.open(part, { write: true, create: true, truncate: offset === 0 });
       if (offset > 0) await f.seek(offset, Deno.SeekMode.Start);
       // A cut leaves what arrived in the part for the next attempt to resume.
-      await ex.body().pipeTo(f.writable, {
-        preventClose: true,
-        preventAbort: true,
-        signal: this.opts.signal,
-      });
+      for await (const chunk of ex.body()) {
+        this.opts.signal?.throwIfAborted();
+        for (let off = 0; off < chunk.length;) off += await f.write(chunk.subarray(off));
+      }
     }
     const got = (await sizeOf(part)) ?? 0;
     try {

@@ -14,6 +14,7 @@ import {
 import { isQueueName, JobQueues } from "./lib/jobs/mod.ts";
 import { isUpstreamError } from "./lib/upstream/mod.ts";
 import { reconcile, type ReconcileSummary, Replicator } from "./lib/replication/mod.ts";
+import { formatSyncRun, Syncer } from "./lib/sync/mod.ts";
 import { forgetLayerIndex, LayerIndex } from "./lib/index/mod.ts";
 import { Reports, sweepReports } from "./lib/scan/mod.ts";
 import {
@@ -60,6 +61,8 @@ interface Cli {
   status: boolean;
   /** `prune --now <RFC 3339>`: the clock retention rules see (ms) */
   now: number | null;
+  /** `sync --repository R`: that repository's syncs only */
+  repository: string | null;
 }
 
 function parseArgs(args: string[]): Cli {
@@ -73,6 +76,7 @@ function parseArgs(args: string[]): Cli {
     rescan: false,
     status: false,
     now: null,
+    repository: null,
   };
   let i = 0;
   if (args[0] && !args[0].startsWith("-")) cli.command = args[i++];
@@ -94,6 +98,10 @@ function parseArgs(args: string[]): Cli {
       const t = Date.parse(args[++i] ?? "");
       if (!Number.isFinite(t)) throw new ConfigError(`--now needs an RFC 3339 time`);
       cli.now = t;
+    } else if (a === "--repository") {
+      const r = args[++i];
+      if (!r) throw new ConfigError(`--repository needs a repository name`);
+      cli.repository = r;
     } else if (a === "--namespace") {
       const n = args[++i];
       if (!n) throw new ConfigError(`--namespace needs a repository name`);
@@ -302,6 +310,11 @@ export function registerJobHandlers(cfg: Config, registry: Registry, metrics: Me
   registry.registerJobHandlers();
   const replicator = new Replicator(cfg, registry, metrics.replicationEvents);
   replicator.register();
+  const syncer = new Syncer(cfg, registry);
+  syncer.register();
+  syncer.schedule().catch((e) =>
+    log.error("could not schedule the syncs", { error: e instanceof Error ? e.message : String(e) })
+  );
   const downstreams = [...cfg.repositories.values()].flatMap((r) =>
     (r.downstreams ?? []).map((d) => d.name)
   );
@@ -437,6 +450,44 @@ async function replicate(cfg: Config, dryRun: boolean): Promise<number> {
     return Object.keys(s.errors).length ? 1 : 0;
   } finally {
     replicator.close();
+    await registry.close();
+    kv.close();
+  }
+}
+
+/**
+ * `main.ts sync [--repository R] [--dry-run]`: runs each `[[repository."<name>".sync]]` entry
+ * once now, under the repository's lease (a scheduled run elsewhere makes it exit 1).
+ */
+async function syncCommand(cfg: Config, cli: Cli): Promise<number> {
+  const store = await openBlobStore(cfg);
+  const kv = await openMetadata(cfg.metadataStore.url ?? cfg.metadataStore.path);
+  const registry = new Registry(cfg, kv, store);
+  const syncer = new Syncer(cfg, registry);
+  try {
+    const entries = syncer.entries(cli.repository ?? undefined);
+    if (entries.length === 0) {
+      console.error(
+        `wharf: sync: no [[repository."${cli.repository ?? "<name>"}".sync]] entry configured`,
+      );
+      return 2;
+    }
+    let code = 0;
+    for (const [repo, n] of entries) {
+      const r = await syncer.runNow(repo, n, holderName("sync"), {
+        dryRun: cli.dryRun,
+        report: (line) => console.log(`${repo}#${n}: ${line}`),
+      });
+      if ("busy" in r) {
+        console.error(`wharf: sync ${repo}#${n}: another run holds the lease (${r.busy})`);
+        code = 1;
+        continue;
+      }
+      console.log(formatSyncRun(repo, n, r.record));
+      if (r.record.outcome !== "ok") code = 1;
+    }
+    return code;
+  } finally {
     await registry.close();
     kv.close();
   }
@@ -671,6 +722,8 @@ async function main(): Promise<number> {
       return await pruneCommand(cfg, cli);
     case "replicate":
       return await replicate(cfg, cli.dryRun);
+    case "sync":
+      return await syncCommand(cfg, cli);
     case "reindex":
       return await reindex(cfg, cli.dryRun, cli.force);
     case "scan":

@@ -2,11 +2,9 @@
 // lib/replication reports. No query parameters: any is refused (404, as extension listings do).
 import type { Registry } from "../lib/registry/mod.ts";
 import { RegistryError, truncate } from "../lib/oci/mod.ts";
-import { replicationStatus, type SyncStatusSource } from "../lib/replication/mod.ts";
+import { replicationStatus } from "../lib/replication/mod.ts";
+import { syncStatus } from "../lib/sync/mod.ts";
 import { jsonResponse } from "./request.ts";
-
-/** Scheduled pull syncs' figures: lib/sync's status plugs in here (`syncs` in the body). */
-const syncStatus: SyncStatusSource = () => Promise.resolve([]);
 
 export async function replicationStatusHandler(
   req: Request,
@@ -18,6 +16,8 @@ export async function replicationStatusHandler(
   for (const name of url.searchParams.keys()) {
     throw new RegistryError("NAME_UNKNOWN", `unknown parameter ${truncate(name)}`);
   }
-  const body = await replicationStatus(reg.cfg, reg.kv, reg.jobs, syncStatus);
+  // Scheduled pull syncs' figures are lib/sync's (`syncs` in the body).
+  const syncs = async () => (await syncStatus(reg.cfg, reg.kv)).map((s) => ({ ...s }));
+  const body = await replicationStatus(reg.cfg, reg.kv, reg.jobs, syncs);
   return jsonResponse(body, extra, req.method === "HEAD");
 }

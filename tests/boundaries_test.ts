@@ -41,6 +41,7 @@ const ALLOWED: Record<string, string[]> = {
     "sandbox",
   ],
   replication: ["oci", "config", "streams", "storage", "metadata", "jobs", "upstream", "registry"],
+  sync: ["oci", "config", "streams", "storage", "metadata", "jobs", "upstream", "registry"],
   retention: ["oci", "config", "metadata", "jobs", "registry", "events"],
   policy: ["oci", "config"],
   auth: ["oci", "config", "streams"],

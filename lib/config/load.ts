@@ -22,6 +22,7 @@ import {
 } from "./schema.ts";
 import { isValidName } from "../oci/grammar.ts";
 import { readAuthWebhookRef, readAuthWebhooks, readEventWebhooks, readRetention } from "./hooks.ts";
+import { readSyncs } from "./sync.ts";
 
 export class ConfigError extends Error {}
 
@@ -326,6 +327,7 @@ export function buildConfig(doc: Table, paths: string[]): Config {
       "downstream",
       "authorization_webhook",
       "retention_policy",
+      "sync",
     ]);
     const rc: RepositoryConfig = {
       name,
@@ -344,6 +346,11 @@ export function buildConfig(doc: Table, paths: string[]): Config {
       rc.revalidateSecs = r.int(t, "revalidate_secs", path, 0) ?? upstreams.revalidateSecs ?? 0;
     } else if (t.revalidate_secs !== undefined) {
       r.fail(`${path}.revalidate_secs`, "only applies to a repository with upstreams");
+    }
+    const syncs = readSyncs(t.sync, `${path}.sync`, fail);
+    if (syncs.length > 0) {
+      if (!rc.upstreams) r.fail(`${path}.sync`, "only applies to a repository with upstreams");
+      rc.syncs = syncs;
     }
     const downstreams = readDownstreams(r, t.downstream, `${path}.downstream`, downstreamNames);
     if (downstreams.length > 0) {

@@ -5,6 +5,7 @@ import type {
   RetentionPolicyConfig,
   RetentionScheduleConfig,
 } from "./hooks.ts";
+import type { SyncConfig } from "./sync.ts";
 
 export interface PolicyConfig {
   default: "allow" | "deny";
@@ -227,6 +228,8 @@ export interface RepositoryConfig {
   authorizationWebhook?: string;
   /** replaces the global retention policy for this repository's namespaces */
   retentionPolicy?: RetentionPolicyConfig;
+  /** scheduled pull sync (pull-through repositories only) */
+  syncs?: SyncConfig[];
 }
 
 export type ReplicationMode = "event" | "event+reconcile" | "reconcile";
@@ -380,3 +383,4 @@ export const UPSTREAM_DEFAULTS = {
 } as const;
 
 export * from "./hooks.ts";
+export { SYNC_DEFAULTS, type SyncConfig, unsafePattern } from "./sync.ts";

@@ -298,12 +298,7 @@ export class PullThrough {
       const f = await this.startFill(up, ns, digest);
       // Should this process die mid-fill, the job fetches the blob again; once the fill is
       // done the job is dropped, and when it failed the job retries (or dead-letters) now.
-      // Queued without holding up the response (a KV commit); the fill does not wait for it.
-      this.queueFill(ns, digest, CACHE_FILL_DELAY_MS).then((job) => {
-        if (job === null) return;
-        const cache = this.d.jobs.queue("cache");
-        return f.settled.then(() => cache.deletePending(job), () => cache.expedite(job));
-      }).catch(() => {});
+      this.insure(f, ns, digest);
       this.d.observe?.("blob", "miss");
       return await this.followFill(f, rangeHeader, withBody);
     } catch (e) {
@@ -378,27 +373,54 @@ export class PullThrough {
     }
     const rc = this.repository(ns);
     if (!rc) throw new PermanentJobError(`${ns} is not in a pull-through repository`);
-    if (await this.d.blobs.link(ns, digest)) return;
     try {
-      let fill = await this.runningFill(digest);
-      if (!fill) {
-        const up = this.set(rc);
-        if (await this.d.blobs.blob(digest)) {
-          await up.headBlob(ns, digest);
-          if (await this.d.blobs.mount(ns, digest)) return;
-        }
-        fill = await this.startFill(up, ns, digest);
-      }
-      // The fill goes on without the job when the worker stops; the job is then taken over.
-      await untilAborted(fill.settled, job.signal);
-      if (fill.ns !== ns && !(await this.d.blobs.mount(ns, digest))) {
-        throw new Error(`${digest} vanished before it could be linked to ${ns}`);
-      }
+      await this.ensureBlob(rc, ns, digest, job.signal, false);
     } catch (e) {
       if (e instanceof FillError && e.permanent) throw new PermanentJobError(e.message);
       if (isUpstreamError(e) && !e.retryable) throw new PermanentJobError(e.message);
       throw e;
     }
+  }
+
+  /**
+   * `digest` stored and linked in `ns`: true when it had to be fetched. The `cache` job's work,
+   * also done by a scheduled sync (lib/sync), which queues the same `cache` job as a client's
+   * pull does (`insure`) in case this process dies mid-fill. Throws FillError/UpstreamError.
+   */
+  async ensureBlob(
+    rc: RepositoryConfig,
+    ns: string,
+    digest: string,
+    signal: AbortSignal,
+    insure = true,
+  ): Promise<boolean> {
+    if (await this.d.blobs.link(ns, digest)) return false;
+    let fill = await this.runningFill(digest);
+    if (!fill) {
+      const up = this.set(rc);
+      if (await this.d.blobs.blob(digest)) {
+        await up.headBlob(ns, digest);
+        if (await this.d.blobs.mount(ns, digest)) return false;
+      }
+      fill = await this.startFill(up, ns, digest);
+      if (insure) this.insure(fill, ns, digest);
+    }
+    // The fill goes on without the job when the worker stops; the job is then taken over.
+    await untilAborted(fill.settled, signal);
+    if (fill.ns !== ns && !(await this.d.blobs.mount(ns, digest))) {
+      throw new Error(`${digest} vanished before it could be linked to ${ns}`);
+    }
+    return true;
+  }
+
+  /** Queues the `cache` job that redoes `fill` should this process die before it settles. */
+  private insure(fill: BlobFill, ns: string, digest: string): void {
+    // Queued without holding up the response (a KV commit); the fill does not wait for it.
+    this.queueFill(ns, digest, CACHE_FILL_DELAY_MS).then((job) => {
+      if (job === null) return;
+      const cache = this.d.jobs.queue("cache");
+      return fill.settled.then(() => cache.deletePending(job), () => cache.expedite(job));
+    }).catch(() => {});
   }
 
   /** Referrers rule 5: the upstream's referrers of `subject`; an unreachable upstream is left out. */

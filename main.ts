@@ -1,12 +1,12 @@
 // Wharf's composition root: reads config, opens KV and the blob store, serves.
-// Usage: main.ts [serve|worker|replicate|reindex|scan|scrub|prune|hash-password] [-c FILE]...
-//        [--dry-run] [--force] [--queue Q]... [--namespace N] [--rescan] [--status] [--now T]
-// (later config files win)
+// Usage: main.ts [COMMAND] [OPTIONS] [-c FILE]... (later config files win); `main.ts --help`
+// and `main.ts COMMAND --help` (commands/help.ts) describe every command and option.
 import {
   type Config,
   ConfigError,
   ConfigReloader,
   defaultConfig,
+  isEcosystemName,
   JOB_QUEUES,
   loadConfigFiles,
   type QueueName,
@@ -36,6 +36,8 @@ import { serveTls } from "./routes/tls_listener.ts";
 import { Authenticator, ClientIpResolver, hashPassword } from "./lib/auth/mod.ts";
 import { PolicyCompileError, PolicySet } from "./lib/policy/mod.ts";
 import { log } from "./lib/log.ts";
+import { COMMANDS, helpText } from "./commands/help.ts";
+import { advisoriesCommand, formatSnapshot } from "./commands/advisories.ts";
 import { countOutbox, OutboxDrainer } from "./lib/events/mod.ts";
 import {
   compileRetention,
@@ -63,6 +65,14 @@ interface Cli {
   now: number | null;
   /** `sync --repository R`: that repository's syncs only */
   repository: string | null;
+  /** `--help`: print the command's usage, run nothing */
+  help: boolean;
+  /** `advisories fetch|status` */
+  sub: string | null;
+  /** `advisories --dir D` */
+  dir: string | null;
+  /** `advisories fetch --ecosystem E` */
+  ecosystems: string[];
 }
 
 function parseArgs(args: string[]): Cli {
@@ -77,9 +87,20 @@ function parseArgs(args: string[]): Cli {
     status: false,
     now: null,
     repository: null,
+    help: false,
+    sub: null,
+    dir: null,
+    ecosystems: [],
   };
   let i = 0;
-  if (args[0] && !args[0].startsWith("-")) cli.command = args[i++];
+  const named = args[0] !== undefined && !args[0].startsWith("-");
+  if (named) cli.command = args[i++];
+  if (cli.command === "help") [cli.command, cli.help] = [args[i++] ?? "", true];
+  if (cli.command === "advisories" && args[i] && !args[i].startsWith("-")) cli.sub = args[i++];
+  // Asking for help never fails on the other arguments.
+  if (args.includes("--help") || args.includes("-h")) {
+    return { ...cli, command: named ? cli.command : "", help: true };
+  }
   for (; i < args.length; i++) {
     const a = args[i];
     if (a === "-c" || a === "--config") {
@@ -114,16 +135,33 @@ function parseArgs(args: string[]): Cli {
         );
       }
       if (!cli.queues.includes(q)) cli.queues.push(q);
+    } else if (a === "--dir") {
+      const d = args[++i];
+      if (!d) throw new ConfigError(`--dir needs a directory`);
+      cli.dir = d;
+    } else if (a === "--ecosystem") {
+      const e = args[++i];
+      if (!e || !isEcosystemName(e)) {
+        throw new ConfigError(
+          `--ecosystem needs an OSV ecosystem name such as Debian, Alpine, npm (got ${
+            e ?? "nothing"
+          })`,
+        );
+      }
+      if (!cli.ecosystems.includes(e)) cli.ecosystems.push(e);
     } else if (a.startsWith("--config=")) {
       cli.configFiles.push(a.slice("--config=".length));
     } else {
-      throw new ConfigError(`unknown argument ${a}`);
+      throw new ConfigError(
+        `unknown argument ${a} (main.ts ${cli.command} --help lists the options)`,
+      );
     }
   }
   return cli;
 }
 
-function describe(cfg: Config): string {
+/** The startup line's account of the config; `ui`: whether this process serves HTTP at all. */
+function describe(cfg: Config, ui = true): string {
   const p = cfg.global.accessPolicy;
   const policy = p.rules.length === 0
     ? `access policy: ${p.default} all`
@@ -133,7 +171,7 @@ function describe(cfg: Config): string {
     : "embedded default config";
   return `${source}; blobs ${describeBlobStore(cfg)}; metadata ${
     cfg.metadataStore.url ?? cfg.metadataStore.path
-  }; ${policy}; web UI ${cfg.ui.enabled ? "on at /" : "off"}`;
+  }; ${policy}${ui ? `; web UI ${cfg.ui.enabled ? "on at /" : "off"}` : ""}`;
 }
 
 /**
@@ -152,8 +190,42 @@ function validated(cfg: Config): PolicySet {
   return policies;
 }
 
+/** The listening port is taken, or not ours to take: said in one line, nothing opened. */
+class ListenError extends Error {}
+
+function listenError(cfg: Config, e: unknown): ListenError | null {
+  const at = `${cfg.server.bindAddress}:${cfg.server.port}`;
+  if (e instanceof Deno.errors.AddrInUse) {
+    return new ListenError(
+      `${at} is already in use (another Wharf or another service); stop it or set [server] port`,
+    );
+  }
+  if (e instanceof Deno.errors.AddrNotAvailable) {
+    return new ListenError(`${at}: no such address on this machine; check [server] bind_address`);
+  }
+  if (e instanceof Deno.errors.PermissionDenied) {
+    return new ListenError(`${at}: not allowed to listen there (${e.message})`);
+  }
+  return null;
+}
+
+/**
+ * Binds and releases the port before anything is opened, so a second start on a taken port
+ * stops with a line rather than after its job runner started (Deno.serve's own AddrInUse, in a
+ * race with another process, is still turned into the same line).
+ */
+function probePort(cfg: Config): void {
+  if (cfg.server.port === 0) return;
+  try {
+    Deno.listen({ hostname: cfg.server.bindAddress, port: cfg.server.port }).close();
+  } catch (e) {
+    throw listenError(cfg, e) ?? e;
+  }
+}
+
 async function serve(cfg: Config): Promise<void> {
   const policies = validated(cfg); // compile first: a bad rule stops startup before any I/O
+  probePort(cfg);
   const fsStore = await openBlobStore(cfg);
   const metrics = new Metrics();
   metrics.watchEventLoop();
@@ -405,20 +477,7 @@ async function scan(cfg: Config, cli: Cli): Promise<number> {
   const reports = new Reports(cfg, registry);
   try {
     if (cli.status) {
-      const m = await reports.status();
-      console.log(
-        m
-          ? `advisories: snapshot ${m.snapshot} loaded ${
-            new Date(m.loaded_at).toISOString()
-          } in ${m.load_ms} ms; ${m.records} records, ${m.affected} package entries; ${m.error_count} problem(s)\n` +
-            Object.entries(m.ecosystems).map(([e, n]) => `  ${e}: ${n}`).join("\n") +
-            (m.errors.length ? `\nproblems:\n  ${m.errors.join("\n  ")}` : "")
-          : `advisories: none loaded${
-            cfg.scan.advisoriesDir
-              ? ` (dir ${cfg.scan.advisoriesDir})`
-              : " ([scan] advisories_dir unset)"
-          }`,
-      );
+      console.log(formatSnapshot(await reports.status(), cfg));
       return 0;
     }
     const n = await reports.rescanAll({
@@ -517,21 +576,28 @@ async function worker(cfg: Config, queues: QueueName[]): Promise<void> {
   const drained = queues.length ? queues : [...JOB_QUEUES];
   const runner = jobs.start(holderName("worker"), drained);
   const outbox = drained.includes("events") ? drainOutbox(cfg, kv, registry, "worker") : null;
-  console.log(
-    `wharf worker draining ${runner.queues.join(", ") || "nothing (concurrency 0)"} (${
-      describe(cfg)
-    })`,
-  );
-  await new Promise<void>((resolve) => {
+  // Listening before the startup line: a stop sent as soon as it shows is a stop, not a kill.
+  const stopped = new Promise<void>((resolve) => {
     Deno.addSignalListener("SIGTERM", resolve);
     Deno.addSignalListener("SIGINT", resolve);
   });
+  const concurrency = cfg.global.jobQueue.concurrency;
+  const lanes = runner.queues.map((q) => `${q} (${concurrency[q]} at a time)`).join(", ");
+  console.log(
+    `wharf worker draining job queues ${lanes || "none (every concurrency is 0)"}${
+      outbox ? " and the webhook outbox" : ""
+    }; no HTTP (${describe(cfg, false)})`,
+  );
+  console.log("press Ctrl+C to stop");
+  await stopped;
+  console.log("wharf worker stopping: finishing running jobs");
   reports.stop();
   await jobs.stop();
   await outbox?.stop();
   replicator.close();
   await registry.close();
   kv.close();
+  console.log("wharf worker stopped");
 }
 
 /**
@@ -689,11 +755,20 @@ async function main(): Promise<number> {
   let cfg: Config;
   try {
     cli = parseArgs(Deno.args);
+    if (cli.help) {
+      const known = cli.command === "" || COMMANDS.includes(cli.command);
+      if (!known) console.error(`wharf: unknown command ${cli.command}`);
+      console.log(helpText(known ? cli.command || null : null));
+      return known ? 0 : 2;
+    }
     if (cli.configFiles.length) cfg = await loadConfigFiles(cli.configFiles);
     else {
-      // No config file at all: a newcomer's browser should find the UI (DESIGN.md §Repositories).
+      // No config file at all: a newcomer's browser should find the UI (DESIGN.md §Repositories),
+      // and reports their advisories, fetched from osv.dev daily.
       cfg = defaultConfig();
       cfg.ui.enabled = true;
+      cfg.scan.advisoriesDir = "./data/advisories";
+      cfg.scan.refreshIntervalSecs = 86_400;
     }
   } catch (e) {
     if (e instanceof ConfigError) {
@@ -707,6 +782,11 @@ async function main(): Promise<number> {
       try {
         await serve(cfg);
       } catch (e) {
+        const listen = e instanceof ListenError ? e : listenError(cfg, e);
+        if (listen) {
+          console.error(`wharf: ${listen.message}`);
+          return 1;
+        }
         // A bad rule or an unreadable upstream ca_bundle stops startup with a message.
         if (
           !(e instanceof PolicyCompileError) && !(e instanceof RetentionCompileError) &&
@@ -740,9 +820,11 @@ async function main(): Promise<number> {
     case "hash-password":
       console.log(await hashPassword(await readPassword()));
       return 0;
+    case "advisories":
+      return await advisoriesCommand(cfg, cli);
     default:
       console.error(
-        `wharf: unknown command ${cli.command} (commands: serve, worker, replicate, reindex, scan, scrub, prune, hash-password)`,
+        `wharf: unknown command ${cli.command} (commands: ${COMMANDS.join(", ")}; main.ts --help)`,
       );
       return 2;
   }

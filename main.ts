@@ -584,9 +584,9 @@ async function worker(cfg: Config, queues: QueueName[]): Promise<void> {
   const concurrency = cfg.global.jobQueue.concurrency;
   const lanes = runner.queues.map((q) => `${q} (${concurrency[q]} at a time)`).join(", ");
   console.log(
-    `wharf worker draining job queues ${lanes || "none (every concurrency is 0)"}${
+    `wharf worker draining ${lanes || "no job queue (every concurrency is 0)"}${
       outbox ? " and the webhook outbox" : ""
-    }; no HTTP (${describe(cfg, false)})`,
+    }; serving no HTTP (${describe(cfg, false)})`,
   );
   console.log("press Ctrl+C to stop");
   await stopped;

@@ -137,11 +137,11 @@ Deno.test({
         const [args, drains] of [
           [
             ["--queue", "scan", "--queue", "index"],
-            /draining job queues scan \(1 at a time\), index \(1 at a time\); no HTTP/,
+            /draining scan \(1 at a time\), index \(1 at a time\); serving no HTTP/,
           ],
           [
             [],
-            /draining job queues cache \(4 at a time\), replication \(2 at a time\), scan \(1 at a time\), index \(1 at a time\), events \(4 at a time\) and the webhook outbox; no HTTP/,
+            /draining cache \(4 at a time\), replication \(2 at a time\), scan \(1 at a time\), index \(1 at a time\), events \(4 at a time\) and the webhook outbox; serving no HTTP/,
           ],
         ] as const
       ) {

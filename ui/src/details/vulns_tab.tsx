@@ -15,6 +15,29 @@ import {
 import { ErrorState, Loading } from "../states.tsx";
 import { vulnPlatform } from "./tabs.ts";
 
+/** Where OSV's per-ecosystem dumps are described (what `advisories fetch` downloads). */
+const OSV_DUMPS = "https://google.github.io/osv.dev/data/#data-dumps";
+
+/** How to get the advisory data a report without findings lacks (docs/scanning.md). */
+function AdvisoryHelp() {
+  return (
+    <details class="advisory-help">
+      <summary>How to load advisory data</summary>
+      <p>
+        Wharf matches packages against{" "}
+        <a href={OSV_DUMPS} rel="noreferrer">OSV's dumps</a>. Either let it
+        download them: in the config's <code>[scan]</code> set{" "}
+        <code>advisories_dir = "./data/advisories"</code> and{" "}
+        <code>refresh_interval_secs = 86400</code>; or, offline, run{" "}
+        <code>main.ts advisories fetch --dir osv --ecosystem Debian</code>{" "}
+        on a connected machine and copy <code>osv/</code> into{" "}
+        <code>advisories_dir</code>. <code>main.ts advisories status</code>{" "}
+        says what is loaded; details in Wharf's <code>docs/scanning.md</code>.
+      </p>
+    </details>
+  );
+}
+
 const SEVERITIES = ["CRITICAL", "HIGH", "MEDIUM", "LOW", "UNKNOWN"] as const;
 type Counts = Partial<Record<typeof SEVERITIES[number], number>>;
 
@@ -144,7 +167,9 @@ function ImageReport(
   return (
     <div class="report" data-report={digest}>
       <p>
-        {rep.os?.pretty_name ?? "Unknown OS"} · {platformBadge(rep.platform)} · scanned{" "}
+        {rep.os?.pretty_name ?? "Unknown OS"} · {platformBadge(rep.platform)}
+        {" "}
+        · scanned{" "}
         <time dateTime={rep.scanned_at}>
           {new Date(rep.scanned_at).toLocaleString()}
         </time>
@@ -153,6 +178,7 @@ function ImageReport(
           : ` · ${rep.note ?? "no advisories loaded"}`}
         {rep.refreshing && " · a rescan with newer advisories is running"}
       </p>
+      {!rep.advisories && <AdvisoryHelp />}
       <CountsRow counts={rep.counts} />
       <div class="tools">
         <button type="button" onClick={dl("csv", `${file}-findings.csv`)}>
@@ -200,7 +226,8 @@ function ImageReport(
           Sort{" "}
           <select
             value={sort}
-            onChange={(e) => setSort((e.target as HTMLSelectElement).value as typeof sort)}
+            onChange={(e) =>
+              setSort((e.target as HTMLSelectElement).value as typeof sort)}
           >
             <option value="severity">severity</option>
             <option value="package">package</option>
@@ -336,7 +363,9 @@ function IndexReport(
           ))}
         </tbody>
       </table>
-      {wanted && !selected && <p role="alert">This index has no {wanted} image.</p>}
+      {wanted && !selected && (
+        <p role="alert">This index has no {wanted} image.</p>
+      )}
       {selected && selected.status !== "not-an-image" && (
         <>
           <h2>{platformBadge(selected.platform)}</h2>

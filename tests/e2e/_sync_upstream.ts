@@ -1,7 +1,9 @@
 // What the scheduled-sync tests put upstream: content pushed to a real docker-registry over
 // the distribution API, and an HTTP proxy in front of it that counts requests and can answer
 // in its place (429 with Retry-After, `ratelimit-remaining`, garbage tag lists).
+import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
+import type { TestServer } from "../helpers/server.ts";
 
 const enc = new TextEncoder();
 
@@ -178,4 +180,84 @@ export class UpstreamProxy {
       headers: out,
     });
   }
+}
+
+// ---- the upstream content of the sync tests ----
+
+export const NAME = "team/app";
+export const SELECTED = Array.from({ length: 10 }, (_, i) => `v1.${i}`);
+export const OTHERS = [
+  ...Array.from({ length: 10 }, (_, i) => `dev-${i}`),
+  ...Array.from({ length: 10 }, (_, i) => `v2.${i}`),
+];
+
+export function config(upstream: string, sync: string): string {
+  return `
+[global.job_queue]
+poll_interval_ms = 50
+lease_secs = 5
+
+[repository."hub"]
+
+[[repository."hub".upstream]]
+url = "${upstream}"
+connect_timeout_secs = 3
+read_timeout_secs = 10
+
+[[repository."hub".sync]]
+namespaces = ["${NAME}"]
+tags = ['v1\\.\\d']
+platforms = ["linux/amd64"]
+interval_secs = 86400
+${sync}
+`;
+}
+
+export interface Upstream {
+  amd64: PushedImage;
+  arm64: PushedImage;
+  indexes: Map<string, { digest: string; body: Uint8Array }>;
+  others: Map<string, PushedImage>;
+}
+
+/** 30 tags: v1.0–v1.9 (selected) and v2.x, dev-x are two-platform indexes or plain images. */
+export async function populate(url: string): Promise<Upstream> {
+  const amd64 = await pushImage(url, NAME, "amd64", "amd64", [
+    enc.encode(`amd64 layer a ${crypto.randomUUID()}`),
+    enc.encode(`amd64 layer b ${crypto.randomUUID()}`),
+  ]);
+  const arm64 = await pushImage(url, NAME, "arm64", "arm64", [
+    enc.encode(`arm64 layer ${crypto.randomUUID()}`),
+  ]);
+  const indexes = new Map<string, { digest: string; body: Uint8Array }>();
+  for (const t of [...SELECTED, ...OTHERS.filter((t) => t.startsWith("v2."))]) {
+    indexes.set(t, await pushIndex(url, NAME, t, amd64, arm64));
+  }
+  const others = new Map<string, PushedImage>();
+  for (const t of OTHERS.filter((t) => t.startsWith("dev-"))) {
+    others.set(t, await pushImage(url, NAME, t, "amd64", [enc.encode(`dev ${t}`)], t));
+  }
+  return { amd64, arm64, indexes, others };
+}
+
+export async function until(
+  what: string,
+  cond: () => Promise<boolean>,
+  ms = 60_000,
+): Promise<void> {
+  const end = Date.now() + ms;
+  while (!(await cond())) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+export async function localTags(s: TestServer): Promise<string[]> {
+  const r = await fetch(`${s.url}/v2/hub/${NAME}/tags/list`);
+  if (r.status === 404) {
+    await r.body?.cancel();
+    return [];
+  }
+  assert.equal(r.status, 200);
+  return ((await r.json()).tags ?? []).sort();
 }

@@ -8,89 +8,23 @@ import assert from "node:assert/strict";
 import { runCli, startServer, type TestServer } from "../helpers/server.ts";
 import { distributionMissing, startDistribution } from "./_distribution.ts";
 import {
+  config,
+  localTags,
   MANIFEST_ACCEPT,
-  type PushedImage,
+  NAME,
+  OTHERS,
+  populate,
   pushImage,
   pushIndex,
+  SELECTED,
+  until,
+  type Upstream,
   UpstreamProxy,
 } from "./_sync_upstream.ts";
 
 const skipReason = distributionMissing();
 const base = { ignore: skipReason !== null, sanitizeOps: false, sanitizeResources: false };
 const enc = new TextEncoder();
-const NAME = "team/app";
-const SELECTED = Array.from({ length: 10 }, (_, i) => `v1.${i}`);
-const OTHERS = [
-  ...Array.from({ length: 10 }, (_, i) => `dev-${i}`),
-  ...Array.from({ length: 10 }, (_, i) => `v2.${i}`),
-];
-
-function config(upstream: string, sync: string): string {
-  return `
-[global.job_queue]
-poll_interval_ms = 50
-lease_secs = 5
-
-[repository."hub"]
-
-[[repository."hub".upstream]]
-url = "${upstream}"
-connect_timeout_secs = 3
-read_timeout_secs = 10
-
-[[repository."hub".sync]]
-namespaces = ["${NAME}"]
-tags = ['v1\\.\\d']
-platforms = ["linux/amd64"]
-interval_secs = 86400
-${sync}
-`;
-}
-
-interface Upstream {
-  amd64: PushedImage;
-  arm64: PushedImage;
-  indexes: Map<string, { digest: string; body: Uint8Array }>;
-  others: Map<string, PushedImage>;
-}
-
-/** 30 tags: v1.0–v1.9 (selected) and v2.x, dev-x are two-platform indexes or plain images. */
-async function populate(url: string): Promise<Upstream> {
-  const amd64 = await pushImage(url, NAME, "amd64", "amd64", [
-    enc.encode(`amd64 layer a ${crypto.randomUUID()}`),
-    enc.encode(`amd64 layer b ${crypto.randomUUID()}`),
-  ]);
-  const arm64 = await pushImage(url, NAME, "arm64", "arm64", [
-    enc.encode(`arm64 layer ${crypto.randomUUID()}`),
-  ]);
-  const indexes = new Map<string, { digest: string; body: Uint8Array }>();
-  for (const t of [...SELECTED, ...OTHERS.filter((t) => t.startsWith("v2."))]) {
-    indexes.set(t, await pushIndex(url, NAME, t, amd64, arm64));
-  }
-  const others = new Map<string, PushedImage>();
-  for (const t of OTHERS.filter((t) => t.startsWith("dev-"))) {
-    others.set(t, await pushImage(url, NAME, t, "amd64", [enc.encode(`dev ${t}`)], t));
-  }
-  return { amd64, arm64, indexes, others };
-}
-
-async function until(what: string, cond: () => Promise<boolean>, ms = 60_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await cond())) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
-async function localTags(s: TestServer): Promise<string[]> {
-  const r = await fetch(`${s.url}/v2/hub/${NAME}/tags/list`);
-  if (r.status === 404) {
-    await r.body?.cancel();
-    return [];
-  }
-  assert.equal(r.status, 200);
-  return ((await r.json()).tags ?? []).sort();
-}
 
 async function get(s: TestServer, path: string, accept = MANIFEST_ACCEPT) {
   const r = await fetch(`${s.url}/v2/hub/${NAME}/${path}`, { headers: { accept } });

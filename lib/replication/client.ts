@@ -3,6 +3,7 @@
 // reconcile. The HTTP layer (timeouts, redirects, the auth dance, errors) is lib/upstream's;
 // every failure leaves as an UpstreamError labelled `downstream <name>`.
 import type { DownstreamConfig } from "../config/mod.ts";
+import { parseDigest } from "../oci/mod.ts";
 import {
   Authenticator,
   type Exchange,
@@ -266,6 +267,30 @@ export class DownstreamClient {
     if (ex.response.status === 404) return null;
     if (ex.response.status !== 200) throw this.t.statusError(what, ex.response);
     return ex.response.headers.get("docker-content-digest");
+  }
+
+  /**
+   * The digest `ref` resolves to downstream, null when it has none; a 200 without a usable
+   * Docker-Content-Digest is an error (a delete must not guess what it removes).
+   */
+  async resolve(name: string, ref: string, accept: string): Promise<string | null> {
+    const what = `HEAD manifest ${name}:${ref}`;
+    const ex = await this.request("HEAD", this.api(name, `manifests/${ref}`), name, what, {
+      headers: { accept },
+    });
+    await ex.discard();
+    if (ex.response.status === 404) return null;
+    if (ex.response.status !== 200) throw this.t.statusError(what, ex.response);
+    const digest = ex.response.headers.get("docker-content-digest");
+    if (digest === null || !parseDigest(digest)) {
+      throw this.t.error(
+        "invalid",
+        `${what}: answered without a usable Docker-Content-Digest (${
+          JSON.stringify((digest ?? "none").slice(0, 100))
+        })`,
+      );
+    }
+    return digest;
   }
 
   async putManifest(

@@ -7,7 +7,6 @@
 // mirror and the local state the truth, so a digest delete there also removes any other
 // downstream tag on that digest. What each downstream accepts is learned once (state.ts).
 import { K } from "../metadata/mod.ts";
-import { parseDigest } from "../oci/mod.ts";
 import type { DownstreamConfig } from "../config/mod.ts";
 import { type DownstreamClient, type Unsupported, type WriteOutcome } from "./client.ts";
 import type { DownstreamState } from "./state.ts";
@@ -61,15 +60,8 @@ export class DownstreamDeletes {
       refused = r.unsupported;
       await this.state.learn(t.cfg.name, t.cfg.url, { tagDelete: false });
     }
-    const digest = await t.client.manifestDigest(t.name, tag, ACCEPT);
+    const digest = await t.client.resolve(t.name, tag, ACCEPT);
     if (digest === null) return { outcome: "deleted" };
-    if (!parseDigest(digest)) {
-      throw new Error(
-        `downstream ${t.cfg.name}: HEAD ${t.name}:${tag} answered an unusable digest ${
-          JSON.stringify(digest.slice(0, 100))
-        }`,
-      );
-    }
     const need = await this.neededLocally(ns, digest);
     if (need !== null) {
       return {

@@ -2,11 +2,12 @@
 // by digest only (a tag DELETE answers 400 DIGEST_INVALID) or, with `storage.delete.enabled:
 // false`, not at all (405 UNSUPPORTED): a tag whose digest another local tag still needs is kept
 // there as `tag-delete-unsupported` (never retried), the last tag of a digest deletes the digest,
-// a digest delete deletes it; and a three-site chain A → B (Wharf) → docker-registry carries a
-// delete made on A. The queues and the failed list end empty.
+// a digest delete deletes it; reconcile with prune takes the same path; and a three-site chain
+// A → B (Wharf) → docker-registry carries a delete made on A. The queues and the failed list
+// end empty.
 import assert from "node:assert/strict";
 import { req } from "../helpers/api.ts";
-import { pushImage, type TestServer, withServer } from "../helpers/server.ts";
+import { pushImage, runCli, type TestServer, withServer } from "../helpers/server.ts";
 import { distributionMissing, startDistribution } from "./_distribution.ts";
 
 const skipReason = distributionMissing();
@@ -261,6 +262,65 @@ Deno.test({
           assert.equal(sa.supports.tag_delete, true, "a Wharf deletes tags");
           assert.equal((await status(b, "dist")).outcomes.deleted, 1);
         });
+      });
+    } finally {
+      await dist.stop();
+    }
+  },
+});
+
+Deno.test({
+  ...base,
+  name: "reconcile with prune against docker-registry deletes by digest through the same path",
+  fn: async () => {
+    const dist = await startDistribution();
+    try {
+      const cfg = QUEUE + `
+[[repository."team".downstream]]
+name = "dist"
+url = "${dist.url}"
+mode = "reconcile"
+prune = true
+`;
+      await withServer({ config: cfg }, async (s) => {
+        const x = await pushImage(s.url, "team/app", "v1");
+        const z = await pushImage(s.url, "team/app", "old");
+        const first = await runCli(s, "replicate");
+        assert.equal(first.code, 0, first.stderr);
+        await until(
+          "both downstream",
+          async () =>
+            (await remoteDigest(dist.url, "team/app", "v1")) === x.digest &&
+            (await remoteDigest(dist.url, "team/app", "old")) === z.digest,
+        );
+        await settled(s);
+        // here: old's tag goes (mode reconcile: no event job); there: a tag behind Wharf's back
+        await del(s, "team/app", "old");
+        const put = await fetch(`${dist.url}/v2/team/app/manifests/extra`, {
+          method: "PUT",
+          headers: { "content-type": ACCEPT },
+          body: x.body as BodyInit,
+        });
+        await put.body?.cancel();
+        assert.equal(put.status, 201);
+        const run = await runCli(s, "replicate");
+        assert.equal(run.code, 0, run.stderr);
+        assert.match(run.stdout + run.stderr, /2 delete/);
+        await until(
+          "old's digest gone downstream",
+          async () => (await remoteDigest(dist.url, "team/app", z.digest)) === null,
+        );
+        await until("both outcomes", async () => {
+          const d = await status(s, "dist");
+          return d.outcomes.unsupported === 1 && d.outcomes.deleted === 1;
+        });
+        await settled(s);
+        // extra names v1's digest, which a local tag needs: kept, once, not retried
+        assert.equal(await remoteDigest(dist.url, "team/app", "extra"), x.digest);
+        assert.equal(await remoteDigest(dist.url, "team/app", "v1"), x.digest);
+        const d = await status(s, "dist");
+        assert.equal(d.outcomes.failed, 0);
+        assert.equal(d.last_error?.outcome, "tag-delete-unsupported");
       });
     } finally {
       await dist.stop();

@@ -10,6 +10,5 @@ export {
   LAGGING_SECS,
   type ReplicationStatus,
   replicationStatus,
-  type SyncStatus,
   type SyncStatusSource,
 } from "./status.ts";

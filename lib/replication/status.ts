@@ -37,13 +37,12 @@ export interface DownstreamStatus {
   health: DownstreamHealth;
 }
 
-/** One scheduled pull sync's figures (lib/sync provides them; see SyncStatusSource). */
-export type SyncStatus = Record<string, unknown>;
-export type SyncStatusSource = () => Promise<SyncStatus[]>;
+/** The scheduled pull syncs' rows (lib/sync's syncStatus; routes/replication_status.ts). */
+export type SyncStatusSource = () => Promise<object[]>;
 
 export interface ReplicationStatus {
   downstreams: DownstreamStatus[];
-  syncs: SyncStatus[];
+  syncs: object[];
   /** pending or failed jobs beyond STATUS_SCAN_CAP were not counted */
   truncated: boolean;
 }

@@ -87,7 +87,13 @@ function Syncs({ syncs }: { syncs: Record<string, unknown>[] }) {
   }
   const keys = [...new Set(syncs.flatMap((s) => Object.keys(s)))];
   const cell = (v: unknown) =>
-    v === null || v === undefined ? "" : typeof v === "object" ? JSON.stringify(v) : String(v);
+    v === null || v === undefined
+      ? ""
+      : Array.isArray(v)
+      ? v.join(", ")
+      : typeof v === "object"
+      ? JSON.stringify(v)
+      : String(v);
   return (
     <table class="list" data-syncs>
       <thead>

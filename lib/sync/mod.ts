@@ -5,7 +5,7 @@ export { type SyncStatus, syncStatus } from "./status.ts";
 export { localNamespace, matchesPlatform, matchesTag } from "./run.ts";
 export { MAX_WAIT_SECS, RateLimited } from "./rate_gate.ts";
 export { parseRateLimit, UpstreamTags } from "./upstream_tags.ts";
-export { SYNC_LEASE_MS } from "./state.ts";
+export { syncLeaseMs } from "./state.ts";
 
 import type { SyncRunRecord } from "../metadata/mod.ts";
 

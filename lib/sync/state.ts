@@ -3,14 +3,21 @@
 // crash resume where it stopped) and the last finished run (status view, schedule).
 import { K, type SyncLease, type SyncRunRecord } from "../metadata/mod.ts";
 
-/** A lease not renewed for this long is free: its holder died. */
-export const SYNC_LEASE_MS = 60_000;
+/**
+ * A lease not renewed for this long is free: its holder died. Twice the job lease (at least
+ * 10 s): a crashed run is taken over about as soon as its job is.
+ */
+export const syncLeaseMs = (jobLeaseSecs: number) => Math.max(10_000, jobLeaseSecs * 2000);
 /** Errors kept in a run record (each cut to MAX_ERROR_CHARS): the record stays small. */
 const MAX_ERRORS = 20;
 const MAX_ERROR_CHARS = 500;
 
 export class SyncState {
-  constructor(private readonly kv: Deno.Kv, private readonly now = Date.now) {}
+  constructor(
+    private readonly kv: Deno.Kv,
+    readonly leaseMs = syncLeaseMs(30),
+    private readonly now = Date.now,
+  ) {}
 
   /** Takes (or renews) the repository's lease for `holder`; false when another live one holds it. */
   async lease(repository: string, holder: string): Promise<boolean> {
@@ -18,7 +25,7 @@ export class SyncState {
     const e = await this.kv.get<SyncLease>(key);
     if (e.value && e.value.holder !== holder && e.value.until > this.now()) return false;
     const r = await this.kv.atomic().check(e)
-      .set(key, { holder, until: this.now() + SYNC_LEASE_MS } satisfies SyncLease).commit();
+      .set(key, { holder, until: this.now() + this.leaseMs } satisfies SyncLease).commit();
     return r.ok;
   }
 

@@ -11,12 +11,10 @@ import type { SyncRunRecord } from "../metadata/mod.ts";
 import type { Registry } from "../registry/mod.ts";
 import { log } from "../log.ts";
 import { SyncRun } from "./run.ts";
-import { SYNC_LEASE_MS, SyncState } from "./state.ts";
+import { syncLeaseMs, SyncState } from "./state.ts";
 
 /** The `cache` job kind of a scheduled sync run. */
 export const SYNC_KIND = "sync";
-/** A run that found the lease taken tries again after this long. */
-const BUSY_RETRY_MS = 30_000;
 
 interface SyncPayload {
   repository: string;
@@ -31,7 +29,7 @@ export class Syncer {
   readonly state: SyncState;
 
   constructor(private readonly cfg: Config, private readonly registry: Registry) {
-    this.state = new SyncState(registry.kv);
+    this.state = new SyncState(registry.kv, syncLeaseMs(cfg.global.jobQueue.leaseSecs));
   }
 
   /** Every configured entry as [repository, n]. Read per call: a reload may change them. */
@@ -87,7 +85,8 @@ export class Syncer {
       signal: job.signal,
     });
     if ("busy" in r) {
-      await this.enqueue(repo, n, Date.now() + BUSY_RETRY_MS);
+      // Another process runs it, or one that died holds the lease until it runs out.
+      await this.enqueue(repo, n, Date.now() + this.state.leaseMs / 2);
       return;
     }
     const rec = r.record;
@@ -143,9 +142,16 @@ export class Syncer {
       this.state.lease(repo, holder).then((ok) => {
         if (!ok) ac.abort(new Error("sync lease lost"));
       }, () => {});
-    }, SYNC_LEASE_MS / 4);
+    }, this.state.leaseMs / 4);
     try {
       const resume = opts.dryRun ? null : await this.state.inProgress(repo, n);
+      if (resume) {
+        log.info("sync run resumes", {
+          repository: repo,
+          sync: n,
+          cursor: JSON.stringify(resume.cursor),
+        });
+      }
       const run = new SyncRun(this.cfg, this.registry, this.state, rc, n, sync, resume, {
         ...opts,
         signal: ac.signal,

@@ -128,7 +128,7 @@ export interface Seen {
 }
 
 /** An answer in the registry's place: return null to pass the request through. */
-export type Override = (req: Request, path: string) => Response | null;
+export type Override = (req: Request, path: string) => Response | Promise<Response> | null;
 
 /** An HTTP proxy on 127.0.0.1 in front of `target`, counting what passes. */
 export class UpstreamProxy {
@@ -162,7 +162,7 @@ export class UpstreamProxy {
     const u = new URL(req.url);
     this.seen.push({ method: req.method, path: u.pathname, at: Date.now() });
     const own = this.override?.(req, u.pathname);
-    if (own) return own;
+    if (own) return await own;
     const headers = new Headers(req.headers);
     headers.delete("host");
     const r = await fetch(`${this.target}${u.pathname}${u.search}`, {

@@ -157,3 +157,60 @@ async function localDigest(s: TestServer, tag: string): Promise<string | null> {
   await r.body?.cancel();
   return r.status === 200 ? r.headers.get("docker-content-digest") : null;
 }
+
+Deno.test({
+  name: "sync: a run whose server is killed mid-run resumes after the restart from its cursor",
+  ...base,
+  fn: async () => {
+    const dist = await startDistribution();
+    const proxy = new UpstreamProxy(dist.url);
+    let s: TestServer | null = null;
+    let release: (r: Response) => void = () => {};
+    try {
+      const up = await populate(dist.url);
+      // The second batch of tags (v1.4–v1.7) starts once the first one's cursor is saved: its
+      // first index GET hangs until the server is killed.
+      const hung = up.indexes.get("v1.4")!.digest;
+      let reached = false;
+      proxy.override = (req, path) => {
+        if (req.method !== "GET" || !path.endsWith(`/manifests/${hung}`) || reached) return null;
+        reached = true;
+        return new Promise<Response>((r) => release = r);
+      };
+      s = await startServer({ config: config(proxy.url, "") });
+      await until("the second batch", () => Promise.resolve(reached));
+      const dataDir = s.dataDir;
+      await s.kill();
+      s = null;
+      release(new Response("gone", { status: 502 }));
+      proxy.override = null;
+      assert.equal(proxy.count("HEAD", /\/manifests\/v1\.0$/), 1);
+      s = await startServer({ config: config(proxy.url, ""), dataDir });
+      const restarted = s;
+      await until("the resumed run", async () => {
+        const st = await (await fetch(`${restarted.url}/v2/_svc/replication/status`)).json();
+        return st.syncs[0]?.last_run !== null;
+      }, 90_000);
+      assert.match(s.output(), /sync run resumes/);
+      const st = await (await fetch(`${s.url}/v2/_svc/replication/status`)).json();
+      // Counts carry over: the first batch's 4 tags, and of the interrupted batch and the rest
+      // at least v1.4, v1.8 and v1.9 (v1.5–v1.7 may have been stored before the kill).
+      const fetched = st.syncs[0].tags_fetched;
+      assert.ok(fetched >= 7 && fetched <= 10, JSON.stringify(st.syncs[0]));
+      assert.equal(st.syncs[0].last_outcome, "ok");
+      assert.deepEqual(await localTags(s), SELECTED);
+      // The first batch was not checked again; the interrupted one was.
+      for (const t of ["v1.0", "v1.1", "v1.2", "v1.3"]) {
+        assert.equal(proxy.count("HEAD", new RegExp(`/manifests/${t.replace(".", "\\.")}$`)), 1, t);
+      }
+      assert.equal(proxy.count("HEAD", /\/manifests\/v1\.4$/), 2);
+      proxy.override = () => new Response("down", { status: 502 });
+      await assertCachedExactly(s, up);
+    } finally {
+      release(new Response("gone", { status: 502 }));
+      await s?.stop();
+      await proxy.close();
+      await dist.stop();
+    }
+  },
+});

@@ -7,6 +7,7 @@ import { createHash } from "node:crypto";
 import zlib from "node:zlib";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { ConfigError, loadConfigFiles } from "../../lib/config/mod.ts";
 import { req, serverTestOpts } from "../helpers/api.ts";
 import { runCli, type TestServer, withServer } from "../helpers/server.ts";
 import { tarOf } from "../helpers/tar.ts";
@@ -398,6 +399,17 @@ reload_interval_secs = 1
         assert.match(status.stdout, new RegExp(`^downloads: every 2 s from ${src.url}`, "m"));
         assert.match(status.stdout, /^last download run: started \S+Z, finished \S+Z; updated/m);
         assert.match(status.stdout, /^ {2}Debian: all\.zip [\d.]+ MiB, fetched .*etag "v2"/m);
+        // Without --ecosystem, the CLI fetches what the images in the server's KV need.
+        const elsewhere = join(adv, "..", `${adv.split("/").pop()}-cli`);
+        try {
+          const f = await runCli(s, "advisories", ["fetch", "--dir", elsewhere]);
+          assert.equal(f.code, 0, f.stdout + f.stderr);
+          assert.match(f.stdout, /^fetching Debian from /m);
+          assert.match(f.stdout, /^Debian: updated/m);
+        } finally {
+          await Deno.remove(elsewhere, { recursive: true }).catch(() => {});
+        }
+
         // Every request went to the configured source's Debian dump.
         assert.ok(src.state.log.every((l) => l.path === "/Debian/all.zip"));
       });
@@ -406,4 +418,53 @@ reload_interval_secs = 1
       await Deno.remove(adv, { recursive: true });
     }
   },
+});
+
+Deno.test("[scan] download keys: defaults, and mistakes named by key", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "wharf-advcfg-" });
+  try {
+    const load = async (toml: string) => {
+      const p = join(dir, "c.toml");
+      await Deno.writeTextFile(p, toml);
+      return await loadConfigFiles([p]);
+    };
+    const d = (await load("")).scan;
+    assert.equal(d.advisoriesUrl, "https://osv-vulnerabilities.storage.googleapis.com");
+    assert.equal(d.refreshIntervalSecs, null, "a config file downloads nothing unless asked");
+    assert.deepEqual(d.advisoriesEcosystems, []);
+    const set = (await load(
+      `[scan]\nadvisories_dir = "a"\nrefresh_interval_secs = 60\nadvisories_url = "http://m.lan/osv/"\nadvisories_ecosystems = ["npm", "Rocky Linux"]\nadvisories_ca_bundle = "ca.pem"\n`,
+    )).scan;
+    assert.equal(set.refreshIntervalSecs, 60);
+    assert.equal(set.advisoriesUrl, "http://m.lan/osv/");
+    assert.deepEqual(set.advisoriesEcosystems, ["npm", "Rocky Linux"]);
+    assert.equal(set.advisoriesCaBundle, "ca.pem");
+    assert.equal((await load(`[scan]\nadvisories_url = ""\n`)).scan.advisoriesUrl, "");
+    for (
+      const [toml, why] of [
+        [
+          `[scan]\nrefresh_interval_secs = 60\n`,
+          /scan\.refresh_interval_secs: needs scan\.advisories_dir/,
+        ],
+        [`[scan]\nadvisories_url = "ftp://x"\n`, /scan\.advisories_url: must be an http\(s\) URL/],
+        [
+          `[scan]\nadvisories_ecosystems = ["../etc"]\n`,
+          /scan\.advisories_ecosystems\[0\]: "\.\.\/etc" is not/,
+        ],
+        [`[scan]\nadvisories_ecosystems = ["Debian:12"]\n`, /scan\.advisories_ecosystems\[0\]/],
+        [
+          `[scan]\nadvisories_dir = "a"\nrefresh_interval_secs = 0\n`,
+          /scan\.refresh_interval_secs: must be an integer from 1/,
+        ],
+      ] as const
+    ) {
+      await assert.rejects(load(toml), (e: Error) => {
+        assert.ok(e instanceof ConfigError, String(e));
+        assert.match(e.message, why);
+        return true;
+      });
+    }
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
 });

@@ -1,6 +1,6 @@
 // Wharf's composition root: reads config, opens KV and the blob store, serves.
 // Usage: main.ts [COMMAND] [OPTIONS] [-c FILE]... (later config files win); `main.ts --help`
-// and `main.ts COMMAND --help` (commands/help.ts) describe every command and option.
+// and `main.ts COMMAND --help` (lib/usage.ts) describe every command and option.
 import {
   type Config,
   ConfigError,
@@ -16,7 +16,7 @@ import { isUpstreamError } from "./lib/upstream/mod.ts";
 import { reconcile, type ReconcileSummary, Replicator } from "./lib/replication/mod.ts";
 import { formatSyncRun, Syncer } from "./lib/sync/mod.ts";
 import { forgetLayerIndex, LayerIndex } from "./lib/index/mod.ts";
-import { Reports, sweepReports } from "./lib/scan/mod.ts";
+import { advisoriesCommand, formatSnapshot, Reports, sweepReports } from "./lib/scan/mod.ts";
 import {
   countUploadSessions,
   instrumentKv,
@@ -36,8 +36,7 @@ import { serveTls } from "./routes/tls_listener.ts";
 import { Authenticator, ClientIpResolver, hashPassword } from "./lib/auth/mod.ts";
 import { PolicyCompileError, PolicySet } from "./lib/policy/mod.ts";
 import { log } from "./lib/log.ts";
-import { COMMANDS, helpText } from "./commands/help.ts";
-import { advisoriesCommand, formatSnapshot } from "./commands/advisories.ts";
+import { COMMANDS, helpText } from "./lib/usage.ts";
 import { countOutbox, OutboxDrainer } from "./lib/events/mod.ts";
 import {
   compileRetention,
@@ -820,8 +819,12 @@ async function main(): Promise<number> {
     case "hash-password":
       console.log(await hashPassword(await readPassword()));
       return 0;
-    case "advisories":
-      return await advisoriesCommand(cfg, cli);
+    case "advisories": {
+      const r = await advisoriesCommand(cfg, cli);
+      for (const line of r.out) console.log(line);
+      for (const line of r.err) console.error(line);
+      return r.code;
+    }
     default:
       console.error(
         `wharf: unknown command ${cli.command} (commands: ${COMMANDS.join(", ")}; main.ts --help)`,

@@ -24,6 +24,12 @@ export {
   ZIP_NAME,
 } from "./advisory_fetch.ts";
 export {
+  type AdvisoriesArgs,
+  advisoriesCommand,
+  type CommandResult,
+  formatSnapshot,
+} from "./advisory_commands.ts";
+export {
   FETCH_KIND,
   fetchInto,
   type FetchRun,

@@ -1,18 +1,20 @@
 // `main.ts advisories fetch|status`: the download the `fetch-advisories` job does, once (for a
 // connected machine whose files are carried to an offline one), and what is loaded from when.
+// Each returns its exit status and the lines main.ts prints.
 import { join } from "node:path";
-import type { Config } from "../lib/config/mod.ts";
-import { openMetadata } from "../lib/metadata/mod.ts";
-import {
-  type AdvisoryMeta,
-  AdvisoryStore,
-  ecosystemUrl,
-  fetchInto,
-  neededEcosystems,
-  readFetchRun,
-  readFetchState,
-  ZIP_NAME,
-} from "../lib/scan/mod.ts";
+import type { Config } from "../config/mod.ts";
+import { openMetadata } from "../metadata/mod.ts";
+import { type AdvisoryMeta, AdvisoryStore } from "./advisory_store.ts";
+import { ecosystemUrl, readFetchState, ZIP_NAME } from "./advisory_fetch.ts";
+import { fetchInto, neededEcosystems, readFetchRun } from "./advisory_refresh.ts";
+
+export interface CommandResult {
+  code: number;
+  /** for standard output */
+  out: string[];
+  /** for standard error */
+  err: string[];
+}
 
 export interface AdvisoriesArgs {
   sub: string | null;
@@ -53,46 +55,38 @@ async function snapshotStatus(cfg: Config): Promise<string> {
   return formatSnapshot(await withKv(cfg, (kv) => new AdvisoryStore(kv).meta()), cfg);
 }
 
-async function fetchCommand(cfg: Config, args: AdvisoriesArgs): Promise<number> {
+async function fetchCommand(cfg: Config, args: AdvisoriesArgs): Promise<CommandResult> {
+  const r: CommandResult = { code: 0, out: [], err: [] };
+  const fail = (msg: string) => ({ ...r, code: 2, err: [`wharf: advisories fetch: ${msg}`] });
   const dir = args.dir ?? cfg.scan.advisoriesDir;
-  if (!dir) {
-    console.error("wharf: advisories fetch: name --dir D (or set [scan] advisories_dir)");
-    return 2;
-  }
-  if (cfg.scan.advisoriesUrl === "") {
-    console.error('wharf: advisories fetch: [scan] advisories_url = "" turns downloads off');
-    return 2;
-  }
+  if (!dir) return fail("name --dir D (or set [scan] advisories_dir)");
+  if (cfg.scan.advisoriesUrl === "") return fail('[scan] advisories_url = "" turns downloads off');
   const ecosystems = args.ecosystems.length
     ? args.ecosystems
     : await withKv(cfg, (kv) => neededEcosystems(kv, cfg.scan.advisoriesEcosystems));
   if (ecosystems.length === 0) {
-    console.error(
-      "wharf: advisories fetch: nothing to fetch (no image has a report yet and [scan] advisories_ecosystems is empty); name --ecosystem E (Debian, Alpine, Ubuntu, npm, PyPI, ...)",
+    return fail(
+      "nothing to fetch (no image has a report yet and [scan] advisories_ecosystems is empty); name --ecosystem E (Debian, Alpine, Ubuntu, npm, PyPI, ...)",
     );
-    return 2;
   }
-  console.log(
-    `fetching ${ecosystems.join(", ")} from ${cfg.scan.advisoriesUrl} into ${dir}`,
-  );
+  r.out.push(`fetching ${ecosystems.join(", ")} from ${cfg.scan.advisoriesUrl} into ${dir}`);
   let outcomes;
   try {
     outcomes = await fetchInto(cfg, dir, ecosystems);
   } catch (e) {
-    console.error(`wharf: advisories fetch: ${e instanceof Error ? e.message : e}`);
-    return 2;
+    return fail(e instanceof Error ? e.message : String(e));
   }
   for (const o of outcomes) {
     if (o.result === "updated") {
-      console.log(
+      r.out.push(
         `${o.ecosystem}: updated, ${mib(o.bytes)}${
           o.resumedFrom ? ` (resumed at ${mib(o.resumedFrom)})` : ""
         }`,
       );
     } else if (o.result === "unchanged") {
-      console.log(`${o.ecosystem}: unchanged`);
+      r.out.push(`${o.ecosystem}: unchanged`);
     } else {
-      console.log(
+      r.out.push(
         `${o.ecosystem}: failed: ${o.error}${
           o.keptBytes ? ` (${mib(o.keptBytes)} kept, resumed next time)` : ""
         }`,
@@ -101,7 +95,7 @@ async function fetchCommand(cfg: Config, args: AdvisoriesArgs): Promise<number> 
   }
   const failed = outcomes.filter((o) => o.result === "failed").length;
   const updated = outcomes.filter((o) => o.result === "updated").length;
-  console.log(
+  r.out.push(
     `advisories fetch: ${updated} updated, ${
       outcomes.length - updated - failed
     } unchanged, ${failed} failed${
@@ -110,24 +104,25 @@ async function fetchCommand(cfg: Config, args: AdvisoriesArgs): Promise<number> 
         : ""
     }`,
   );
-  return failed ? 1 : 0;
+  return { ...r, code: failed ? 1 : 0 };
 }
 
-async function statusCommand(cfg: Config, args: AdvisoriesArgs): Promise<number> {
-  console.log(await snapshotStatus(cfg));
+async function statusCommand(cfg: Config, args: AdvisoriesArgs): Promise<CommandResult> {
+  const out = [await snapshotStatus(cfg)];
+  const done = { code: 0, out, err: [] };
   const s = cfg.scan;
   const dir = args.dir ?? s.advisoriesDir;
-  console.log(
+  out.push(
     s.advisoriesUrl === ""
       ? 'downloads: off ([scan] advisories_url = "")'
       : s.refreshIntervalSecs !== null && s.advisoriesDir
       ? `downloads: every ${s.refreshIntervalSecs} s from ${s.advisoriesUrl} into ${s.advisoriesDir}`
       : `downloads: only by "advisories fetch" ([scan] refresh_interval_secs unset); source ${s.advisoriesUrl}`,
   );
-  if (!dir) return 0;
+  if (!dir) return done;
   const run = await readFetchRun(dir);
   if (run) {
-    console.log(
+    out.push(
       `last download run: started ${iso(run.started_at)}, ${
         run.finished_at === null ? "not finished" : `finished ${iso(run.finished_at)}`
       }; updated ${run.updated.join(", ") || "none"}; unchanged ${
@@ -140,10 +135,10 @@ async function statusCommand(cfg: Config, args: AdvisoriesArgs): Promise<number>
     for await (const e of Deno.readDir(dir)) if (e.isDirectory) ecosystems.add(e.name);
   } catch (e) {
     if (!(e instanceof Deno.errors.NotFound)) throw e;
-    console.log(`files: ${dir} does not exist`);
-    return 0;
+    out.push(`files: ${dir} does not exist`);
+    return done;
   }
-  console.log(`files in ${dir}:`);
+  out.push(`files in ${dir}:`);
   for (const eco of [...ecosystems].sort()) {
     const st = await readFetchState(dir, eco);
     let size: number | null = null;
@@ -153,13 +148,13 @@ async function statusCommand(cfg: Config, args: AdvisoriesArgs): Promise<number>
       size = null;
     }
     if (!st) {
-      console.log(
+      out.push(
         `  ${eco}: ${size === null ? "no all.zip" : `all.zip ${mib(size)}, placed by hand`}`,
       );
       continue;
     }
     const source = st.url === ecosystemUrl(s.advisoriesUrl, eco).href ? "" : ` from ${st.url}`;
-    console.log(
+    out.push(
       `  ${eco}: ${size === null ? "no all.zip yet" : `all.zip ${mib(size)}`}${source}, fetched ${
         iso(st.fetched_at)
       }, last checked ${iso(st.checked_at)}${st.etag ? `, etag ${st.etag}` : ""}${
@@ -167,16 +162,19 @@ async function statusCommand(cfg: Config, args: AdvisoriesArgs): Promise<number>
       }`,
     );
   }
-  return 0;
+  return done;
 }
 
-export async function advisoriesCommand(cfg: Config, args: AdvisoriesArgs): Promise<number> {
+export async function advisoriesCommand(cfg: Config, args: AdvisoriesArgs): Promise<CommandResult> {
   if (args.sub === "fetch") return await fetchCommand(cfg, args);
   if (args.sub === "status") return await statusCommand(cfg, args);
-  console.error(
-    `wharf: advisories: ${
-      args.sub ? `unknown subcommand ${args.sub}` : "name a subcommand"
-    } (fetch or status; main.ts advisories --help)`,
-  );
-  return 2;
+  return {
+    code: 2,
+    out: [],
+    err: [
+      `wharf: advisories: ${
+        args.sub ? `unknown subcommand ${args.sub}` : "name a subcommand"
+      } (fetch or status; main.ts advisories --help)`,
+    ],
+  };
 }

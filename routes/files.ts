@@ -1,10 +1,17 @@
 // `GET /v2/_svc/files/search` (docs/api.md#file-search): which images anywhere hold a file,
-// by content digest, exact path or basename. Each result is shown only to a caller who may read
+// by content digest, exact path, basename or basename pattern (`hello*`, `*.sh`). Each result is shown only to a caller who may read
 // the layer (get-blob) and list the namespace's tags (list-tags), as the catalog filters.
 import type { Action } from "./actions.ts";
 import { RegistryError } from "../lib/oci/mod.ts";
 import { type SearchField, searchFiles } from "../lib/index/mod.ts";
-import { MAX_PATH, searchableLength } from "../lib/index/file_search.ts";
+import {
+  isNamePattern,
+  MAX_NAME_PATTERN,
+  MAX_PATH,
+  parseNamePattern,
+  searchableLength,
+} from "../lib/index/file_search.ts";
+import { utf8Length } from "../lib/index/utf8.ts";
 import type { Registry } from "../lib/registry/mod.ts";
 import { jsonResponse } from "./request.ts";
 
@@ -44,6 +51,13 @@ export async function filesSearchHandler(
     if (!searchableLength(value)) throw badQuery(`path is longer than ${MAX_PATH} bytes`);
   } else if (!value || value.includes("/")) {
     throw badQuery("name must be a basename (no /)");
+  } else if (isNamePattern(value)) {
+    if (utf8Length(value, MAX_NAME_PATTERN) > MAX_NAME_PATTERN) {
+      throw badQuery(`a name pattern is at most ${MAX_NAME_PATTERN} bytes`);
+    }
+    if (!parseNamePattern(value)) {
+      throw badQuery("a name pattern needs a literal start or end (hello*, *.sh)");
+    }
   } else if (!searchableLength(value)) throw badQuery(`name is longer than ${MAX_PATH} bytes`);
   const nRaw = one(url, "n");
   let n = SEARCH_DEFAULT_N;

@@ -1,6 +1,7 @@
 // The registry-wide file index (docs/api.md#file-search): for every file of every indexed layer,
-// three KV keys that lead from what a user knows to the layer holding it: the content's sha256,
-// the exact path, the basename. Written by the index job after a layer's listing (batched
+// four KV keys that lead from what a user knows to the layer holding it: the content's sha256,
+// the exact path, the basename and the basename reversed (so a pattern's literal end, `*.sh`,
+// is a range of keys as a literal start, `hello*`, is of the basename keys). Written by the index job after a layer's listing (batched
 // commits inside KV's limits); a search expands each hit to the namespaces, manifests and tags
 // that hold the layer *now* (blob ownership and manifest references), so a deleted manifest or a
 // reclaimed layer drops out of the answers at once.
@@ -11,11 +12,14 @@ import { utf8Length } from "./utf8.ts";
 
 export type SearchField = "sha256" | "path" | "name";
 const PREFIX: Record<SearchField, string> = { sha256: "fsha", path: "fpath", name: "fname" };
+/** Basenames reversed by code point: a pattern's literal end becomes a key prefix. */
+const REVERSED_NAME = "fnamer";
 /**
- * 2: paths up to MAX_PATH bytes are entered (1 KiB before), a long one under its hash. Keys
- * of paths entered by version 1 are unchanged, so rewriting a version-1 layer only adds keys.
+ * 2: paths up to MAX_PATH bytes are entered (1 KiB before), a long one under its hash.
+ * 3: the reversed basename keys. Keys of earlier versions are unchanged, so rewriting an older
+ * layer only adds keys.
  */
-export const FILE_INDEX_VERSION = 2;
+export const FILE_INDEX_VERSION = 3;
 export const fileIndexDoneKey = (layer: string): Deno.KvKey => ["fidxdone", layer];
 
 /**
@@ -135,6 +139,16 @@ function basename(p: string): string {
   return p.slice(p.lastIndexOf("/") + 1);
 }
 
+function reversed(s: string): string {
+  return Array.from(s).reverse().join("");
+}
+
+/** Whether a layer's file index is of the current version (else `reindex` rewrites it). */
+export async function fileIndexCurrent(kv: Deno.Kv, layer: string): Promise<boolean> {
+  const done = await kv.get<{ version: number }>(fileIndexDoneKey(layer));
+  return (done.value?.version ?? 0) >= FILE_INDEX_VERSION;
+}
+
 /** Writes the file index of one indexed layer; returns how many files it covers. */
 export async function writeFileIndex(
   kv: Deno.Kv,
@@ -189,8 +203,71 @@ export interface SearchPage {
 }
 
 /**
+ * Keys, and characters of their names, a pattern search reads per page at most, matching or
+ * not: with the route's bound on a pattern's length a page's cost is bounded, whatever was pushed.
+ */
+export const PATTERN_SCAN_MAX = 5_000;
+const PATTERN_SCAN_CHARS = 1_000_000;
+/** UTF-8 bytes of a name pattern (a Linux basename is at most 255). */
+export const MAX_NAME_PATTERN = 255;
+
+export interface NamePattern {
+  /** the literal start (before the first wildcard) or end (after the last), reversed */
+  range: { prefix: string; reversed: boolean };
+  matches: (name: string) => boolean;
+}
+
+/** Whether a name query is a pattern: `*` (any run) or `?` (one character) in it. */
+export const isNamePattern = (v: string): boolean => /[*?]/.test(v);
+
+/**
+ * A basename pattern read from its longer literal end: `hello*` scans the names from `hello`,
+ * `*.sh` the reversed names from `hs.`; null when neither end is literal (`*`, `*x*`), which
+ * would have to read every name.
+ */
+export function parseNamePattern(v: string): NamePattern | null {
+  const chars = Array.from(v);
+  const first = chars.findIndex((c) => c === "*" || c === "?");
+  const last = chars.findLastIndex((c) => c === "*" || c === "?");
+  const start = chars.slice(0, first).join("");
+  const end = chars.slice(last + 1).join("");
+  if (!start && !end) return null;
+  return {
+    range: start.length >= end.length
+      ? { prefix: start, reversed: false }
+      : { prefix: reversed(end), reversed: true },
+    matches: (name) => globMatch(chars, Array.from(name)),
+  };
+}
+
+/**
+ * `*` and `?` over code points, greedy with one backtrack point (the last `*`): at most
+ * pattern × name steps, whatever the pattern, never a regex's exponential backtracking. Names
+ * are at most MAX_PATH bytes and patterns are bounded by the route.
+ */
+function globMatch(p: string[], s: string[]): boolean {
+  let i = 0, j = 0, star = -1, mark = 0;
+  while (j < s.length) {
+    if (i < p.length && (p[i] === "?" || (p[i] !== "*" && p[i] === s[j]))) {
+      i++;
+      j++;
+    } else if (i < p.length && p[i] === "*") {
+      star = i++;
+      mark = j;
+    } else if (star >= 0) {
+      i = star + 1;
+      j = ++mark;
+    } else return false;
+  }
+  while (i < p.length && p[i] === "*") i++;
+  return i === p.length;
+}
+
+/**
  * One page of hits for `value` in `field`, each (layer, path) expanded to the manifests that
  * hold the layer in namespaces `visible` admits. `n` bounds the (layer, path) hits read per page.
+ * A name holding `*` or `?` is a pattern (parseNamePattern): its page ends after `n` hits or
+ * PATTERN_SCAN_MAX keys read, and its `next` may lead to an empty page.
  */
 export async function searchFiles(
   kv: Deno.Kv,
@@ -202,6 +279,26 @@ export async function searchFiles(
 ): Promise<SearchPage> {
   const blobs = new BlobMeta(kv);
   const manifests = new ManifestMeta(kv);
+  const expand = async (layer: string, path: string, size: number, into: SearchHit[]) => {
+    for (const ns of await blobs.owners(layer, 100)) {
+      if (!(await visible(ns, layer))) continue;
+      for (const manifest of await manifests.manifestsUsing(ns, layer, 100)) {
+        into.push({
+          namespace: ns,
+          manifest,
+          tags: await manifests.tagsOf(ns, manifest),
+          layer,
+          path,
+          size,
+        });
+      }
+    }
+  };
+  if (field === "name" && isNamePattern(value)) {
+    const pattern = parseNamePattern(value);
+    if (!pattern) throw new Error("a name pattern needs a literal start or end");
+    return await searchPattern(kv, pattern, n, cursor, expand);
+  }
   const it = kv.list<IndexValue>(
     { prefix: [PREFIX[field], field === "sha256" ? value : keyPart(value)] },
     // One more than a page: a next cursor only when there is more.
@@ -222,21 +319,52 @@ export async function searchFiles(
     const inKey = e.key[3];
     const path = field === "path" ? value : typeof inKey === "string" ? inKey : e.value.path;
     if (typeof layer !== "string" || path === undefined) continue;
-    for (const ns of await blobs.owners(layer, 100)) {
-      if (!(await visible(ns, layer))) continue;
-      for (const manifest of await manifests.manifestsUsing(ns, layer, 100)) {
-        results.push({
-          namespace: ns,
-          manifest,
-          tags: await manifests.tagsOf(ns, manifest),
-          layer,
-          path,
-          size: e.value.size,
-        });
-      }
-    }
+    await expand(layer, path, e.value.size, results);
   }
   return more && atN ? { results, next: atN } : { results };
+}
+
+/** The highest code point: every string that starts with a prefix sorts below prefix + this. */
+const TOP = "\u{10FFFF}";
+
+async function searchPattern(
+  kv: Deno.Kv,
+  pattern: NamePattern,
+  n: number,
+  cursor: string | undefined,
+  expand: (layer: string, path: string, size: number, into: SearchHit[]) => Promise<void>,
+): Promise<SearchPage> {
+  const head = pattern.range.reversed ? REVERSED_NAME : PREFIX.name;
+  const { prefix } = pattern.range;
+  // Names keyed by their hash (over INLINE_MAX bytes) are byte parts, outside this string range:
+  // a pattern never finds them (an exact name still does).
+  const it = kv.list<IndexValue>(
+    { start: [head, prefix], end: [head, prefix + TOP] },
+    { cursor, batchSize: 500 },
+  );
+  const results: SearchHit[] = [];
+  let hits = 0;
+  let scanned = 0;
+  let chars = 0;
+  for await (const e of it) {
+    scanned++;
+    const keyed = e.key[1];
+    const layer = e.key[2];
+    const inKey = e.key[3];
+    if (typeof keyed === "string" && typeof layer === "string") {
+      const name = pattern.range.reversed ? reversed(keyed) : keyed;
+      chars += name.length;
+      const path = typeof inKey === "string" ? inKey : e.value.path;
+      if (path !== undefined && pattern.matches(name)) {
+        hits++;
+        await expand(layer, path, e.value.size, results);
+      }
+    }
+    if (hits === n || scanned === PATTERN_SCAN_MAX || chars >= PATTERN_SCAN_CHARS) {
+      return { results, next: it.cursor };
+    }
+  }
+  return { results };
 }
 
 /** Whether an entry is in the file index: files and links whose path is at most MAX_PATH. */
@@ -284,7 +412,9 @@ function entryMutations(
       valueBytes: VALUE_MAX + 16 + 2 * path.length,
     };
   };
-  out.push(ending([PREFIX.name, keyPart(basename(path)), layer]));
+  const name = basename(path);
+  out.push(ending([PREFIX.name, keyPart(name), layer]));
+  out.push(ending([REVERSED_NAME, keyPart(reversed(name)), layer]));
   if (e.content?.sha256) out.push(ending([PREFIX.sha256, e.content.sha256, layer]));
   return out;
 }

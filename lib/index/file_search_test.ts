@@ -3,7 +3,14 @@
 // what writeFileIndex wrote.
 import assert from "node:assert/strict";
 import { enforceKvLimits, keySize } from "../metadata/kv_limits.ts";
-import { fileIndexDoneKey, forgetLayer, MAX_PATH, writeFileIndex } from "./file_search.ts";
+import {
+  fileIndexCurrent,
+  fileIndexDoneKey,
+  forgetLayer,
+  MAX_PATH,
+  parseNamePattern,
+  writeFileIndex,
+} from "./file_search.ts";
 import type { IndexRecord, LayerReader } from "./layer_store.ts";
 
 const LAYER = "sha256:" + "c".repeat(64);
@@ -45,6 +52,7 @@ Deno.test("file index: long paths stay inside KV's per-commit limits; forgetLaye
     assert.equal(files, 1501);
     assert.equal(await count(kv, ["fpath"]), 1501);
     assert.equal(await count(kv, ["fname"]), 1501);
+    assert.equal(await count(kv, ["fnamer"]), 1501);
     assert.equal(await count(kv, ["fsha"]), 1500);
     assert.equal((await kv.get(fileIndexDoneKey(LAYER))).value !== null, true);
     // written once: a second run is a no-op
@@ -52,8 +60,8 @@ Deno.test("file index: long paths stay inside KV's per-commit limits; forgetLaye
 
     const deleted = await forgetLayer(kv, readerOf(entries), LAYER, rec);
     assert.deepEqual(violations, []);
-    assert.equal(deleted, 1501 * 2 + 1500);
-    for (const p of ["fpath", "fname", "fsha"]) assert.equal(await count(kv, [p]), 0, p);
+    assert.equal(deleted, 1501 * 3 + 1500);
+    for (const p of ["fpath", "fname", "fnamer", "fsha"]) assert.equal(await count(kv, [p]), 0, p);
     assert.equal((await kv.get(fileIndexDoneKey(LAYER))).value, null);
   } finally {
     raw.close();
@@ -81,10 +89,10 @@ Deno.test("file index: keys from NULs, long non-ASCII and long paths stay under 
     assert.equal(await writeFileIndex(kv, readerOf(entries), LAYER, rec), paths.length);
     assert.deepEqual(violations, []);
     const all: Deno.KvEntry<{ size: number; path?: string }>[] = [];
-    for (const p of ["fpath", "fname", "fsha"]) {
+    for (const p of ["fpath", "fname", "fnamer", "fsha"]) {
       for await (const e of kv.list<{ size: number; path?: string }>({ prefix: [p] })) all.push(e);
     }
-    assert.equal(all.length, paths.length * 3);
+    assert.equal(all.length, paths.length * 4);
     for (const e of all) assert.ok(keySize(e.key) <= 2048, JSON.stringify(e.key).slice(0, 80));
     // Every path can be told from its keys: the key holds it, or its value does.
     const bySha = all.filter((e) => e.key[0] === "fsha").map((e) =>
@@ -97,10 +105,59 @@ Deno.test("file index: keys from NULs, long non-ASCII and long paths stay under 
     // The short one keeps version 1's layout.
     assert.notEqual((await kv.get(["fpath", "short/name", LAYER])).value, null);
     assert.notEqual((await kv.get(["fname", "name", LAYER, "short/name"])).value, null);
-    assert.equal(await forgetLayer(kv, readerOf(entries), LAYER, rec), paths.length * 3);
-    for (const p of ["fpath", "fname", "fsha"]) assert.equal(await count(kv, [p]), 0, p);
+    assert.notEqual((await kv.get(["fnamer", "eman", LAYER, "short/name"])).value, null);
+    assert.equal(await forgetLayer(kv, readerOf(entries), LAYER, rec), paths.length * 4);
+    for (const p of ["fpath", "fname", "fnamer", "fsha"]) assert.equal(await count(kv, [p]), 0, p);
     assert.deepEqual(violations, []);
   } finally {
     raw.close();
+  }
+});
+
+Deno.test("file index: name patterns read from their longer literal end; * and ? over code points", () => {
+  const p = (v: string) => parseNamePattern(v)!;
+  assert.deepEqual(p("hello*").range, { prefix: "hello", reversed: false });
+  assert.deepEqual(p("*.sh").range, { prefix: "hs.", reversed: true });
+  assert.deepEqual(p("lib*.so.3").range, { prefix: "3.os.", reversed: true });
+  assert.deepEqual(p("libssl*.so").range, { prefix: "libssl", reversed: false });
+  assert.equal(parseNamePattern("*"), null);
+  assert.equal(parseNamePattern("*x*"), null);
+  assert.equal(parseNamePattern("?"), null);
+  const cases: [string, string, boolean][] = [
+    ["hello*", "hello.sh", true],
+    ["hello*", "hello", true],
+    ["hello*", "hell", false],
+    ["*.sh", "run.sh", true],
+    ["*.sh", "run.shx", false],
+    ["*.sh", ".sh", true],
+    ["a?c", "abc", true],
+    ["a?c", "ac", false],
+    ["a?c", "a日c", true], // one code point, three bytes
+    ["a*b*c", "aXXbYYc", true],
+    ["a*b*c", "aXXcYYb", false],
+    ["a.b*", "aXb", false], // `.` is literal
+    ["[x]*", "[x]y", true], // so are brackets
+  ];
+  for (const [pat, name, want] of cases) {
+    assert.equal(p(pat).matches(name), want, `${pat} ~ ${name}`);
+  }
+  // linear: a pattern that backtracks badly as a regex answers at once
+  const t = performance.now();
+  assert.equal(p("a*a*a*a*a*a*a*a*b").matches("a".repeat(4000)), false);
+  assert.ok(performance.now() - t < 2000);
+});
+
+Deno.test("file index: a layer written by an older version is not current; rewriting adds keys", async () => {
+  const kv = await Deno.openKv(":memory:");
+  try {
+    const rec = { state: "ready" } as IndexRecord;
+    const entries = [{ path: "bin/run.sh", kind: "file", size: 3 }];
+    await kv.set(fileIndexDoneKey(LAYER), { version: 2, files: 1 });
+    assert.equal(await fileIndexCurrent(kv, LAYER), false);
+    assert.equal(await writeFileIndex(kv, readerOf(entries), LAYER, rec), 1);
+    assert.equal(await fileIndexCurrent(kv, LAYER), true);
+    assert.notEqual((await kv.get(["fnamer", "hs.nur", LAYER, "bin/run.sh"])).value, null);
+  } finally {
+    kv.close();
   }
 });

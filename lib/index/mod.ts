@@ -20,7 +20,7 @@ import {
   runBase,
 } from "./layer_store.ts";
 import { isElf, readElf } from "./elf.ts";
-import { forgetLayer, writeFileIndex } from "./file_search.ts";
+import { fileIndexCurrent, forgetLayer, writeFileIndex } from "./file_search.ts";
 import { beginMarkers, hasCertificate, type PemBlock, pemBlocks } from "./pem.ts";
 import { BudgetExceededError, runSandboxedJson, SandboxError } from "../sandbox/mod.ts";
 
@@ -165,7 +165,12 @@ export class LayerIndex {
             if (seen.has(layer)) continue;
             seen.add(layer);
             const cur = await this.record(layer);
-            if (!opts.force && cur && cur.version >= INDEX_VERSION) continue;
+            // A current listing whose file index is older is queued too: the job only rewrites
+            // the file index (its version bumps when its key layout grows).
+            if (
+              !opts.force && cur && cur.version >= INDEX_VERSION &&
+              (cur.state === "unsupported" || await fileIndexCurrent(this.registry.kv, layer))
+            ) continue;
             if (!(await this.blobs.blob(layer))) continue;
             queued++;
             opts.report?.(`index ${layer} (${ns})`);

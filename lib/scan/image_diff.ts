@@ -8,7 +8,10 @@ import type { MergeResult } from "./merged_fs.ts";
 export interface DiffSide {
   digest: string;
   layers: string[];
+  /** every path the merged filesystem shows: files, directories, links, devices */
   files: number;
+  /** the regular files among them (what the UI's Filesystem tab counts as "files in the image") */
+  regular_files: number;
   /** bytes of regular files in all layers */
   total_bytes: number;
   /** bytes of regular files hidden by a later layer */
@@ -41,10 +44,13 @@ export interface ImageDiff {
 export function side(digest: string, layers: string[], m: MergeResult): DiffSide {
   const total = m.bytesByLayer.reduce((a, b) => a + b, 0);
   const wasted = m.wastedByLayer.reduce((a, b) => a + b, 0);
+  let regular = 0;
+  for (const f of m.files.values()) if (f.entry.kind === "file") regular++;
   return {
     digest,
     layers,
     files: m.files.size,
+    regular_files: regular,
     total_bytes: total,
     wasted_bytes: wasted,
     efficiency: total === 0 ? 1 : Math.round((1 - wasted / total) * 10000) / 10000,

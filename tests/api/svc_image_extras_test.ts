@@ -185,3 +185,34 @@ Deno.test({
       }
     }),
 });
+
+Deno.test({
+  ...serverTestOpts,
+  name: "image diff: regular_files counts the regular files, files every path shown",
+  fn: () =>
+    withServer({ config: FAST }, async (s) => {
+      const layer = tarOf([
+        { path: "etc", type: "5" },
+        { path: "etc/a.conf", data: "a" },
+        { path: "etc/link", type: "2", link: "a.conf" },
+        { path: "usr/bin/tool", data: "t" },
+      ]);
+      await pushTarImage(s.url, "rf/app", "v1", [layer]);
+      await pushTarImage(s.url, "rf/app", "v2", [layer, tarOf([{ path: "etc/.wh.a.conf" }])]);
+      let d;
+      for (let i = 0;; i++) {
+        const r = await req(s, "/v2/rf/app/_svc/diff?from=v1&to=v2");
+        if (r.status === 200) {
+          d = await r.json();
+          break;
+        }
+        assert.equal(r.status, 202, await r.clone().text());
+        await r.body?.cancel();
+        if (i > 300) assert.fail("diff still 202");
+        await new Promise((res) => setTimeout(res, 100));
+      }
+      // v1: etc, etc/a.conf, etc/link, usr/bin/tool (usr and usr/bin have no entry of their own)
+      assert.deepEqual([d.from.files, d.from.regular_files], [4, 2]);
+      assert.deepEqual([d.to.files, d.to.regular_files], [3, 1]);
+    }),
+});

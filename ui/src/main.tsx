@@ -8,6 +8,7 @@ import { Compare } from "./compare.tsx";
 import { setUiConfig, uiConfig } from "./config.ts";
 import { ManifestDetails } from "./details/details.tsx";
 import { useLoad } from "./hooks.ts";
+import { ImageResults, TopImageSearch } from "./image_search.tsx";
 import { Jobs } from "./jobs.tsx";
 import { Manifests } from "./manifests.tsx";
 import { Namespaces } from "./namespaces.tsx";
@@ -96,11 +97,11 @@ function View({ route }: { route: Route }) {
     case "jobs":
       return <Jobs key={route.queue} queue={route.queue} />;
     case "jobs-or-name":
-      return (
-        <JobsOrName key={route.name} queue={route.queue} name={route.name} />
-      );
+      return <JobsOrName key={route.name} queue={route.queue} name={route.name} />;
     case "search":
       return <Search key={location.search} />;
+    case "images":
+      return <ImageResults key={location.search} />;
     case "replication":
       return <Replication />;
     case "compare":
@@ -184,6 +185,7 @@ function App({ ready }: { ready: boolean }) {
           </a>
         </nav>
         <span class="spacer"></span>
+        {ready && <TopImageSearch />}
         <ThemePicker />
         {ready && <Account key={path} />}
       </header>

@@ -13,6 +13,7 @@ export type Route =
    */
   | { view: "jobs-or-name"; queue: string; name: string }
   | { view: "search" }
+  | { view: "images" }
   | { view: "replication" }
   | { view: "compare"; namespace: string }
   | { view: "signed-in" };
@@ -20,6 +21,7 @@ export type Route =
 /** Paths of the UI's own pages begin with `_`, which no repository or namespace name can. */
 export const SEARCH_PATH = "/_search";
 export const COMPARE_PATH = "/_compare";
+export const IMAGES_PATH = "/_images";
 export const CALLBACK_PATH = "/_signed-in";
 /** The job queues' own address, which no repository can take (SPEC's `/jobs` can be one). */
 export const JOBS_PATH = "/_jobs";
@@ -35,6 +37,7 @@ export function parseRoute(pathname: string): Route {
   }
   if (path === "") return { view: "repositories" };
   if (path === SEARCH_PATH) return { view: "search" };
+  if (path === IMAGES_PATH) return { view: "images" };
   if (path === REPLICATION_PATH) return { view: "replication" };
   if (path === CALLBACK_PATH) return { view: "signed-in" };
   if (path.startsWith(COMPARE_PATH + "/")) {

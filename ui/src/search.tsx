@@ -1,5 +1,6 @@
 // `/_search`: which images anywhere in the registry hold a file, by path, base name or sha256
-// (the file search endpoint), with the query in the address so a search can be linked.
+// (the file search endpoint), with the query in the address so a search can be linked. A base
+// name without `*` or `?` is searched as a prefix (`hello` finds `hello.sh`); `*.sh` as typed.
 import { useState } from "preact/hooks";
 import { getJson } from "./api.ts";
 import { useLoad } from "./hooks.ts";
@@ -19,7 +20,13 @@ interface Result {
 type Mode = "name" | "path" | "sha256";
 const MODES: Mode[] = ["name", "path", "sha256"];
 
-function Results({ mode, value }: { mode: Mode; value: string }) {
+/** What the endpoint is asked: a plain base name becomes the pattern `name*`. */
+function asked(mode: Mode, value: string): string {
+  return mode === "name" && !/[*?]/.test(value) ? `${value}*` : value;
+}
+
+function Results({ mode, value: typed }: { mode: Mode; value: string }) {
+  const value = asked(mode, typed);
   const [pages, setPages] = useState<Result[][]>([]);
   const [next, setNext] = useState<string | null>(null);
   const [moreError, setMoreError] = useState<unknown>(null);
@@ -49,8 +56,18 @@ function Results({ mode, value }: { mode: Mode; value: string }) {
       setMoreError(e);
     }
   };
-  if (rows.length === 0) {
+  if (rows.length === 0 && !next) {
     return <p class="empty">No indexed image holds such a file.</p>;
+  }
+  if (rows.length === 0) {
+    // a pattern's page reads a bounded number of names: none matched yet, more remain
+    return (
+      <>
+        <p class="empty">No match among the names read so far.</p>
+        {moreError ? <ErrorState error={moreError} /> : null}
+        <button type="button" onClick={more}>Search further</button>
+      </>
+    );
   }
   return (
     <>
@@ -114,7 +131,7 @@ export function Search() {
             value={mode}
             onChange={(e) => setMode((e.target as HTMLSelectElement).value as Mode)}
           >
-            <option value="name">file name</option>
+            <option value="name">file name (start, or * and ?)</option>
             <option value="path">full path</option>
             <option value="sha256">content sha256</option>
           </select>
@@ -125,7 +142,7 @@ export function Search() {
             type="search"
             value={value}
             placeholder={mode === "name"
-              ? "libssl.so.3"
+              ? "libssl, *.sh, lib*.so.?"
               : mode === "path"
               ? "etc/passwd"
               : "sha256"}

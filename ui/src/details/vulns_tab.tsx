@@ -25,14 +25,13 @@ function AdvisoryHelp() {
       <summary>How to load advisory data</summary>
       <p>
         Wharf matches packages against{" "}
-        <a href={OSV_DUMPS} rel="noreferrer">OSV's dumps</a>. Either let it
-        download them: in the config's <code>[scan]</code> set{" "}
-        <code>advisories_dir = "./data/advisories"</code> and{" "}
+        <a href={OSV_DUMPS} rel="noreferrer">OSV's dumps</a>. Either let it download them: in the
+        config's <code>[scan]</code> set <code>advisories_dir = "./data/advisories"</code> and{" "}
         <code>refresh_interval_secs = 86400</code>; or, offline, run{" "}
         <code>main.ts advisories fetch --dir osv --ecosystem Debian</code>{" "}
-        on a connected machine and copy <code>osv/</code> into{" "}
-        <code>advisories_dir</code>. <code>main.ts advisories status</code>{" "}
-        says what is loaded; details in Wharf's <code>docs/scanning.md</code>.
+        on a connected machine and copy <code>osv/</code> into <code>advisories_dir</code>.{" "}
+        <code>main.ts advisories status</code> says what is loaded; details in Wharf's{" "}
+        <code>docs/scanning.md</code>.
       </p>
     </details>
   );
@@ -167,9 +166,7 @@ function ImageReport(
   return (
     <div class="report" data-report={digest}>
       <p>
-        {rep.os?.pretty_name ?? "Unknown OS"} · {platformBadge(rep.platform)}
-        {" "}
-        · scanned{" "}
+        {rep.os?.pretty_name ?? "Unknown OS"} · {platformBadge(rep.platform)} · scanned{" "}
         <time dateTime={rep.scanned_at}>
           {new Date(rep.scanned_at).toLocaleString()}
         </time>
@@ -226,8 +223,7 @@ function ImageReport(
           Sort{" "}
           <select
             value={sort}
-            onChange={(e) =>
-              setSort((e.target as HTMLSelectElement).value as typeof sort)}
+            onChange={(e) => setSort((e.target as HTMLSelectElement).value as typeof sort)}
           >
             <option value="severity">severity</option>
             <option value="package">package</option>
@@ -363,9 +359,7 @@ function IndexReport(
           ))}
         </tbody>
       </table>
-      {wanted && !selected && (
-        <p role="alert">This index has no {wanted} image.</p>
-      )}
+      {wanted && !selected && <p role="alert">This index has no {wanted} image.</p>}
       {selected && selected.status !== "not-an-image" && (
         <>
           <h2>{platformBadge(selected.platform)}</h2>

@@ -136,8 +136,10 @@ export class Reports {
     const dir = this.cfg.scan.advisoriesDir;
     if (!dir) return;
     const check = async () => {
+      await this.refresh.tick().catch((e) =>
+        log.warn("advisory download schedule check failed", { dir, error: String(e) })
+      );
       try {
-        await this.refresh.tick();
         if (await this.advisories.changed(dir)) await this.queueLoad();
       } catch (e) {
         log.warn("advisory check failed", { dir, error: String(e) });

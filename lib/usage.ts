@@ -92,7 +92,10 @@ history. (deno task hash-password)`,
 /** `main.ts --help`, or one command's when `command` names one. */
 export function helpText(command: string | null): string {
   const c = command ? COMMAND_HELP[command] : undefined;
-  if (c) return `Usage: ${c.usage}\n\n${c.summary}.\n\n${c.body}\n\n${CONFIG}\n`;
+  if (c) {
+    const summary = c.summary[0].toUpperCase() + c.summary.slice(1);
+    return `Usage: ${c.usage}\n\n${summary}.\n\n${c.body}\n\n${CONFIG}\n`;
+  }
   const width = Math.max(...Object.keys(COMMAND_HELP).map((k) => k.length)) + 2;
   const commands = Object.entries(COMMAND_HELP).map(([k, v]) => `  ${k.padEnd(width)}${v.summary}`)
     .join("\n");

@@ -45,7 +45,7 @@ Runs under the repository's lease: a scheduled run elsewhere makes it exit 1.`,
   scan: {
     summary: "queue image scans, or print the loaded advisory snapshot",
     usage: "main.ts scan [--namespace N] [--rescan] [--dry-run] [--status] [-c FILE]...",
-    body: `  --namespace N       only the images of this repository
+    body: `  --namespace N       only the images of this namespace (image name)
   --rescan            every image, not only those without a report of the current advisories
   --dry-run           print what would be queued, queue nothing
   --status            print the advisory snapshot instead (as "advisories status")`,

@@ -6,7 +6,7 @@
 // leaves a tag whose content is missing. With `prune`, matching local tags the upstream no
 // longer lists are deleted, only after a complete and valid listing.
 import type { Config, RepositoryConfig, SyncConfig } from "../config/mod.ts";
-import type { SyncRunRecord } from "../metadata/mod.ts";
+import { BlobMeta, type SyncRunRecord } from "../metadata/mod.ts";
 import { type ParsedManifest, parseManifest, type Platform, RegistryError } from "../oci/mod.ts";
 import type { Registry } from "../registry/mod.ts";
 import { type FetchedManifest, upstreamName, UpstreamSet } from "../upstream/mod.ts";
@@ -59,11 +59,21 @@ export function matchesTag(sync: SyncConfig, tag: string): boolean {
   return sync.tags.length === 0 || sync.tags.some((re) => re.test(tag));
 }
 
+/** A manifest body, typed by its own mediaType or else by the upstream's Content-Type. */
+function parse(bytes: Uint8Array, contentType: string): ParsedManifest {
+  try {
+    return parseManifest(bytes, null);
+  } catch {
+    return parseManifest(bytes, contentType);
+  }
+}
+
 export class SyncRun {
   private readonly up: UpstreamSet;
   private readonly gate: RateGate;
   private readonly record: SyncRunRecord;
   private readonly inflight = new Map<string, Promise<void>>();
+  private readonly links: BlobMeta;
 
   constructor(
     private readonly cfg: Config,
@@ -77,6 +87,7 @@ export class SyncRun {
   ) {
     this.up = new UpstreamSet(rc.name, rc.upstreams!);
     this.gate = new RateGate(opts.signal);
+    this.links = new BlobMeta(registry.kv);
     const same = resume !== null && !resume.dry_run && !opts.dryRun &&
       JSON.stringify(resume.namespaces) === JSON.stringify(sync.namespaces);
     this.record = same ? { ...resume!, errors: [...resume!.errors] } : {
@@ -214,11 +225,13 @@ export class SyncRun {
     try {
       const head = await this.gate.call(() => this.up.headManifest(ns, tag, null));
       const local = await this.localDigest(ns, tag);
-      if (local === head.digest) {
+      // Unchanged and complete; a tag a client only inspected may lack its blobs.
+      const same = local === head.digest;
+      if (same && await this.complete(ns, head.digest, 0)) {
         this.record.tags_unchanged++;
         return;
       }
-      const verb = local === null ? "new" : `moved from ${local}`;
+      const verb = same ? "incomplete" : local === null ? "new" : `moved from ${local}`;
       if (this.opts.dryRun) {
         this.opts.report?.(`would fetch ${ns}:${tag} (${verb}) = ${head.digest}`);
         this.record.tags_fetched++;
@@ -256,12 +269,7 @@ export class SyncRun {
     const m: FetchedManifest = await this.gate.call(() =>
       this.up.getManifest(ns, digest, null, this.cfg.global.maxManifestSize)
     );
-    let parsed: ParsedManifest;
-    try {
-      parsed = parseManifest(m.bytes, null);
-    } catch {
-      parsed = parseManifest(m.bytes, m.mediaType);
-    }
+    const parsed = parse(m.bytes, m.mediaType);
     if (parsed.children.length > 0 && depth < 2) {
       for (const c of parsed.children) {
         if (!matchesPlatform(c.platform, this.sync.platforms)) continue;
@@ -273,8 +281,27 @@ export class SyncRun {
     await this.registry.manifests.storeFetched(ns, m.digest, m.bytes, m.mediaType, tag);
   }
 
-  private async held(ns: string, digest: string): Promise<boolean> {
-    return (await this.localDigest(ns, digest)) !== null;
+  /** Whether `digest` is here with what a sync fetches for it (chosen children, blobs). */
+  private async complete(ns: string, digest: string, depth: number): Promise<boolean> {
+    let parsed: ParsedManifest;
+    try {
+      const local = await this.registry.manifests.resolve(ns, digest);
+      const body = await this.registry.manifests.body(local.digest, local.rev);
+      parsed = parse(body, local.rev.mediaType);
+    } catch (e) {
+      if (e instanceof RegistryError) return false; // unknown, or a body past parsing
+      throw e;
+    }
+    if (depth < 2) {
+      for (const c of parsed.children) {
+        if (!matchesPlatform(c.platform, this.sync.platforms)) continue;
+        if (!(await this.complete(ns, c.digest, depth + 1))) return false;
+      }
+    }
+    for (const b of new Set(parsed.blobs)) {
+      if (!(await this.links.link(ns, b))) return false;
+    }
+    return true;
   }
 
   /** A child or referrer several tags of a batch share is fetched once (single flight). */
@@ -283,7 +310,7 @@ export class SyncRun {
     let p = this.inflight.get(key);
     if (!p) {
       p = (async () => {
-        if (await this.held(ns, digest)) return;
+        if (await this.complete(ns, digest, depth)) return;
         await this.fetchManifest(ns, digest, null, depth);
       })();
       this.inflight.set(key, p);

@@ -10,6 +10,7 @@ import { distributionMissing, startDistribution } from "./_distribution.ts";
 import {
   config,
   localTags,
+  MANIFEST_ACCEPT,
   NAME,
   populate,
   SELECTED,
@@ -203,6 +204,46 @@ Deno.test({
       assert.match(pruned.stdout, /pruned hub\/team\/app:v1\.9 \(gone upstream\)/);
       assert.match(pruned.stdout, /: ok; fetched 0 tag\(s\), 9 unchanged, 1 pruned/);
       assert.deepEqual(await localTags(s), SELECTED.filter((t) => t !== "v1.9"));
+    } finally {
+      await s?.stop();
+      await proxy.close();
+      await dist.stop();
+    }
+  },
+});
+
+Deno.test({
+  name: "sync: a tag a client only inspected (manifest cached, blobs not) is completed",
+  ...base,
+  fn: async () => {
+    const dist = await startDistribution();
+    const proxy = new UpstreamProxy(dist.url);
+    let s: TestServer | null = null;
+    try {
+      const up = await populate(dist.url);
+      const c = await cliSetup(proxy.url);
+      s = c.s;
+      // `skopeo inspect`-like: the index and the amd64 manifest, no blob.
+      for (const ref of ["v1.0", up.amd64.digest]) {
+        const r = await fetch(`${s.url}/v2/hub/${NAME}/manifests/${ref}`, {
+          headers: { accept: MANIFEST_ACCEPT },
+        });
+        await r.body?.cancel();
+        assert.equal(r.status, 200);
+      }
+      const run = await c.sync();
+      assert.equal(run.code, 0, run.stdout + run.stderr);
+      assert.match(run.stdout, /fetched hub\/team\/app:v1\.0 \(incomplete\)/);
+      assert.match(run.stdout, /: ok; fetched 10 tag\(s\), 0 unchanged/);
+      proxy.override = () => new Response("down", { status: 502 });
+      for (const [d, bytes] of up.amd64.blobs) {
+        const r = await fetch(`${s.url}/v2/hub/${NAME}/blobs/${d}`);
+        assert.equal(r.status, 200, d);
+        assert.deepEqual(new Uint8Array(await r.arrayBuffer()), bytes);
+      }
+      proxy.override = null;
+      const again = await c.sync();
+      assert.match(again.stdout, /: ok; fetched 0 tag\(s\), 10 unchanged/);
     } finally {
       await s?.stop();
       await proxy.close();

@@ -195,14 +195,14 @@ export function config(upstream: string, sync: string): string {
   return `
 [global.job_queue]
 poll_interval_ms = 50
-lease_secs = 5
+lease_secs = 10
 
 [repository."hub"]
 
 [[repository."hub".upstream]]
 url = "${upstream}"
-connect_timeout_secs = 3
-read_timeout_secs = 10
+connect_timeout_secs = 10
+read_timeout_secs = 30
 
 [[repository."hub".sync]]
 namespaces = ["${NAME}"]

@@ -190,6 +190,20 @@ Deno.test({
         assert.match(run.stdout, message, what);
         assert.deepEqual(await localTags(s), SELECTED, `${what}: nothing pruned`);
       }
+      // An honest listing in two pages (Link: rel="next"): every page is read before prune.
+      proxy.override = (req, path) => {
+        if (req.method !== "GET" || !path.endsWith("/tags/list")) return null;
+        const second = new URL(req.url).searchParams.get("last") === "v1.4";
+        return Response.json(
+          { name: NAME, tags: SELECTED.slice(second ? 5 : 0, second ? 10 : 5) },
+          {
+            headers: second ? {} : { link: `</v2/${NAME}/tags/list?last=v1.4&n=5>; rel="next"` },
+          },
+        );
+      };
+      const paged = await c.sync();
+      assert.equal(paged.code, 0, paged.stdout + paged.stderr);
+      assert.match(paged.stdout, /: ok; fetched 0 tag\(s\), 10 unchanged, 0 pruned/);
       proxy.override = null;
       const del = await fetch(
         `${dist.url}/v2/${NAME}/manifests/${up.indexes.get("v1.9")!.digest}`,

@@ -265,6 +265,8 @@ async function serve(cfg: Config): Promise<void> {
       services.authenticator = authenticator;
       upstreams();
       downstreams();
+      // A sync entry the reload added gets its first run queued (existing ones keep theirs).
+      new Syncer(next, registry).schedule().catch(() => {});
     };
   });
   reloader.start();

@@ -265,3 +265,28 @@ Deno.test({
     }
   },
 });
+
+Deno.test({
+  name: "sync: an entry added by a config reload gets its first run without a restart",
+  ...base,
+  fn: async () => {
+    const dist = await startDistribution();
+    const proxy = new UpstreamProxy(dist.url);
+    let s: TestServer | null = null;
+    try {
+      await populate(dist.url);
+      const full = config(proxy.url, "");
+      const at = full.indexOf('[[repository."hub".sync]]');
+      s = await startServer({ config: full.slice(0, at) });
+      const before = await Deno.readTextFile(s.configPath);
+      await Deno.writeTextFile(s.configPath, before + full.slice(at));
+      const server = s;
+      await until("the reloaded entry's run", async () => (await localTags(server)).length === 10);
+      assert.match(s.output(), /config reloaded/);
+    } finally {
+      await s?.stop();
+      await proxy.close();
+      await dist.stop();
+    }
+  },
+});

@@ -34,17 +34,13 @@ const EMPTY: ListState = { items: [], next: null, error: null, loaded: false };
 
 function useJobList(queue: string, which: Which) {
   const [state, setState] = useState<ListState>(EMPTY);
-  const path = which === "pending"
-    ? "/v2/_svc/jobs/list"
-    : "/v2/_svc/jobs/failed";
+  const path = which === "pending" ? "/v2/_svc/jobs/list" : "/v2/_svc/jobs/failed";
   const field = which === "pending" ? "jobs" : "failed";
   // A refresh re-reads as many entries as are shown, so "load more" survives it.
   const refresh = async (count: number) => {
     try {
       const b = await getJson<Record<string, unknown>>(
-        `${path}?queue=${queue}&n=${
-          Math.max(100, Math.ceil(count / 100) * 100)
-        }`,
+        `${path}?queue=${queue}&n=${Math.max(100, Math.ceil(count / 100) * 100)}`,
       );
       setState({
         items: (b[field] as Job[]) ?? [],
@@ -148,9 +144,7 @@ function JobTable(
                     )
                       .toLocaleString()}
                   </td>
-                  {which === "failed" && (
-                    <td class="error-text">{j.last_error}</td>
-                  )}
+                  {which === "failed" && <td class="error-text">{j.last_error}</td>}
                   <td class="actions">
                     {which === "failed" && (
                       <button

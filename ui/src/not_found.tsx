@@ -22,9 +22,7 @@ export function NotFound({ reason }: { reason?: string }) {
     : "";
   const up = name ? levels(name) : [];
   const ref = route.view === "manifest" ? route.reference : null;
-  const queue = name.startsWith("jobs/") && QUEUES.includes(name.slice(5))
-    ? name.slice(5)
-    : null;
+  const queue = name.startsWith("jobs/") && QUEUES.includes(name.slice(5)) ? name.slice(5) : null;
   return (
     <section aria-labelledby="nf-title" data-not-found>
       <nav class="crumbs" aria-label="Breadcrumb">
@@ -32,18 +30,16 @@ export function NotFound({ reason }: { reason?: string }) {
         {up.map((l, i) => (
           <span key={l.href}>
             {" / "}
-            {i === up.length - 1 && !ref
-              ? <span>{l.label}</span>
-              : <a href={l.href}>{l.label}</a>}
+            {i === up.length - 1 && !ref ? <span>{l.label}</span> : <a href={l.href}>{l.label}</a>}
           </span>
         ))}
         {ref && <span>/ {ref}</span>}
       </nav>
       <h1 id="nf-title">Not found</h1>
       <p role="alert" data-status="404">
-        Not found: {ref
-          ? `${name}${ref.includes(":") ? "@" : ":"}${ref}`
-          : name || location.pathname} does not exist, or you may not see it.
+        Not found:{" "}
+        {ref ? `${name}${ref.includes(":") ? "@" : ":"}${ref}` : name || location.pathname}{" "}
+        does not exist, or you may not see it.
       </p>
       {reason && <p class="muted" data-reason>The registry said: {reason}</p>}
       <ul class="ways-back">

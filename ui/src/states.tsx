@@ -31,9 +31,7 @@ export function ErrorState(
       : "Sign-in is required to see this, and this registry's web UI has no sign-in configured.")
     : status === 403
     ? "You are not allowed to see this (403)."
-    : `Something went wrong${
-      error instanceof Error ? `: ${error.message}` : ""
-    }.`;
+    : `Something went wrong${error instanceof Error ? `: ${error.message}` : ""}.`;
   return (
     <div class="error" role="alert" data-status={status}>
       <p>{text}</p>

@@ -65,10 +65,9 @@ export function ManifestDetails(
     : `${host}/${namespace}@${data.digest}`;
   const last = namespace.slice(namespace.lastIndexOf("/") + 1);
   const dockerLine = `docker pull ${pullRef}`;
-  const skopeoLine =
-    `skopeo copy docker://${host}/${namespace}@${data.digest} oci:${last}:${
-      byTag ? reference : "image"
-    }`;
+  const skopeoLine = `skopeo copy docker://${host}/${namespace}@${data.digest} oci:${last}:${
+    byTag ? reference : "image"
+  }`;
   const removeAll = async () => {
     try {
       const gone = await deleteWithCascade(namespace, data);
@@ -101,15 +100,12 @@ export function ManifestDetails(
       <dl class="facts">
         <dt>Digest</dt>
         <dd>
-          <code class="digest-full">{data.digest}</code>{" "}
-          <CopyButton text={data.digest} />
+          <code class="digest-full">{data.digest}</code> <CopyButton text={data.digest} />
         </dd>
         <dt>Media type</dt>
         <dd>
           <code>{data.mediaType}</code>
-          {data.manifest.artifactType && (
-            <span class="badge">{data.manifest.artifactType}</span>
-          )}
+          {data.manifest.artifactType && <span class="badge">{data.manifest.artifactType}</span>}
         </dd>
         <dt>Size</dt>
         <dd>
@@ -119,20 +115,16 @@ export function ManifestDetails(
         </dd>
         <dt>Pull</dt>
         <dd class="pull-lines">
-          <code>{dockerLine}</code>{" "}
-          <CopyButton text={dockerLine} label="Copy docker line" />
+          <code>{dockerLine}</code> <CopyButton text={dockerLine} label="Copy docker line" />
           <br />
-          <code>{skopeoLine}</code>{" "}
-          <CopyButton text={skopeoLine} label="Copy skopeo line" />
+          <code>{skopeoLine}</code> <CopyButton text={skopeoLine} label="Copy skopeo line" />
         </dd>
       </dl>
       <div class="actions">
         {available.includes("filesystem") && (
           <a
             class="button"
-            href={`${COMPARE_PATH}/${namespace}?from=${
-              encodeURIComponent(reference)
-            }`}
+            href={`${COMPARE_PATH}/${namespace}?from=${encodeURIComponent(reference)}`}
           >
             Compare with…
           </a>
@@ -161,9 +153,7 @@ export function ManifestDetails(
       </div>
       <div role="tabpanel" aria-label={TAB_LABEL[tab]}>
         {tab === "oci" && <OciTab namespace={namespace} fetched={data} />}
-        {tab === "history" && (
-          <HistoryTab namespace={namespace} reference={reference} />
-        )}
+        {tab === "history" && <HistoryTab namespace={namespace} reference={reference} />}
         {tab === "vulnerabilities" && (
           <VulnerabilitiesTab
             namespace={namespace}

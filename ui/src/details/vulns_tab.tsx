@@ -166,7 +166,7 @@ function ImageReport(
   return (
     <div class="report" data-report={digest}>
       <p>
-        {rep.os?.pretty_name ?? "Unknown OS"} · {platformBadge(rep.platform)} · scanned{" "}
+        <span data-os>{osName(rep.os)}</span> · {platformBadge(rep.platform)} · scanned{" "}
         <time dateTime={rep.scanned_at}>
           {new Date(rep.scanned_at).toLocaleString()}
         </time>
@@ -390,4 +390,16 @@ export function VulnerabilitiesTab(
         : <ImageReport namespace={namespace} digest={fetched.digest} />}
     </div>
   );
+}
+
+/** The report's OS: its pretty name, else its id and version (`alpine 3.20.1`), else unknown. */
+export function osName(
+  os:
+    | { pretty_name?: string; id?: string; version_id?: string }
+    | null
+    | undefined,
+): string {
+  if (os?.pretty_name) return os.pretty_name;
+  if (os?.id) return os.version_id ? `${os.id} ${os.version_id}` : os.id;
+  return "Unknown OS";
 }

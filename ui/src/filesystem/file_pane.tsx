@@ -159,6 +159,7 @@ export function FilePane({ namespace, digests, node, version }: Props) {
                   namespace={namespace}
                   digest={digest}
                   path={node.path}
+                  previewId="fs-preview"
                 />
               )
               : null}
@@ -257,6 +258,7 @@ function TextPreview(
         : null}
       <div
         class="fs-code"
+        id="fs-preview"
         role="region"
         aria-label={`Preview of ${p.path}`}
         tabIndex={0}
@@ -358,7 +360,9 @@ function hardening(key: string, v: unknown): "bad" | "weak" | null {
   return null;
 }
 
-function Details(p: { namespace: string; digest: string; path: string }) {
+function Details(
+  p: { namespace: string; digest: string; path: string; previewId?: string },
+) {
   const s = useLoad(
     (signal) =>
       getJson<{ elf?: Elf; certificates?: CertBlock[] }>(
@@ -403,66 +407,143 @@ function Details(p: { namespace: string; digest: string; path: string }) {
     );
   }
   if (certificates) {
-    const now = Date.now();
-    return (
-      <div class="fs-certs">
-        {certificates.map((b, i) => {
-          const c = b.certificate;
-          if (!c) {
-            return <p key={i} class="fs-cert-other">Block {i + 1}: {b.label}</p>;
-          }
-          const end = Date.parse(c.not_after);
-          const start = Date.parse(c.not_before);
-          const flag = end < now
-            ? "expired"
-            : end - now < 30 * DAY
-            ? "expiring"
-            : start > now
-            ? "not-yet-valid"
-            : null;
-          return (
-            <table
-              class="fs-table fs-cert"
-              key={i}
-              data-cert={i}
-              data-flag={flag ?? "valid"}
-            >
-              <caption>
-                Certificate {i + 1} {flag === "expired"
-                  ? <span class="fs-flag bad">expired</span>
-                  : flag === "expiring"
-                  ? <span class="fs-flag weak">expires within 30 days</span>
-                  : flag === "not-yet-valid"
-                  ? <span class="fs-flag weak">not yet valid</span>
-                  : <span class="fs-flag ok">valid</span>}
-              </caption>
-              <tbody>
-                <tr data-field="subject">
-                  <th scope="row">Subject</th>
-                  <td>{c.subject}</td>
-                </tr>
-                <tr data-field="issuer">
-                  <th scope="row">Issuer</th>
-                  <td>{c.issuer}</td>
-                </tr>
-                <tr data-field="not_before">
-                  <th scope="row">Valid from</th>
-                  <td>{c.not_before}</td>
-                </tr>
-                <tr data-field="not_after">
-                  <th scope="row">Valid until</th>
-                  <td>{c.not_after}</td>
-                </tr>
-                <tr data-field="names">
-                  <th scope="row">Names</th>
-                  <td>{show(c.names)}</td>
-                </tr>
-              </tbody>
-            </table>
-          );
-        })}
-      </div>
-    );
+    return <Certificates blocks={certificates} previewId={p.previewId} />;
   }
   return null;
+}
+
+/** Certificates shown before the rest fold away (a CA bundle holds ~150). */
+export const CERTS_SHOWN = 3;
+
+type CertFlag = "expired" | "expiring" | "not-yet-valid" | null;
+
+function certFlag(
+  c: NonNullable<CertBlock["certificate"]>,
+  now: number,
+): CertFlag {
+  const end = Date.parse(c.not_after);
+  const start = Date.parse(c.not_before);
+  return end < now
+    ? "expired"
+    : end - now < 30 * DAY
+    ? "expiring"
+    : start > now
+    ? "not-yet-valid"
+    : null;
+}
+
+function CertTable(
+  { b, i, flag }: { b: CertBlock; i: number; flag: CertFlag },
+) {
+  const c = b.certificate;
+  if (!c) return <p class="fs-cert-other">Block {i + 1}: {b.label}</p>;
+  return (
+    <table class="fs-table fs-cert" data-cert={i} data-flag={flag ?? "valid"}>
+      <caption>
+        Certificate {i + 1} {flag === "expired"
+          ? <span class="fs-flag bad">expired</span>
+          : flag === "expiring"
+          ? <span class="fs-flag weak">expires within 30 days</span>
+          : flag === "not-yet-valid"
+          ? <span class="fs-flag weak">not yet valid</span>
+          : <span class="fs-flag ok">valid</span>}
+      </caption>
+      <tbody>
+        <tr data-field="subject">
+          <th scope="row">Subject</th>
+          <td>{c.subject}</td>
+        </tr>
+        <tr data-field="issuer">
+          <th scope="row">Issuer</th>
+          <td>{c.issuer}</td>
+        </tr>
+        <tr data-field="not_before">
+          <th scope="row">Valid from</th>
+          <td>{c.not_before}</td>
+        </tr>
+        <tr data-field="not_after">
+          <th scope="row">Valid until</th>
+          <td>{c.not_after}</td>
+        </tr>
+        <tr data-field="names">
+          <th scope="row">Names</th>
+          <td>{show(c.names)}</td>
+        </tr>
+      </tbody>
+    </table>
+  );
+}
+
+/**
+ * The first few certificates, then the rest folded (a bundle's 144 tables made a 28,800 px page
+ * with the text preview at its bottom); the counts of expired and expiring ones stay in view, and
+ * a link jumps to the preview.
+ */
+function Certificates(
+  { blocks, previewId }: { blocks: CertBlock[]; previewId?: string },
+) {
+  const now = Date.now();
+  const flags = blocks.map((
+    b,
+  ) => (b.certificate ? certFlag(b.certificate, now) : null));
+  const certs = blocks.filter((b) => b.certificate).length;
+  const expired = flags.filter((f) => f === "expired").length;
+  const expiring = flags.filter((f) => f === "expiring").length;
+  const rest = blocks.length - CERTS_SHOWN;
+  return (
+    <div class="fs-certs" data-certs={certs}>
+      <p class="fs-cert-summary">
+        {certs} certificate{certs === 1 ? "" : "s"}
+        {expired ? <span class="fs-flag bad">, {expired} expired</span> : null}
+        {expiring
+          ? (
+            <span class="fs-flag weak">
+              , {expiring} expiring within 30 days
+            </span>
+          )
+          : null}
+        {rest > 0 && previewId
+          ? (
+            <>
+              {" · "}
+              <a
+                href={`#${previewId}`}
+                onClick={(e) => {
+                  e.preventDefault();
+                  document.getElementById(previewId)?.focus();
+                }}
+              >
+                Go to the text
+              </a>
+            </>
+          )
+          : null}
+      </p>
+      {blocks.slice(0, CERTS_SHOWN).map((b, i) => (
+        <CertTable
+          key={i}
+          b={b}
+          i={i}
+          flag={flags[i]}
+        />
+      ))}
+      {rest > 0
+        ? (
+          <details class="fs-cert-more">
+            <summary>
+              Show the other {rest} block{rest === 1 ? "" : "s"}
+            </summary>
+            {blocks.slice(CERTS_SHOWN).map((b, k) => (
+              <CertTable
+                key={k}
+                b={b}
+                i={CERTS_SHOWN + k}
+                flag={flags[CERTS_SHOWN + k]}
+              />
+            ))}
+          </details>
+        )
+        : null}
+    </div>
+  );
 }

@@ -107,15 +107,35 @@ export function FilesystemTab(props: FilesystemTabProps) {
   const target = tree ? resolveRoute(tree, route) : null;
   const openedKey = target ? keyOf(target.node, target.version) : null;
 
-  // A deep link opens its file: its ancestors expand and its line is selected.
+  const section = useRef<HTMLElement>(null);
+  const revealing = useRef(false);
+  // A deep link opens its file: its ancestors expand, a filter or layer focus that would hide
+  // its line is cleared, its line is selected and the tree takes the keyboard focus.
   useEffect(() => {
-    if (!target) return;
+    if (!target || !tree) return;
     for (let n = target.node.parent; n && n.parent; n = n.parent) {
       expanded.current.add(n);
     }
+    const f = filter.trim().toLowerCase();
+    if (
+      (f || focus !== null) &&
+      !flatten(tree, { expanded: expanded.current, focus, filter: f }).some((r) =>
+        rowKey(r) === openedKey
+      )
+    ) {
+      setFilter("");
+      setFocus(null);
+    }
     setSelected(openedKey);
+    revealing.current = true;
     setTick((t) => t + 1);
   }, [tree, openedKey]);
+  useEffect(() => {
+    if (!revealing.current || !openedKey) return;
+    if (!rows.some((r) => rowKey(r) === openedKey)) return;
+    revealing.current = false;
+    section.current?.querySelector<HTMLElement>(".fs-tree")?.focus();
+  });
 
   const f = filter.trim().toLowerCase();
   const rows = useMemo(
@@ -161,7 +181,7 @@ export function FilesystemTab(props: FilesystemTabProps) {
   const { wasteBytes: waste, visibleFiles } = tree;
 
   return (
-    <section data-tab="filesystem" aria-label="Filesystem" class="fs">
+    <section data-tab="filesystem" aria-label="Filesystem" class="fs" ref={section}>
       <p class="fs-summary" data-entries={tree.entryCount}>
         {tree.entryCount} entries in {tree.layerCount} layer{tree.layerCount === 1 ? "" : "s"},{" "}
         {visibleFiles} files in the image, {formatSize(waste)} wasted

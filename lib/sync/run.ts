@@ -74,6 +74,10 @@ export class SyncRun {
   private readonly record: SyncRunRecord;
   private readonly inflight = new Map<string, Promise<void>>();
   private readonly links: BlobMeta;
+  /** tag fetches under way (counted against max_tags_per_run before they finish) */
+  private fetching = 0;
+  /** a tag was left for the next run: max_tags_per_run was reached */
+  private deferred = false;
 
   constructor(
     private readonly cfg: Config,
@@ -178,13 +182,7 @@ export class SyncRun {
     this.opts.report?.(
       `${upstreamNs}: ${listed.length} tag(s) upstream, ${selected.length} to check`,
     );
-    let budgetLeft = true;
-    for (let i = 0; i < selected.length; i += TAG_CONCURRENCY) {
-      if (this.record.tags_fetched >= this.sync.maxTagsPerRun) {
-        this.opts.report?.(`max_tags_per_run (${this.sync.maxTagsPerRun}) reached`);
-        budgetLeft = false;
-        break;
-      }
+    for (let i = 0; i < selected.length && !this.deferred; i += TAG_CONCURRENCY) {
       this.opts.signal.throwIfAborted();
       const batch = selected.slice(i, i + TAG_CONCURRENCY);
       // Settled, not raced: nothing of this batch may still run once the run has ended.
@@ -194,8 +192,13 @@ export class SyncRun {
       this.record.cursor = { namespace: upstreamNs, tag: batch[batch.length - 1] };
       if (!this.opts.dryRun) await this.state.save(this.rc.name, this.n, this.record);
     }
-    if (budgetLeft && this.sync.prune) await this.prune(ns, new Set(listed));
-    return budgetLeft;
+    if (this.deferred) {
+      // The run ends here: the next one starts over (unchanged tags cost a HEAD each).
+      this.opts.report?.(`max_tags_per_run (${this.sync.maxTagsPerRun}) reached`);
+      return false;
+    }
+    if (this.sync.prune) await this.prune(ns, new Set(listed));
+    return true;
   }
 
   /** The upstream's tags, from the first upstream that answers; null after an error. */
@@ -232,12 +235,22 @@ export class SyncRun {
         return;
       }
       const verb = same ? "incomplete" : local === null ? "new" : `moved from ${local}`;
+      // Tags of a batch run at once: a fetch past max_tags_per_run waits for the next run.
+      if (this.record.tags_fetched + this.fetching >= this.sync.maxTagsPerRun) {
+        this.deferred = true;
+        return;
+      }
       if (this.opts.dryRun) {
         this.opts.report?.(`would fetch ${ns}:${tag} (${verb}) = ${head.digest}`);
         this.record.tags_fetched++;
         return;
       }
-      await this.fetchManifest(ns, head.digest, tag, 0);
+      this.fetching++;
+      try {
+        await this.fetchManifest(ns, head.digest, tag, 0);
+      } finally {
+        this.fetching--;
+      }
       this.record.tags_fetched++;
       this.opts.report?.(`fetched ${ns}:${tag} (${verb}) = ${head.digest}`);
     } catch (e) {

@@ -290,3 +290,32 @@ Deno.test({
     }
   },
 });
+
+Deno.test({
+  name: "sync: max_tags_per_run bounds each run's fetches; the next runs fetch the rest",
+  ...base,
+  fn: async () => {
+    const dist = await startDistribution();
+    const proxy = new UpstreamProxy(dist.url);
+    let s: TestServer | null = null;
+    try {
+      await populate(dist.url);
+      const c = await cliSetup(proxy.url, "max_tags_per_run = 3");
+      s = c.s;
+      for (const [fetched, unchanged] of [[3, 0], [3, 3], [3, 6], [1, 9]]) {
+        const run = await c.sync();
+        assert.equal(run.code, 0, run.stdout + run.stderr);
+        assert.match(
+          run.stdout,
+          new RegExp(`: ok; fetched ${fetched} tag\\(s\\), ${unchanged} unchanged`),
+        );
+        if (fetched === 3) assert.match(run.stdout, /max_tags_per_run \(3\) reached/);
+        assert.equal((await localTags(s)).length, fetched + unchanged);
+      }
+    } finally {
+      await s?.stop();
+      await proxy.close();
+      await dist.stop();
+    }
+  },
+});

@@ -2,7 +2,7 @@
 // tags their `[[repository."<name>".sync]]` entries select, on the job queues' schedule.
 export { type RunResult, SYNC_KIND, Syncer, syncLockKey } from "./syncer.ts";
 export { type SyncStatus, syncStatus } from "./status.ts";
-export { localNamespace, matchesPlatform, matchesTag } from "./run.ts";
+export { localNamespace, matchesPlatform, matchesTag } from "./select.ts";
 export { MAX_WAIT_SECS, RateLimited } from "./rate_gate.ts";
 export { parseRateLimit, UpstreamTags } from "./upstream_tags.ts";
 export { syncLeaseMs } from "./state.ts";

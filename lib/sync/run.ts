@@ -1,16 +1,16 @@
 // One run of a `[[repository."<name>".sync]]` entry: for each namespace, list the upstream's
-// tags, pick the matching ones, and fetch those that are new or moved through the pull-through
-// cache's own machinery (manifests verified and stored byte-exact by Manifests.storeFetched,
-// blobs filled once each by PullThrough.ensureBlob with its `cache` job as insurance). A tag is
-// pointed at its manifest last, after its children and blobs are in: a run cut short never
-// leaves a tag whose content is missing. With `prune`, matching local tags the upstream no
-// longer lists are deleted, only after a complete and valid listing.
+// tags, pick the matching ones, HEAD each and fetch those that are new, moved or incomplete
+// (content.ts), 4 at a time, saving a cursor after each batch so a run cut short resumes. With
+// `prune`, matching local tags the upstream no longer lists are deleted, only after a complete
+// and valid listing.
 import type { Config, RepositoryConfig, SyncConfig } from "../config/mod.ts";
-import { BlobMeta, type SyncRunRecord } from "../metadata/mod.ts";
-import { type ParsedManifest, parseManifest, type Platform, RegistryError } from "../oci/mod.ts";
+import type { SyncRunRecord } from "../metadata/mod.ts";
+import { RegistryError } from "../oci/mod.ts";
 import type { Registry } from "../registry/mod.ts";
-import { type FetchedManifest, upstreamName, UpstreamSet } from "../upstream/mod.ts";
+import { upstreamName, UpstreamSet } from "../upstream/mod.ts";
+import { ContentFetcher } from "./content.ts";
 import { RateGate, RateLimited } from "./rate_gate.ts";
+import { localNamespace, matchesTag } from "./select.ts";
 import type { SyncState } from "./state.ts";
 import { UpstreamTags } from "./upstream_tags.ts";
 
@@ -25,55 +25,13 @@ export interface RunOptions {
 
 /** Tags fetched at the same time within a run. */
 const TAG_CONCURRENCY = 4;
-/** Blobs of one image filled at the same time. */
-const BLOB_CONCURRENCY = 4;
 const MAX_ERRORS = 50;
-
-/** The local namespace of upstream namespace `upstream` (as the first upstream names it). */
-export function localNamespace(rc: RepositoryConfig, upstream: string): string | null {
-  const url = rc.upstreams![0].url;
-  const prefix = new URL(url).pathname.replace(/^\/+|\/+$/g, "");
-  let rest = upstream;
-  if (prefix !== "") {
-    if (!upstream.startsWith(prefix + "/")) return null;
-    rest = upstream.slice(prefix.length + 1);
-  }
-  // Docker Hub's `library/x` is what clients pull as `x`: warm the name they will ask for.
-  const short = rest.startsWith("library/") ? `${rc.name}/${rest.slice(8)}` : null;
-  if (short && upstreamName(rc.name, short, url) === upstream) return short;
-  const ns = `${rc.name}/${rest}`;
-  return upstreamName(rc.name, ns, url) === upstream ? ns : null;
-}
-
-export function matchesPlatform(p: Platform | undefined, wanted: string[] | null): boolean {
-  if (wanted === null) return true;
-  if (!p) return false;
-  return wanted.some((w) => {
-    const [os, arch, variant] = w.split("/");
-    return os === p.os && arch === p.architecture &&
-      (variant === undefined || variant === p.variant);
-  });
-}
-
-export function matchesTag(sync: SyncConfig, tag: string): boolean {
-  return sync.tags.length === 0 || sync.tags.some((re) => re.test(tag));
-}
-
-/** A manifest body, typed by its own mediaType or else by the upstream's Content-Type. */
-function parse(bytes: Uint8Array, contentType: string): ParsedManifest {
-  try {
-    return parseManifest(bytes, null);
-  } catch {
-    return parseManifest(bytes, contentType);
-  }
-}
 
 export class SyncRun {
   private readonly up: UpstreamSet;
   private readonly gate: RateGate;
   private readonly record: SyncRunRecord;
-  private readonly inflight = new Map<string, Promise<void>>();
-  private readonly links: BlobMeta;
+  private readonly content: ContentFetcher;
   /** tag fetches under way (counted against max_tags_per_run before they finish) */
   private fetching = 0;
   /** a tag was left for the next run: max_tags_per_run was reached */
@@ -91,7 +49,10 @@ export class SyncRun {
   ) {
     this.up = new UpstreamSet(rc.name, rc.upstreams!);
     this.gate = new RateGate(opts.signal);
-    this.links = new BlobMeta(registry.kv);
+    this.content = new ContentFetcher(cfg, registry, rc, sync, this.up, this.gate, opts, {
+      blobFetched: () => this.record.blobs_fetched++,
+      error: (msg) => this.error(msg),
+    });
     const same = resume !== null && !resume.dry_run && !opts.dryRun &&
       JSON.stringify(resume.namespaces) === JSON.stringify(sync.namespaces);
     this.record = same ? { ...resume!, errors: [...resume!.errors] } : {
@@ -227,10 +188,10 @@ export class SyncRun {
   private async tag(ns: string, tag: string): Promise<void> {
     try {
       const head = await this.gate.call(() => this.up.headManifest(ns, tag, null));
-      const local = await this.localDigest(ns, tag);
+      const local = await this.content.localDigest(ns, tag);
       // Unchanged and complete; a tag a client only inspected may lack its blobs.
       const same = local === head.digest;
-      if (same && await this.complete(ns, head.digest, 0)) {
+      if (same && await this.content.complete(ns, head.digest, 0)) {
         this.record.tags_unchanged++;
         return;
       }
@@ -247,7 +208,7 @@ export class SyncRun {
       }
       this.fetching++;
       try {
-        await this.fetchManifest(ns, head.digest, tag, 0);
+        await this.content.fetchManifest(ns, head.digest, tag, 0);
       } finally {
         this.fetching--;
       }
@@ -257,111 +218,6 @@ export class SyncRun {
       if (e instanceof RateLimited || this.opts.signal.aborted) throw e;
       this.error(`${ns}:${tag}: ${e instanceof Error ? e.message : String(e)}`);
     }
-  }
-
-  private async localDigest(ns: string, tag: string): Promise<string | null> {
-    try {
-      return (await this.registry.manifests.resolve(ns, tag)).digest;
-    } catch (e) {
-      if (e instanceof RegistryError && e.code === "MANIFEST_UNKNOWN") return null;
-      throw e;
-    }
-  }
-
-  /**
-   * `digest` with what it needs (chosen platforms' children, blobs, referrers), stored and
-   * then tagged `tag` when given. `depth` bounds indexes of indexes.
-   */
-  private async fetchManifest(
-    ns: string,
-    digest: string,
-    tag: string | null,
-    depth: number,
-  ): Promise<void> {
-    this.gate.spend();
-    const m: FetchedManifest = await this.gate.call(() =>
-      this.up.getManifest(ns, digest, null, this.cfg.global.maxManifestSize)
-    );
-    const parsed = parse(m.bytes, m.mediaType);
-    if (parsed.children.length > 0 && depth < 2) {
-      for (const c of parsed.children) {
-        if (!matchesPlatform(c.platform, this.sync.platforms)) continue;
-        await this.fetchOnce(ns, c.digest, depth + 1);
-      }
-    }
-    await this.blobs(ns, parsed.blobs);
-    if (this.sync.includeReferrers && depth < 2) await this.referrers(ns, m.digest, depth);
-    await this.registry.manifests.storeFetched(ns, m.digest, m.bytes, m.mediaType, tag);
-  }
-
-  /** Whether `digest` is here with what a sync fetches for it (chosen children, blobs). */
-  private async complete(ns: string, digest: string, depth: number): Promise<boolean> {
-    let parsed: ParsedManifest;
-    try {
-      const local = await this.registry.manifests.resolve(ns, digest);
-      const body = await this.registry.manifests.body(local.digest, local.rev);
-      parsed = parse(body, local.rev.mediaType);
-    } catch (e) {
-      if (e instanceof RegistryError) return false; // unknown, or a body past parsing
-      throw e;
-    }
-    if (depth < 2) {
-      for (const c of parsed.children) {
-        if (!matchesPlatform(c.platform, this.sync.platforms)) continue;
-        if (!(await this.complete(ns, c.digest, depth + 1))) return false;
-      }
-    }
-    for (const b of new Set(parsed.blobs)) {
-      if (!(await this.links.link(ns, b))) return false;
-    }
-    return true;
-  }
-
-  /** A child or referrer several tags of a batch share is fetched once (single flight). */
-  private fetchOnce(ns: string, digest: string, depth: number): Promise<void> {
-    const key = `${ns}@${digest}`;
-    let p = this.inflight.get(key);
-    if (!p) {
-      p = (async () => {
-        if (await this.complete(ns, digest, depth)) return;
-        await this.fetchManifest(ns, digest, null, depth);
-      })();
-      this.inflight.set(key, p);
-      p.then(() => this.inflight.delete(key), () => this.inflight.delete(key));
-    }
-    return p;
-  }
-
-  private async blobs(ns: string, digests: string[]): Promise<void> {
-    const todo = [...new Set(digests)];
-    const worker = async () => {
-      for (let d = todo.shift(); d !== undefined; d = todo.shift()) {
-        const fetched = await this.gate.call(() =>
-          this.registry.pullThrough.ensureBlob(
-            this.rc,
-            ns,
-            d!,
-            this.opts.signal,
-            this.opts.insureFills,
-          )
-        );
-        if (fetched) this.record.blobs_fetched++;
-      }
-    };
-    await Promise.all(Array.from({ length: Math.min(BLOB_CONCURRENCY, todo.length) }, worker));
-  }
-
-  /** Referrers are extras: one the upstream cannot list or serve is reported, not fatal. */
-  private async referrers(ns: string, subject: string, depth: number): Promise<void> {
-    let found;
-    try {
-      found = await this.gate.call(() => this.up.getReferrers(ns, subject));
-    } catch (e) {
-      if (e instanceof RateLimited) throw e;
-      this.error(`${ns}@${subject}: referrers left out: ${(e as Error).message}`);
-      return;
-    }
-    for (const r of found) await this.fetchOnce(ns, r.digest, depth + 1);
   }
 
   /** Deletes local tags matching the entry that the (complete) upstream listing lacks. */

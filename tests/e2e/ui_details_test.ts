@@ -247,7 +247,15 @@ Deno.test({
           await page.waitForSelector("[data-tab=oci]");
           assert.equal(await selectedTab(page), "oci");
 
-          // pull history: the pulls made so far, newest first, anonymous
+          // pull history: a client's pull, anonymous; the UI's own reads are not pulls
+          // (X-Svc-No-Pull-Record), so the views opened above left no entry
+          const before = await (await fetch(`${s.url}/v2/e2e/app/_svc/pulls/list?tag=v1`)).json();
+          assert.deepEqual(before.entries, []);
+          const pulled = await fetch(`${s.url}/v2/e2e/app/manifests/v1`, {
+            headers: { accept: "application/vnd.oci.image.manifest.v1+json" },
+          });
+          assert.equal(pulled.status, 200);
+          await pulled.body?.cancel();
           await page.click("[data-tab-link=history]");
           await page.waitForSelector("table[data-section=pulls] tbody tr");
           assert.equal(new URL(page.url()).hash, "#history");

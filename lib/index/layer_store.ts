@@ -96,6 +96,45 @@ const LOOKUP_CACHE_ENTRIES = 400_000;
 const LOOKUP_CACHED_MAX = 200_000;
 const LINE_BITS = 2 ** 22;
 
+/** A listing line: its entry, byte offset and length in the listing file. */
+export interface ListingLine {
+  entry: ListedEntry;
+  offset: number;
+  length: number;
+}
+
+/** The lines of a listing (ndjson) as they stream in. */
+export async function* listingLines(s: ReadableStream<Uint8Array>): AsyncGenerator<ListingLine> {
+  const dec = new TextDecoder();
+  let rest: Uint8Array = new Uint8Array(0);
+  let base = 0;
+  for await (const chunk of s) {
+    let buf: Uint8Array = chunk;
+    if (rest.length) {
+      buf = new Uint8Array(rest.length + chunk.length);
+      buf.set(rest);
+      buf.set(chunk, rest.length);
+    }
+    let from = 0;
+    let nl: number;
+    while ((nl = buf.indexOf(0x0a, from)) >= 0) {
+      if (nl > from) {
+        yield {
+          entry: JSON.parse(dec.decode(buf.subarray(from, nl))),
+          offset: base + from,
+          length: nl - from,
+        };
+      }
+      from = nl + 1;
+    }
+    base += from;
+    rest = buf.slice(from);
+  }
+  if (rest.length) {
+    yield { entry: JSON.parse(dec.decode(rest)), offset: base, length: rest.length };
+  }
+}
+
 export class LayerReader {
   private readonly lookups = new Map<string, Map<string, number>>();
   private lookupEntries = 0;
@@ -148,39 +187,14 @@ export class LayerReader {
     for await (const l of this.lines(rec)) yield l.entry;
   }
 
+  /** The listing file's bytes (ndjson), for a reader elsewhere (the scan plan's sandbox). */
+  listing(rec: IndexRecord): Promise<ReadableStream<Uint8Array>> {
+    return this.store.readDerived(files.listing(rec.base));
+  }
+
   /** Every listing line with its byte offset and length in the listing file. */
-  private async *lines(
-    rec: IndexRecord,
-  ): AsyncGenerator<{ entry: ListedEntry; offset: number; length: number }> {
-    const s = await this.store.readDerived(files.listing(rec.base));
-    const dec = new TextDecoder();
-    let rest: Uint8Array = new Uint8Array(0);
-    let base = 0;
-    for await (const chunk of s) {
-      let buf: Uint8Array = chunk;
-      if (rest.length) {
-        buf = new Uint8Array(rest.length + chunk.length);
-        buf.set(rest);
-        buf.set(chunk, rest.length);
-      }
-      let from = 0;
-      let nl: number;
-      while ((nl = buf.indexOf(0x0a, from)) >= 0) {
-        if (nl > from) {
-          yield {
-            entry: JSON.parse(dec.decode(buf.subarray(from, nl))),
-            offset: base + from,
-            length: nl - from,
-          };
-        }
-        from = nl + 1;
-      }
-      base += from;
-      rest = buf.slice(from);
-    }
-    if (rest.length) {
-      yield { entry: JSON.parse(dec.decode(rest)), offset: base, length: rest.length };
-    }
+  private async *lines(rec: IndexRecord): AsyncGenerator<ListingLine> {
+    yield* listingLines(await this.listing(rec));
   }
 
   /** Bytes [start, end] (inclusive) of the uncompressed stream of `digest`. */

@@ -34,7 +34,7 @@ export {
   writeFileIndex,
 } from "./file_search.ts";
 export { type SecretFinding, SecretScanner } from "./secrets.ts";
-export { LayerReader } from "./layer_store.ts";
+export { LayerReader, listingLines } from "./layer_store.ts";
 
 /** SPEC Layer file 2: a listing without a media type: guessed from the name. */
 export const typeFromName = (path: string): string => mimeType(path, new Uint8Array(0));

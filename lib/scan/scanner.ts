@@ -19,11 +19,12 @@ import {
 } from "../index/mod.ts";
 export { type ConfigSecret, configSecrets } from "./config_secrets.ts";
 import type { ConfigSecret } from "./config_secrets.ts";
-import { mergeLayers, resolvePath } from "./merged_fs.ts";
+import { planImage, type ScanPlan } from "./scan_plan.ts";
+import { encodeListings } from "./listing_frames.ts";
+import type { PlanArgs } from "./plan_child.ts";
 import { type Affected, affects, SEVERITIES, type Severity } from "./osv.ts";
 import { type AdvisoryMeta, AdvisoryStore, lookupName } from "./advisory_store.ts";
-import { MAX_LOCKFILES, npmLockfiles } from "./language_pkgs.ts";
-import { type Package, PACKAGE_DB_PATHS, STATUS_D_PREFIX } from "./package_dbs.ts";
+import type { Package } from "./package_dbs.ts";
 import { type ContentResult, readImageContent } from "./image_content.ts";
 import {
   type ContentFile,
@@ -90,6 +91,14 @@ const MAX_CONTENT_OUTPUT = 256 << 20;
 /** A config this small is parsed in the serving process when it is all there is to parse. */
 const INLINE_CONFIG = 256 << 10;
 const CONTENT_CHILD = new URL("./content_child.ts", import.meta.url);
+const PLAN_CHILD = new URL("./plan_child.ts", import.meta.url);
+/**
+ * An image listing at most this many entries is merged in the serving process (tens of
+ * milliseconds, in steps between listing reads), rather than paying a process start.
+ */
+const INLINE_PLAN_ENTRIES = 50_000;
+/** The plan's files and Python paths are bounded by max_packages: far below this. */
+const MAX_PLAN_OUTPUT = 64 << 20;
 
 /** A file the parse will get, read from its layer (or the config blob) as it is sent. */
 interface Planned {
@@ -111,7 +120,6 @@ const NOT_STORED: IndexRecord = {
 };
 // A scan waits this long per attempt for missing layer indexes, then retries with backoff.
 const INDEX_WAIT_MS = 60 * 1000;
-const DB_BASENAMES = new Set(PACKAGE_DB_PATHS.map((p) => p.slice(p.lastIndexOf("/") + 1)));
 
 export const SEVERITY_RANK: Record<Severity, number> = {
   CRITICAL: 0,
@@ -131,9 +139,6 @@ const SCHEMES: Record<Package["type"], VersionScheme> = {
 
 /** OSV's ecosystem for each language package type (distro packages go by the OS release). */
 const LANGUAGE_ECOSYSTEMS: Partial<Record<Package["type"], string>> = { npm: "npm", pypi: "PyPI" };
-
-const PY_META_PATH = /(^|\/)(site|dist)-packages\/[^/]+\.(dist|egg)-info(\/|$)/;
-const LOCKFILE_NAMES = new Set(["package-lock.json", ".package-lock.json"]);
 
 function schemeOf(p: Package): VersionScheme {
   return SCHEMES[p.type];
@@ -280,67 +285,31 @@ export class Scanner {
         warnings.push(`layer ${layers[i]} is ${recs[i].state}: ${recs[i].error ?? ""}`.trim());
       }
     }
-    const wanted = (e: ListedEntry) => {
-      const base = e.path.slice(e.path.lastIndexOf("/") + 1);
-      return e.kind === "symlink" || DB_BASENAMES.has(base) || LOCKFILE_NAMES.has(base) ||
-        e.path.startsWith(STATUS_D_PREFIX) || PY_META_PATH.test(e.path);
-    };
-    const merged = await mergeLayers(
-      recs.map((rec) => () =>
-        rec.state === "unsupported" ? (async function* () {})() : this.reader.entries(rec)
-      ),
-      wanted,
-    );
-    // Which files the parse gets: found here from the listings (Wharf's own records), read
-    // and parsed only in the sandbox.
-    const plan = async (path: string, kind: Planned["kind"]) => {
-      const real = resolvePath(merged.files, path);
-      if (real === null) return;
-      const m = merged.files.get(real);
-      if (!m) return;
-      let entry = m.entry;
-      const rec = recs[m.layer];
-      for (let hops = 0; entry.kind === "hardlink" && hops < 8; hops++) {
-        const t = await this.reader.entry(rec, entry.link_target ?? "");
-        if (!t) return;
-        entry = t;
+    const scanPlan = await this.plan(recs, warnings, signal);
+    // Hardlinks are followed and sizes checked here: both read Wharf's own records only.
+    for (const f of scanPlan.files) {
+      signal?.throwIfAborted();
+      let entry = f.entry;
+      const rec = recs[f.layer];
+      for (let hops = 0; entry?.kind === "hardlink" && hops < 8; hops++) {
+        entry = (await this.reader.entry(rec, entry.link_target ?? "")) as ListedEntry;
       }
-      if (entry.kind !== "file") return;
+      if (entry?.kind !== "file") continue;
       if (entry.size > this.opts.maxDatabaseSize) {
-        warnings.push(`${path}: ${entry.size} bytes, over max_database_size: not read`);
-        return;
+        warnings.push(`${f.path}: ${entry.size} bytes, over max_database_size: not read`);
+        continue;
       }
       const e = entry;
+      const layer = f.layer;
       planned.push({
-        path,
-        kind,
+        path: f.path,
+        kind: f.kind,
         size: e.size,
         open: () =>
-          this.reader.read(layers[m.layer], sizes[m.layer], rec, e.offset, e.offset + e.size - 1),
+          this.reader.read(layers[layer], sizes[layer], rec, e.offset, e.offset + e.size - 1),
       });
-    };
-    for (const path of PACKAGE_DB_PATHS) {
-      signal?.throwIfAborted();
-      await plan(path, "database");
     }
-    const pythonPaths: string[] = [];
-    for (const [path, m] of merged.files) {
-      if (path.startsWith(STATUS_D_PREFIX) && m.entry.kind === "file") {
-        await plan(path, "database");
-      }
-      if (PY_META_PATH.test(path) && pythonPaths.length < this.opts.maxPackages * 4) {
-        pythonPaths.push(path);
-      }
-    }
-    // Language packages: Python metadata directories by name, npm lockfiles by content.
-    const lockfiles = npmLockfiles(merged.files.keys());
-    if (lockfiles.length > MAX_LOCKFILES) {
-      warnings.push(`${lockfiles.length} npm lockfiles: the first ${MAX_LOCKFILES} are read`);
-    }
-    for (const path of lockfiles.slice(0, MAX_LOCKFILES)) {
-      signal?.throwIfAborted();
-      await plan(path, "lockfile");
-    }
+    const pythonPaths = scanPlan.pythonPaths;
     const content = await this.readContent(planned, pythonPaths, signal);
     warnings.push(...content.warnings);
     const adv = await this.advisories.meta();
@@ -366,6 +335,49 @@ export class Scanner {
       config_secrets: content.configSecrets,
       warnings,
     };
+  }
+
+  /**
+   * Which files of the image the report reads (scan_plan.ts): merged from the layer listings
+   * here when the image lists few entries, else in a sandbox process fed the listings. A budget
+   * passed leaves a plan without files, and a warning saying why.
+   */
+  private async plan(
+    recs: IndexRecord[],
+    warnings: string[],
+    signal?: AbortSignal,
+  ): Promise<ScanPlan> {
+    const listed = recs.map((rec) => rec.state === "unsupported" ? null : rec);
+    const entries = listed.reduce((n, r) => n + (r?.entries ?? 0), 0);
+    if (this.opts.sandbox === "off" || entries <= INLINE_PLAN_ENTRIES) {
+      const plan = await planImage(
+        listed.map((rec) => () => rec ? this.reader.entries(rec) : (async function* () {})()),
+        this.opts.maxPackages,
+      );
+      warnings.push(...plan.warnings);
+      return plan;
+    }
+    const frames = encodeListings(listed.map((rec) => rec ? () => this.reader.listing(rec) : null));
+    try {
+      const plan = await runSandboxedJson<ScanPlan>({
+        mode: this.opts.sandbox,
+        label: "scan",
+        module: PLAN_CHILD,
+        args: { layers: recs.length, maxPackages: this.opts.maxPackages } satisfies PlanArgs,
+        stdin: ReadableStream.from(frames),
+        budget: this.opts.budget,
+        maxOutputBytes: MAX_PLAN_OUTPUT,
+        signal,
+      });
+      warnings.push(...plan.warnings);
+      return plan;
+    } catch (e) {
+      const final = e instanceof BudgetExceededError || e instanceof SandboxError ||
+        e instanceof ChildError;
+      if (!final) throw e;
+      warnings.push(`the layers' files were not looked through: ${e.message}`);
+      return { files: [], pythonPaths: [], warnings: [] };
+    }
   }
 
   /**

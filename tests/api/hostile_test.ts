@@ -130,6 +130,14 @@ Deno.test({
         assert.equal((await r.json()).entries.length, 100_000);
       }
 
+      // An image of 60,000 entries is merged for its report in a sandbox, which finds its
+      // package database.
+      {
+        const rep = await reportOf(s, cases.many_files_dpkg);
+        assert.deepEqual(rep.packages.map((p: { name: string }) => p.name), ["hello"]);
+        assert.deepEqual(rep.warnings, []);
+      }
+
       // A diff holds both trees in the serving process: past max_diff_entries it is refused.
       {
         await pushCase(s, "link_loop", cases.many_files.ns, "small");

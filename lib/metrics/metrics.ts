@@ -56,6 +56,8 @@ export interface ReplicationFigures {
   pending: number;
   failed: number;
   outcomes: Record<string, number>;
+  /** RFC 3339, null: never */
+  last_success_at: string | null;
 }
 
 export class Metrics {
@@ -268,7 +270,7 @@ export class Metrics {
   private readonly replicationLastSuccess = this.set.add(
     new Gauge(
       "wharf_replication_last_success_timestamp_seconds",
-      "When a replication job to the downstream last succeeded in this process",
+      "When a replication job to the downstream last succeeded (any process, as the status view reports; this process's own when later)",
       ["downstream"],
     ),
   );
@@ -432,6 +434,11 @@ export class Metrics {
           this.replicationFailed.set(d.failed, [d.name]);
           for (const [outcome, n] of Object.entries(d.outcomes)) {
             this.replicationRecorded.set(n, [d.name, outcome]);
+          }
+          if (d.last_success_at !== null) {
+            const at = Date.parse(d.last_success_at) / 1000;
+            const mine = this.replicationLastSuccess.get([d.name]);
+            this.replicationLastSuccess.set(Math.max(at, mine), [d.name]);
           }
         }
       };

@@ -104,10 +104,10 @@ Deno.test({
           const tagsShown = () =>
             page.$$eval("tr[data-digest] td:first-child", (tds) => tds.map((td) => td.textContent));
           assert.deepEqual(await tagsShown(), ["latestv2", "a1"]);
-          await page.fill("input[type=search]", "a1");
+          await page.fill("main input[type=search]", "a1");
           assert.deepEqual(await tagsShown(), ["a1"]);
           assert.match((await page.textContent(".tools"))!, /1 of 2/);
-          await page.fill("input[type=search]", "");
+          await page.fill("main input[type=search]", "");
           await page.selectOption("main select", "tag");
           assert.deepEqual(await tagsShown(), ["a1", "latestv2"]);
           // the platform column and the pull line of each row

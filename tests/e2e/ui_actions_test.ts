@@ -21,12 +21,7 @@ import {
   unique,
 } from "../helpers/oci_content.ts";
 import { sha256 } from "../helpers/bytes.ts";
-import {
-  assertAccessible,
-  browserSkipReason,
-  launch,
-  screenshot,
-} from "./_browser.ts";
+import { assertAccessible, browserSkipReason, launch, screenshot } from "./_browser.ts";
 
 const base = {
   ignore: browserSkipReason !== null,
@@ -84,8 +79,7 @@ async function armedState(
 
 Deno.test({
   ...base,
-  name:
-    "ui in chromium: two-click delete, the index cascade and tag delete, checked by the API",
+  name: "ui in chromium: two-click delete, the index cascade and tag delete, checked by the API",
   fn: () =>
     withServer({ config: "[ui]\nenabled = true\n" }, async (s) => {
       const ns = "team/multi";
@@ -167,8 +161,7 @@ Deno.test({
         assert.equal(await status(s, ns, "keep"), 200);
         assert.equal(await status(s, ns, other.digest), 200);
         assert.deepEqual(
-          (await page.$$eval("tr[data-digest]", (t) =>
-            t.map((e) => e.getAttribute("data-digest"))))
+          (await page.$$eval("tr[data-digest]", (t) => t.map((e) => e.getAttribute("data-digest"))))
             .sort(),
           [amd.digest, other.digest].sort(),
         );
@@ -225,8 +218,7 @@ async function jobs(
 
 Deno.test({
   ...base,
-  name:
-    "ui in chromium: jobs views with pending and failed jobs, retry, delete, load more",
+  name: "ui in chromium: jobs views with pending and failed jobs, retry, delete, load more",
   fn: async () => {
     const up = await FakeRegistry.start();
     try {
@@ -371,8 +363,7 @@ Deno.test({
   name: "ui in chromium: 404, 401 and 500 states, retry after a 500",
   fn: () =>
     withServer({
-      config:
-        `[ui]\nenabled = true\n[global.access_policy]\ndefault = "deny"\nrules = [
+      config: `[ui]\nenabled = true\n[global.access_policy]\ndefault = "deny"\nrules = [
   'request.action in ["ui-asset", "ui-config", "list-repositories", "list-namespaces"]',
   'request.namespace.startsWith("open/")',
 ]\n`,
@@ -424,8 +415,7 @@ Deno.test({
 
 Deno.test({
   ...base,
-  name:
-    "ui in chromium: with no config file the UI is on at / and says so at startup",
+  name: "ui in chromium: with no config file the UI is on at / and says so at startup",
   fn: async () => {
     const dir = await Deno.makeTempDir({ prefix: "wharf-noconf-" });
     // the README's run command: no config file, so 0.0.0.0:5000 and ./data under the cwd

@@ -6,12 +6,7 @@ import assert from "node:assert/strict";
 import { withServer } from "../helpers/server.ts";
 import { pushTarImage } from "../helpers/tar_image.ts";
 import { tarOf } from "../helpers/tar.ts";
-import {
-  assertAccessible,
-  browserSkipReason,
-  launch,
-  screenshot,
-} from "./_browser.ts";
+import { assertAccessible, browserSkipReason, launch, screenshot } from "./_browser.ts";
 
 const base = {
   ignore: browserSkipReason !== null,
@@ -22,8 +17,7 @@ const UI = `[ui]\nenabled = true\n`;
 
 Deno.test({
   ...base,
-  name:
-    "ui in chromium: a repository named jobs stays reachable; the queues move to /_jobs",
+  name: "ui in chromium: a repository named jobs stays reachable; the queues move to /_jobs",
   fn: () =>
     withServer({ config: UI }, async (s) => {
       const layer = tarOf([{ path: "etc/hello", data: "hi\n" }]);

@@ -187,6 +187,11 @@ export class LayerReader {
     for await (const l of this.lines(rec)) yield l.entry;
   }
 
+  /** The listing file on local disk, which a sandbox may read itself; null: only streamed. */
+  listingPath(rec: IndexRecord): string | null {
+    return this.store.localDerivedPath?.(files.listing(rec.base)) ?? null;
+  }
+
   /** The listing file's bytes (ndjson), for a reader elsewhere (the scan plan's sandbox). */
   listing(rec: IndexRecord): Promise<ReadableStream<Uint8Array>> {
     return this.store.readDerived(files.listing(rec.base));

@@ -150,3 +150,35 @@ Deno.test("scan plan: cut or disordered frames are an error, never a hang", asyn
   const layers = decodeListings(pieces(joined, 64), LAYERS.length);
   assert.throws(() => layers[0](), /out of order/);
 });
+
+Deno.test("scan plan: a sandbox allowed to read the listing files gives the same plan", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "wharf-plan-" });
+  try {
+    const paths = await Promise.all(LAYERS.map(async (es, i) => {
+      const p = `${dir}/listing-${i}.ndjson`;
+      await Deno.writeFile(p, ndjson(es));
+      return p;
+    }));
+    const plan = await runSandboxedJson<ScanPlan>({
+      label: "scan",
+      module: PLAN_CHILD,
+      args: { layers: LAYERS.length, maxPackages: 100, paths },
+      readPaths: paths,
+      budget: BUDGET,
+    });
+    assert.deepEqual(plan, await inline());
+    // only the files it was given: another file is refused
+    await assert.rejects(
+      runSandboxedJson<ScanPlan>({
+        label: "scan",
+        module: PLAN_CHILD,
+        args: { layers: 2, maxPackages: 100, paths: [paths[0], `${dir}/../etc-passwd`] },
+        readPaths: [paths[0]],
+        budget: BUDGET,
+      }),
+      /NotCapable|permission|read access/i,
+    );
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});

@@ -116,6 +116,8 @@ export interface BlobStore {
   localScratch?(): string;
   /** The blob's file on local disk, which a sandbox may be allowed to read; absent: streamed. */
   localPath?(digest: string): string;
+  /** The derived file's path on local disk, which a sandbox may be allowed to read. */
+  localDerivedPath?(name: string): string;
   /** Makes the local file `path` the derived file `name` (moved, not copied, where it can be). */
   adoptDerived?(name: string, path: string): Promise<number>;
 }

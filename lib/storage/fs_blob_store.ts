@@ -30,6 +30,10 @@ export class FsBlobStore implements BlobStore {
     return this.blobPath(digest);
   }
 
+  localDerivedPath(name: string): string {
+    return this.derivedPath(name);
+  }
+
   async adoptDerived(name: string, path: string): Promise<number> {
     const dst = this.derivedPath(name);
     await Deno.mkdir(dirname(dst), { recursive: true });

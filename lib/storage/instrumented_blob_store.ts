@@ -14,10 +14,12 @@ export class InstrumentedBlobStore implements BlobStore {
   readonly presign?: BlobStore["presign"];
   readonly localScratch?: BlobStore["localScratch"];
   readonly localPath?: BlobStore["localPath"];
+  readonly localDerivedPath?: BlobStore["localDerivedPath"];
   readonly adoptDerived?: BlobStore["adoptDerived"];
   constructor(private readonly inner: BlobStore, private readonly observe: ObserveOp) {
     this.localScratch = inner.localScratch?.bind(inner);
     this.localPath = inner.localPath?.bind(inner);
+    this.localDerivedPath = inner.localDerivedPath?.bind(inner);
     const adopt = inner.adoptDerived?.bind(inner);
     if (adopt) this.adoptDerived = (n, p) => this.timed("adoptDerived", () => adopt(n, p));
     const presign = inner.presign?.bind(inner);

@@ -1,23 +1,66 @@
-// An image's layer listings on one byte stream, for the scan plan's sandbox (plan_child.ts):
-// highest layer first (the order mergeLayers reads them in), each as chunks framed by a 4-byte
-// big-endian length, a zero length ending the layer. Chunks go as they were read from the
-// store, behind their length, so nothing is copied or held whole on either side.
-import { type ListedEntry, listingLines } from "../index/mod.ts";
+// Layer listings for a sandbox that merges them (the scan plan, plan_child.ts; the image diff,
+// diff_child.ts), in groups (one per image). A child process reads the listing files on the
+// store's disk itself: piping a million-entry listing (360 MB) through the serving process cost
+// it ~60 MiB of RSS. Elsewhere (S3, worker mode) they go on the child's input: each group's
+// layers highest first (the order mergeLayers reads them in), each as chunks framed by a 4-byte
+// big-endian length, a zero length ending the layer; chunks go as they were read from the store,
+// behind their length, so nothing is copied or held whole on either side.
+import {
+  type IndexRecord,
+  type LayerReader,
+  type ListedEntry,
+  listingLines,
+} from "../index/mod.ts";
+import type { SandboxMode } from "../config/mod.ts";
 
-/** The frames of `layers` (lowest first; null: a layer without a listing), highest first. */
+/** What the child is told about its listings (part of its arguments). */
+export interface ListingsInput {
+  /** layers per group */
+  counts: number[];
+  /** per group, the listing files (lowest layer first; null: none) the child reads itself */
+  paths?: (string | null)[][];
+}
+
+/** The listings of `groups` (per group, lowest layer first; null: no listing) for a sandbox. */
+export function listingsFor(
+  reader: LayerReader,
+  groups: (IndexRecord | null)[][],
+  mode: Exclude<SandboxMode, "off">,
+): { input: ListingsInput; readPaths?: string[]; stdin?: ReadableStream<Uint8Array> } {
+  const counts = groups.map((g) => g.length);
+  const paths = groups.map((g) => g.map((rec) => rec ? reader.listingPath(rec) : null));
+  const local = mode === "process" &&
+    paths.every((g, i) => g.every((p, j) => p !== null || groups[i][j] === null));
+  if (local) {
+    return {
+      input: { counts, paths },
+      readPaths: paths.flat().filter((p): p is string => p !== null),
+    };
+  }
+  return {
+    input: { counts },
+    stdin: ReadableStream.from(
+      encodeListings(groups.map((g) => g.map((rec) => rec ? () => reader.listing(rec) : null))),
+    ),
+  };
+}
+
+/** The frames of each group's layers (lowest first; null: no listing), highest first. */
 export async function* encodeListings(
-  layers: Array<(() => Promise<ReadableStream<Uint8Array>>) | null>,
+  groups: Array<(() => Promise<ReadableStream<Uint8Array>>) | null>[],
 ): AsyncGenerator<Uint8Array> {
-  for (let li = layers.length - 1; li >= 0; li--) {
-    const open = layers[li];
-    if (open) {
-      for await (const chunk of await open()) {
-        if (chunk.length === 0) continue;
-        yield length(chunk.length);
-        yield chunk;
+  for (const layers of groups) {
+    for (let li = layers.length - 1; li >= 0; li--) {
+      const open = layers[li];
+      if (open) {
+        for await (const chunk of await open()) {
+          if (chunk.length === 0) continue;
+          yield length(chunk.length);
+          yield chunk;
+        }
       }
+      yield length(0);
     }
-    yield length(0);
   }
 }
 
@@ -51,32 +94,51 @@ class ExactReader {
   }
 }
 
+type EntryStreams = Array<() => AsyncIterable<ListedEntry>>;
+
 /**
- * The entry streams of `count` layers (lowest first) from `input`; each must be asked for once,
- * highest first, as mergeLayers does.
+ * In the child: per group, the entry streams of its layers (lowest first), from the files it
+ * was given or from `input()`. Framed layers must be asked for in the order they were sent:
+ * group by group, each highest layer first, as mergeLayers does.
  */
-export function decodeListings(
-  input: ReadableStream<Uint8Array>,
-  count: number,
-): Array<() => AsyncIterable<ListedEntry>> {
-  const exact = new ExactReader(input.getReader());
-  let expected = count - 1;
-  return Array.from({ length: count }, (_, li) => () => {
-    if (li !== expected) throw new Error(`layer ${li} asked for out of order`);
-    expected--;
-    const chunks = new ReadableStream<Uint8Array>({
-      async pull(c) {
-        const head = await exact.take(4);
-        if (head.length < 4) return c.error(new Error("the listings ended early"));
-        const n = new DataView(head.buffer, head.byteOffset, 4).getUint32(0);
-        if (n === 0) return c.close();
-        const chunk = await exact.take(n);
-        if (chunk.length < n) return c.error(new Error("the listings ended early"));
-        c.enqueue(chunk);
-      },
-    });
-    return (async function* () {
-      for await (const l of listingLines(chunks)) yield l.entry;
-    })();
+export function openListings(
+  listings: ListingsInput,
+  input: () => ReadableStream<Uint8Array>,
+): EntryStreams[] {
+  if (listings.paths) {
+    return listings.paths.map((g) => g.map((p) => () => fileEntries(p)));
+  }
+  const exact = new ExactReader(input().getReader());
+  const order = listings.counts.flatMap((n, g) =>
+    Array.from({ length: n }, (_, i) => `${g}/${n - 1 - i}`)
+  );
+  let next = 0;
+  return listings.counts.map((n, g) =>
+    Array.from({ length: n }, (_, li) => () => {
+      if (order[next] !== `${g}/${li}`) throw new Error(`layer ${g}/${li} asked for out of order`);
+      next++;
+      return framedEntries(exact);
+    })
+  );
+}
+
+async function* fileEntries(path: string | null): AsyncGenerator<ListedEntry> {
+  if (path === null) return;
+  const f = await Deno.open(path, { read: true });
+  for await (const l of listingLines(f.readable)) yield l.entry;
+}
+
+async function* framedEntries(exact: ExactReader): AsyncGenerator<ListedEntry> {
+  const chunks = new ReadableStream<Uint8Array>({
+    async pull(c) {
+      const head = await exact.take(4);
+      if (head.length < 4) return c.error(new Error("the listings ended early"));
+      const n = new DataView(head.buffer, head.byteOffset, 4).getUint32(0);
+      if (n === 0) return c.close();
+      const chunk = await exact.take(n);
+      if (chunk.length < n) return c.error(new Error("the listings ended early"));
+      c.enqueue(chunk);
+    },
   });
+  for await (const l of listingLines(chunks)) yield l.entry;
 }

@@ -10,6 +10,9 @@ import { INDEX_VERSION, indexKey, type IndexRecord, LayerReader } from "../index
 import { indexLayerJob, tarLayers } from "../registry/mod.ts";
 import { diffImages, type ImageDiff } from "./image_diff.ts";
 import { mergeLayers } from "./merged_fs.ts";
+import { listingsFor } from "./listing_frames.ts";
+import type { DiffArgs } from "./diff_child.ts";
+import { BudgetExceededError, ChildError, runSandboxedJson, SandboxError } from "../sandbox/mod.ts";
 import { log } from "../log.ts";
 import { type AdvisoryMeta, AdvisoryStore } from "./advisory_store.ts";
 import { type ImageReport, SCAN_VERSION, Scanner, type ScanRecord } from "./scanner.ts";
@@ -53,6 +56,11 @@ export const LOAD_KIND = "load-advisories";
 /** `n` of the diff: entries per list (added, removed, modified) */
 export const DIFF_DEFAULT_N = 1000;
 export const DIFF_MAX_N = 10_000;
+const DIFF_CHILD = new URL("./diff_child.ts", import.meta.url);
+/** Images listing at most this many entries together are compared in the serving process. */
+const INLINE_DIFF_ENTRIES = 50_000;
+/** DIFF_MAX_N entries in each of three lists, with paths of up to 16 KiB: far below this. */
+const MAX_DIFF_OUTPUT = 256 << 20;
 const LOAD_LOCK = "advisories";
 
 export interface PlatformSummary {
@@ -337,8 +345,9 @@ export class Reports {
       recs.push(got);
     }
     if (waiting) return { status: 202 };
-    // A diff holds both images' merged trees in this process: its size is bounded by entries,
-    // and one runs at a time (six diffs of a 1M-file image at once took 3.9 GiB).
+    // A diff holds both images' merged trees (in a sandbox when large): its size is bounded by
+    // entries, and one runs at a time per process (six diffs of a 1M-file image at once took
+    // 3.9 GiB when they ran here).
     const total = recs.flat().reduce((n, r) => n + (r.state === "unsupported" ? 0 : r.entries), 0);
     const max = this.cfg.scan.maxDiffEntries;
     if (total > max) {
@@ -355,35 +364,66 @@ export class Reports {
     }
     this.diffing = true;
     try {
-      return await this.diffMerged(sides, recs, limit);
+      return await this.diffMerged(sides, recs, limit, total);
     } finally {
       this.diffing = false;
     }
   }
 
+  /**
+   * The diff of two images' merged listings: here for small images (tens of milliseconds),
+   * else in a sandbox process (diff_child.ts) under the scan budgets.
+   */
   private async diffMerged(
     sides: { digest: string; layers: string[] }[],
     recs: IndexRecord[][],
     limit: number,
+    total: number,
   ): Promise<{ status: 200; diff: ImageDiff }> {
     const reader = new LayerReader(this.registry.store);
-    const merged = await Promise.all(
-      recs.map((rs) =>
-        mergeLayers(
-          rs.map((rec) => () =>
-            rec.state === "unsupported" ? (async function* () {})() : reader.entries(rec)
+    const groups = recs.map((rs) => rs.map((rec) => rec.state === "unsupported" ? null : rec));
+    const mode = this.cfg.scan.sandbox;
+    if (mode === "off" || total <= INLINE_DIFF_ENTRIES) {
+      const merged = [];
+      for (const g of groups) {
+        merged.push(
+          await mergeLayers(
+            g.map((rec) => () => rec ? reader.entries(rec) : (async function* () {})()),
           ),
-        )
-      ),
-    );
-    return {
-      status: 200,
-      diff: diffImages(
-        { ...sides[0], merged: merged[0] },
-        { ...sides[1], merged: merged[1] },
-        limit,
-      ),
-    };
+        );
+      }
+      return {
+        status: 200,
+        diff: diffImages(
+          { ...sides[0], merged: merged[0] },
+          { ...sides[1], merged: merged[1] },
+          limit,
+        ),
+      };
+    }
+    const { input, readPaths, stdin } = listingsFor(reader, groups, mode);
+    try {
+      const diff = await runSandboxedJson<ImageDiff>({
+        mode,
+        label: "diff",
+        module: DIFF_CHILD,
+        args: { listings: input, sides, limit } satisfies DiffArgs,
+        readPaths,
+        stdin,
+        budget: this.cfg.scan.budget,
+        maxOutputBytes: MAX_DIFF_OUTPUT,
+      });
+      return { status: 200, diff };
+    } catch (e) {
+      if (
+        e instanceof BudgetExceededError || e instanceof SandboxError || e instanceof ChildError
+      ) {
+        throw new RegistryError("UNSUPPORTED", `the images could not be compared: ${e.message}`, {
+          status: 404,
+        });
+      }
+      throw e;
+    }
   }
 
   /** The stored record, queueing a scan when there is none or it is out of date. */

@@ -4,7 +4,7 @@
 import assert from "node:assert/strict";
 import type { ListedEntry } from "../index/mod.ts";
 import { planImage, type ScanPlan } from "./scan_plan.ts";
-import { decodeListings, encodeListings } from "./listing_frames.ts";
+import { encodeListings, openListings } from "./listing_frames.ts";
 import { runSandboxedJson } from "../sandbox/mod.ts";
 
 const BUDGET = { wallSecs: 60, cpuSecs: 60, memoryBytes: 512 << 20 };
@@ -96,16 +96,19 @@ Deno.test("scan plan: status.d files past max_packages are left out, with a warn
 
 Deno.test("scan plan: the listings framed for the sandbox decode to the same plan", async () => {
   for (const size of [1, 7, 4096, 1 << 20]) {
-    const frames = encodeListings(
+    const frames = encodeListings([
       LAYERS.map((es) => () => Promise.resolve(pieces(ndjson(es), size))),
-    );
+    ]);
     // re-chunked on the way, as a pipe does
     const all: Uint8Array[] = [];
     for await (const f of frames) all.push(f.slice());
     const joined = new Uint8Array(all.reduce((n, b) => n + b.length, 0));
     let at = 0;
     for (const b of all) joined.set(b, (at += b.length) - b.length);
-    const plan = await planImage(decodeListings(pieces(joined, 3001), LAYERS.length), 100);
+    const plan = await planImage(
+      openListings({ counts: [LAYERS.length] }, () => pieces(joined, 3001))[0],
+      100,
+    );
     assert.deepEqual(plan, await inline(), `pieces of ${size}`);
   }
 });
@@ -114,9 +117,9 @@ Deno.test("scan plan: the sandbox process gives the same plan; a layer without a
   const plan = await runSandboxedJson<ScanPlan>({
     label: "scan",
     module: PLAN_CHILD,
-    args: { layers: LAYERS.length, maxPackages: 100 },
+    args: { listings: { counts: [LAYERS.length] }, maxPackages: 100 },
     stdin: ReadableStream.from(
-      encodeListings(LAYERS.map((es) => () => Promise.resolve(pieces(ndjson(es), 777)))),
+      encodeListings([LAYERS.map((es) => () => Promise.resolve(pieces(ndjson(es), 777)))]),
     ),
     budget: BUDGET,
   });
@@ -124,9 +127,9 @@ Deno.test("scan plan: the sandbox process gives the same plan; a layer without a
   const upperOnly = await runSandboxedJson<ScanPlan>({
     label: "scan",
     module: PLAN_CHILD,
-    args: { layers: 2, maxPackages: 100 },
+    args: { listings: { counts: [2] }, maxPackages: 100 },
     stdin: ReadableStream.from(
-      encodeListings([null, () => Promise.resolve(pieces(ndjson(LAYERS[1]), 777))]),
+      encodeListings([[null, () => Promise.resolve(pieces(ndjson(LAYERS[1]), 777))]]),
     ),
     budget: BUDGET,
   });
@@ -136,18 +139,23 @@ Deno.test("scan plan: the sandbox process gives the same plan; a layer without a
 Deno.test("scan plan: cut or disordered frames are an error, never a hang", async () => {
   const frames: Uint8Array[] = [];
   for await (
-    const f of encodeListings(LAYERS.map((es) => () => Promise.resolve(pieces(ndjson(es), 500))))
+    const f of encodeListings([
+      LAYERS.map((es) => () => Promise.resolve(pieces(ndjson(es), 500))),
+    ])
   ) frames.push(f.slice());
   const joined = new Uint8Array(frames.reduce((n, b) => n + b.length, 0));
   let at = 0;
   for (const b of frames) joined.set(b, (at += b.length) - b.length);
   for (const cut of [3, 100, joined.length - 5]) {
     await assert.rejects(
-      planImage(decodeListings(pieces(joined.slice(0, cut), 64), LAYERS.length), 100),
+      planImage(
+        openListings({ counts: [LAYERS.length] }, () => pieces(joined.slice(0, cut), 64))[0],
+        100,
+      ),
       /ended early|JSON/,
     );
   }
-  const layers = decodeListings(pieces(joined, 64), LAYERS.length);
+  const layers = openListings({ counts: [LAYERS.length] }, () => pieces(joined, 64))[0];
   assert.throws(() => layers[0](), /out of order/);
 });
 
@@ -162,7 +170,7 @@ Deno.test("scan plan: a sandbox allowed to read the listing files gives the same
     const plan = await runSandboxedJson<ScanPlan>({
       label: "scan",
       module: PLAN_CHILD,
-      args: { layers: LAYERS.length, maxPackages: 100, paths },
+      args: { listings: { counts: [LAYERS.length], paths: [paths] }, maxPackages: 100 },
       readPaths: paths,
       budget: BUDGET,
     });
@@ -172,7 +180,10 @@ Deno.test("scan plan: a sandbox allowed to read the listing files gives the same
       runSandboxedJson<ScanPlan>({
         label: "scan",
         module: PLAN_CHILD,
-        args: { layers: 2, maxPackages: 100, paths: [paths[0], `${dir}/../etc-passwd`] },
+        args: {
+          listings: { counts: [2], paths: [[paths[0], `${dir}/../etc-passwd`]] },
+          maxPackages: 100,
+        },
         readPaths: [paths[0]],
         budget: BUDGET,
       }),

@@ -20,7 +20,7 @@ import {
 export { type ConfigSecret, configSecrets } from "./config_secrets.ts";
 import type { ConfigSecret } from "./config_secrets.ts";
 import { planImage, type ScanPlan } from "./scan_plan.ts";
-import { encodeListings } from "./listing_frames.ts";
+import { listingsFor } from "./listing_frames.ts";
 import type { PlanArgs } from "./plan_child.ts";
 import { type Affected, affects, SEVERITIES, type Severity } from "./osv.ts";
 import { type AdvisoryMeta, AdvisoryStore, lookupName } from "./advisory_store.ts";
@@ -357,21 +357,15 @@ export class Scanner {
       warnings.push(...plan.warnings);
       return plan;
     }
-    // A child process reads listings on the store's disk itself: piping a million-entry
-    // listing (360 MB) through this process cost it ~60 MiB more.
-    const paths = listed.map((rec) => rec ? this.reader.listingPath(rec) : null);
-    const local = this.opts.sandbox === "process" && paths.every((p, i) => p || !listed[i]);
-    const args: PlanArgs = { layers: recs.length, maxPackages: this.opts.maxPackages };
+    const { input, readPaths, stdin } = listingsFor(this.reader, [listed], this.opts.sandbox);
     try {
       const plan = await runSandboxedJson<ScanPlan>({
         mode: this.opts.sandbox,
         label: "scan",
         module: PLAN_CHILD,
-        args: local ? { ...args, paths } : args,
-        readPaths: local ? paths.filter((p): p is string => p !== null) : undefined,
-        stdin: local ? undefined : ReadableStream.from(
-          encodeListings(listed.map((rec) => rec ? () => this.reader.listing(rec) : null)),
-        ),
+        args: { listings: input, maxPackages: this.opts.maxPackages } satisfies PlanArgs,
+        readPaths,
+        stdin,
         budget: this.opts.budget,
         maxOutputBytes: MAX_PLAN_OUTPUT,
         signal,

@@ -21,7 +21,7 @@ import {
 
 const CONFIG = `${FAST_JOBS}
 [scan]
-max_diff_entries = 50000
+max_diff_entries = 80000
 `;
 
 const entries = entriesPath;
@@ -138,7 +138,8 @@ Deno.test({
         assert.deepEqual(rep.warnings, []);
       }
 
-      // A diff holds both trees in the serving process: past max_diff_entries it is refused.
+      // A diff of images over 50,000 entries runs in a sandbox; past max_diff_entries it is
+      // refused.
       {
         await pushCase(s, "link_loop", cases.many_files.ns, "small");
         const diff = (to: string) =>
@@ -151,6 +152,16 @@ Deno.test({
         const small = await diff("small");
         assert.equal(small.status, 200);
         await small.body?.cancel();
+        await pushCase(s, "link_loop", cases.many_files_dpkg.ns, "small");
+        const sandboxed = await settle(
+          s,
+          `/v2/${cases.many_files_dpkg.ns}/_svc/diff?from=small&to=v1&n=10`,
+        );
+        assert.equal(sandboxed.status, 200);
+        const d = await sandboxed.json();
+        assert.equal(d.to.regular_files, 60_001);
+        assert.equal(d.added.length, 10);
+        assert.equal(d.truncated, true);
       }
 
       // A certificate bundle's details are parsed off the serving thread.

@@ -32,6 +32,7 @@ import { filesSearchHandler } from "./files.ts";
 import type { Reports } from "../lib/scan/mod.ts";
 import { countAuth, instrumentFetch, metricsHandler, noteAction } from "./metrics.ts";
 import { uiAction, uiHandler } from "./ui.ts";
+import { applyRateLimit, rateLimiterFor } from "./rate_limit.ts";
 import { anonymousActor, identifyActor, withActor } from "../lib/events/mod.ts";
 
 export interface Services {
@@ -87,6 +88,7 @@ export function createApp(services: Services): Hono<{ Bindings: ConnEnv }> {
     services.policies,
     new AuthorizationWebhooks(reg.cfg, services.metrics?.observeAuthzWebhook),
   );
+  const limiter = rateLimiterFor(reg, services.metrics);
   app.onError((err, c) => errorResponse(err, c));
   app.notFound((c) => errorResponse(notFound(c.req.method), c));
 
@@ -147,6 +149,7 @@ export function createApp(services: Services): Hono<{ Bindings: ConnEnv }> {
     }
     try {
       await gate.checkWebhook(ctx, action, req.headers);
+      await applyRateLimit(limiter, ctx, action, extra);
     } catch (e) {
       await req.body?.cancel();
       throw e;

@@ -44,6 +44,7 @@ const ALLOWED: Record<string, string[]> = {
   sync: ["oci", "config", "streams", "storage", "metadata", "jobs", "upstream", "registry"],
   retention: ["oci", "config", "metadata", "jobs", "registry", "events"],
   policy: ["oci", "config"],
+  ratelimit: ["oci", "config", "metadata", "policy"],
   auth: ["oci", "config", "streams"],
 };
 

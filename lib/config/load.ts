@@ -23,6 +23,7 @@ import {
 import { isValidName } from "../oci/grammar.ts";
 import { readAuthWebhookRef, readAuthWebhooks, readEventWebhooks, readRetention } from "./hooks.ts";
 import { readSyncs } from "./sync.ts";
+import { readRateLimit } from "./rate_limit.ts";
 
 export class ConfigError extends Error {}
 
@@ -202,6 +203,7 @@ export function buildConfig(doc: Table, paths: string[]): Config {
     "index",
     "authorization_webhook",
     "retention_policy",
+    "rate_limit",
   ]);
   cfg.global.maxBlobSize = r.int(g, "max_blob_size", "global", 1) ?? null;
   cfg.global.maxManifestSize = r.int(g, "max_manifest_size", "global", 1, 64 * 1024 * 1024) ??
@@ -270,6 +272,7 @@ export function buildConfig(doc: Table, paths: string[]): Config {
   const retention = readRetention(g.retention_policy, "global.retention_policy", true, fail);
   cfg.global.retentionPolicy = retention?.policy ?? null;
   if (retention) cfg.global.retentionSchedule = retention.schedule;
+  cfg.global.rateLimit = readRateLimit(g.rate_limit, "global.rate_limit", true, fail);
   readUi(r, r.table(doc.ui, "ui"), cfg);
   const sc = r.table(doc.scan, "scan");
   r.only(sc, "scan", [
@@ -328,6 +331,7 @@ export function buildConfig(doc: Table, paths: string[]): Config {
       "authorization_webhook",
       "retention_policy",
       "sync",
+      "rate_limit",
     ]);
     const rc: RepositoryConfig = {
       name,
@@ -340,6 +344,8 @@ export function buildConfig(doc: Table, paths: string[]): Config {
     if (hook) rc.authorizationWebhook = hook;
     const keep = readRetention(t.retention_policy, `${path}.retention_policy`, false, fail);
     if (keep) rc.retentionPolicy = keep.policy;
+    const limits = readRateLimit(t.rate_limit, `${path}.rate_limit`, false, fail);
+    if (limits) rc.rateLimit = limits;
     const upstreams = readUpstreams(r, t.upstream, `${path}.upstream`);
     if (upstreams.list.length > 0) {
       rc.upstreams = upstreams.list;

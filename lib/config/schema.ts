@@ -6,6 +6,7 @@ import type {
   RetentionScheduleConfig,
 } from "./hooks.ts";
 import type { SyncConfig } from "./sync.ts";
+import type { RateLimitConfig } from "./rate_limit.ts";
 
 export interface PolicyConfig {
   default: "allow" | "deny";
@@ -230,6 +231,8 @@ export interface RepositoryConfig {
   retentionPolicy?: RetentionPolicyConfig;
   /** scheduled pull sync (pull-through repositories only) */
   syncs?: SyncConfig[];
+  /** `[repository."<name>".rate_limit]`: replaces the global numbers it sets, in its own buckets */
+  rateLimit?: RateLimitConfig;
 }
 
 export type ReplicationMode = "event" | "event+reconcile" | "reconcile";
@@ -311,6 +314,8 @@ export interface Config {
     authorizationWebhook: string | null;
     retentionPolicy: RetentionPolicyConfig | null;
     retentionSchedule: RetentionScheduleConfig;
+    /** `[global.rate_limit]`: token buckets per identity; null = off */
+    rateLimit: RateLimitConfig | null;
   };
   /** `[event_webhook.<name>]` */
   eventWebhooks: EventWebhookConfig[];
@@ -356,6 +361,7 @@ export function defaultConfig(): Config {
       authorizationWebhook: null,
       retentionPolicy: null,
       retentionSchedule: { intervalSecs: null, dryRun: false },
+      rateLimit: null,
     },
     eventWebhooks: [],
     scan: defaultScanConfig(),
@@ -384,3 +390,4 @@ export const UPSTREAM_DEFAULTS = {
 
 export * from "./hooks.ts";
 export { SYNC_DEFAULTS, type SyncConfig, unsafePattern } from "./sync.ts";
+export { RATE_LIMIT_DEFAULTS, type RateLimitConfig } from "./rate_limit.ts";

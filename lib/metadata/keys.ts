@@ -29,6 +29,10 @@
 //                                                           first; trimmed to max_pulls/max_age
 //   lastpull/<ns>/<digest>                → KvU64 (ms)      newest pull of a revision (atomic max)
 //
+//   ratelimit/<scope>/<class>/<who>       → number (ms)     a token bucket's theoretical arrival
+//                                                           time (GCRA), settled by lib/ratelimit
+//                                                           in batches; expires once refilled
+//
 //   upcheck/<ns>/<tag>                    → UpstreamCheck   when a pull-through tag was last checked
 //                                                           against its upstream (revalidate_secs)
 //   job/<queue>/…                         → lib/jobs owns this subtree (queues/keys.ts there)
@@ -106,6 +110,7 @@ export const K = {
   lastPullsIn: (ns: string) => ["lastpull", ns],
   lastPullsAll: () => ["lastpull"],
   upcheck: (ns: string, tag: string) => ["upcheck", ns, tag],
+  rateLimit: (scope: string, cls: string, who: string) => ["ratelimit", scope, cls, who],
   replCaps: (downstream: string) => ["repl", downstream, "caps"],
   replCount: (downstream: string, outcome: string) => ["repl", downstream, "count", outcome],
   replCounts: (downstream: string) => ["repl", downstream, "count"],

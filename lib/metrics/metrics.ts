@@ -90,6 +90,22 @@ export class Metrics {
       [],
     ),
   );
+  /** 429s of the rate limiter (lib/ratelimit), by bucket class: requests or pulls */
+  readonly rateLimited = this.set.add(
+    new Counter(
+      "wharf_rate_limited_requests_total",
+      "Requests refused with 429 by the rate limits, by class (requests, pulls)",
+      ["class"],
+    ),
+  );
+  /** KV operations of the rate limiter's settles and first loads, by kind */
+  readonly rateLimitKvOps = this.set.add(
+    new Counter(
+      "wharf_rate_limit_kv_operations_total",
+      "KV operations made by the rate limiter (gets, commits, conflicts)",
+      ["op"],
+    ),
+  );
   readonly requestBytes = this.set.add(
     new Counter("wharf_http_request_bytes_total", "Request body bytes read by handlers", []),
   );

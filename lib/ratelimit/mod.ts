@@ -1,0 +1,9 @@
+export {
+  type LimitClass,
+  type LimiterHooks,
+  type LimitRequest,
+  PULL_WINDOW_SECS,
+  RateLimiter,
+} from "./limiter.ts";
+export { type Bucket, merge, take, tokensLeft, type Verdict } from "./gcra.ts";
+export { type KvCounts, SharedBuckets } from "./shared_buckets.ts";

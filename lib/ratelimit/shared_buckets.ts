@@ -1,0 +1,210 @@
+// Token buckets shared by every process on one KV, at a bounded KV cost. Each process decides
+// from its own view of a bucket (loaded from the KV the first time it sees it: one get) and
+// settles what it took with the KV once per sync interval, ten buckets per atomic commit (the
+// strictest backend's check limit), each commit a versionstamp-checked read-merge-write. A
+// request itself never waits on the KV except that first load.
+//
+// Over-admission (docs/operations.md, "Rate limits"): processes that have not yet seen each
+// other's takes each admit from the same tokens, so P processes can together admit up to
+// P × (capacity + sync_interval × rate) in one interval where one process would admit
+// capacity + sync_interval × rate. Every admitted take is charged at the next settle, so
+// the excess is paid back: the identity is refused until its bucket has refilled past it.
+import { K } from "../metadata/mod.ts";
+import { type Bucket, merge, take, tokensLeft, type Verdict } from "./gcra.ts";
+
+interface Entry {
+  key: Deno.KvKey;
+  /** this process's view of the bucket's TAT, its own takes included */
+  tat: number;
+  /** takes not yet settled with the KV */
+  pending: number;
+  periodMs: number;
+  /** when this view last read the KV (a load or a settle) */
+  syncedAt: number;
+  /** set while a load from the KV runs */
+  loading: Promise<void> | null;
+}
+
+/** KV operations made, by kind (the bench divides them by requests). */
+export interface KvCounts {
+  gets: number;
+  commits: number;
+  conflicts: number;
+}
+
+/** Buckets this process remembers; idle full ones are dropped at each settle. */
+const MAX_ENTRIES = 100_000;
+const CHECKS_PER_COMMIT = 10;
+/** A settle retries a conflicting batch this often before leaving it to the next settle. */
+const SETTLE_ATTEMPTS = 5;
+
+export class SharedBuckets {
+  private readonly entries = new Map<string, Entry>();
+  private readonly dirty = new Set<Entry>();
+  private timer: ReturnType<typeof setTimeout> | null = null;
+  private settling: Promise<void> | null = null;
+  readonly kvCounts: KvCounts = { gets: 0, commits: 0, conflicts: 0 };
+
+  constructor(
+    private readonly kv: Deno.Kv,
+    private readonly syncIntervalMs: () => number,
+    private readonly onError: (e: unknown) => void = () => {},
+    private readonly onKvOp: (op: keyof KvCounts) => void = () => {},
+  ) {}
+
+  private count(op: keyof KvCounts): void {
+    this.kvCounts[op]++;
+    this.onKvOp(op);
+  }
+
+  /** Takes one token from the bucket `scope/cls/who`. */
+  async take(scope: string, cls: string, who: string, b: Bucket): Promise<Verdict> {
+    const e = await this.entry(scope, cls, who, b);
+    const v = take(b, e.tat, Date.now());
+    if (v.ok) {
+      e.tat = v.tat;
+      e.pending++;
+      e.periodMs = b.periodMs;
+      this.dirty.add(e);
+      this.schedule();
+    }
+    return v;
+  }
+
+  /** Tokens left without taking one (HEAD of a manifest); no KV read for an unseen bucket. */
+  peek(scope: string, cls: string, who: string, b: Bucket): number {
+    const e = this.entries.get(id(scope, cls, who));
+    return tokensLeft(b, e?.tat ?? 0, Date.now());
+  }
+
+  /** Settles now (tests, shutdown). */
+  async flush(): Promise<void> {
+    if (this.timer !== null) clearTimeout(this.timer);
+    this.timer = null;
+    await this.settle();
+  }
+
+  private async entry(scope: string, cls: string, who: string, b: Bucket): Promise<Entry> {
+    const k = id(scope, cls, who);
+    let e = this.entries.get(k);
+    if (!e) {
+      if (this.entries.size >= MAX_ENTRIES) this.sweep();
+      e = {
+        key: K.rateLimit(scope, cls, who),
+        tat: 0,
+        pending: 0,
+        periodMs: b.periodMs,
+        syncedAt: 0,
+        loading: null,
+      };
+      this.entries.set(k, e);
+    }
+    // A view older than one sync interval is read again first: other processes' takes since
+    // then count before this one (at most one get per bucket per interval).
+    if (!e.loading && Date.now() - e.syncedAt > this.syncIntervalMs()) e.loading = this.load(e);
+    if (e.loading) await e.loading;
+    return e;
+  }
+
+  private async load(e: Entry): Promise<void> {
+    try {
+      this.count("gets");
+      const got = await this.kv.get<number>(e.key);
+      if (typeof got.value === "number") e.tat = merge(got.value, e.tat, e.pending, e.periodMs);
+    } catch (err) {
+      // The KV unreachable: decide from this process's view alone rather than fail requests.
+      this.onError(err);
+    } finally {
+      // Also after a failure: a KV that is down is asked once per interval, not per request.
+      e.syncedAt = Date.now();
+      e.loading = null;
+    }
+  }
+
+  private schedule(): void {
+    if (this.timer !== null || this.settling) return;
+    const timer = setTimeout(() => {
+      this.timer = null;
+      this.settle().catch(this.onError);
+    }, this.syncIntervalMs());
+    Deno.unrefTimer(timer as unknown as number);
+    this.timer = timer;
+  }
+
+  private async settle(): Promise<void> {
+    if (this.settling) return await this.settling;
+    this.settling = (async () => {
+      const batch = [...this.dirty];
+      this.dirty.clear();
+      for (let i = 0; i < batch.length; i += CHECKS_PER_COMMIT) {
+        await this.settleBatch(batch.slice(i, i + CHECKS_PER_COMMIT));
+      }
+      this.sweep();
+    })();
+    try {
+      await this.settling;
+    } finally {
+      this.settling = null;
+      if (this.dirty.size > 0) this.schedule();
+    }
+  }
+
+  private async settleBatch(batch: Entry[]): Promise<void> {
+    for (let attempt = 1; attempt <= SETTLE_ATTEMPTS; attempt++) {
+      let stored: Deno.KvEntryMaybe<number>[];
+      try {
+        this.count("gets");
+        stored = await this.kv.getMany<number[]>(batch.map((e) => e.key));
+      } catch (err) {
+        this.onError(err);
+        break;
+      }
+      const now = Date.now();
+      const taken = batch.map((e) => e.pending);
+      const merged = batch.map((e, i) => {
+        const s = stored[i].value;
+        return merge(typeof s === "number" ? s : 0, e.tat, taken[i], e.periodMs);
+      });
+      const op = this.kv.atomic();
+      batch.forEach((e, i) => {
+        op.check(stored[i]);
+        // Kept until the bucket has refilled (plus a minute): a full bucket is an absent key.
+        op.set(e.key, merged[i], { expireIn: Math.max(0, merged[i] - now) + 60_000 });
+      });
+      let ok = false;
+      try {
+        this.count("commits");
+        ok = (await op.commit()).ok;
+      } catch (err) {
+        this.onError(err);
+        break;
+      }
+      if (ok) {
+        batch.forEach((e, i) => {
+          e.pending -= taken[i];
+          // Takes made while the commit ran sit on top of the merged value.
+          e.tat = Math.max(e.tat, merged[i] + e.pending * e.periodMs);
+          e.syncedAt = now;
+        });
+        return;
+      }
+      this.count("conflicts");
+    }
+    // Not settled: the takes stay pending for the next settle, never lost.
+    for (const e of batch) if (e.pending > 0) this.dirty.add(e);
+  }
+
+  /** Drops buckets that are full and settled: absent means full, and the KV has the rest. */
+  private sweep(): void {
+    const now = Date.now();
+    const crowded = this.entries.size > MAX_ENTRIES;
+    for (const [k, e] of this.entries) {
+      if (e.pending > 0 || e.loading || this.dirty.has(e)) continue;
+      if (crowded || e.tat <= now) this.entries.delete(k);
+    }
+  }
+}
+
+function id(scope: string, cls: string, who: string): string {
+  return `${scope}\u0000${cls}\u0000${who}`;
+}

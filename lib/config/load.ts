@@ -24,6 +24,7 @@ import { isValidName } from "../oci/grammar.ts";
 import { readAuthWebhookRef, readAuthWebhooks, readEventWebhooks, readRetention } from "./hooks.ts";
 import { readSyncs } from "./sync.ts";
 import { readRateLimit } from "./rate_limit.ts";
+import { readBytes, readGlobalQuota, readRepositoryQuota } from "./quota.ts";
 
 export class ConfigError extends Error {}
 
@@ -203,7 +204,9 @@ export function buildConfig(doc: Table, paths: string[]): Config {
     "index",
     "authorization_webhook",
     "retention_policy",
+    "audit",
     "rate_limit",
+    "quota",
   ]);
   cfg.global.maxBlobSize = r.int(g, "max_blob_size", "global", 1) ?? null;
   cfg.global.maxManifestSize = r.int(g, "max_manifest_size", "global", 1, 64 * 1024 * 1024) ??
@@ -235,6 +238,13 @@ export function buildConfig(doc: Table, paths: string[]): Config {
   cfg.global.scrub.intervalSecs = r.int(scrub, "interval_secs", "global.scrub", 1) ?? null;
   cfg.global.scrub.graceSecs = r.int(scrub, "grace_secs", "global.scrub", 0) ??
     cfg.global.scrub.graceSecs;
+  const audit = r.table(g.audit, "global.audit");
+  r.only(audit, "global.audit", ["enabled", "max_age_days", "max_denials_per_minute"]);
+  cfg.global.audit.enabled = r.bool(audit, "enabled", "global.audit") ?? false;
+  cfg.global.audit.maxAgeDays = r.int(audit, "max_age_days", "global.audit", 1, 36500) ?? null;
+  cfg.global.audit.maxDenialsPerMinute =
+    r.int(audit, "max_denials_per_minute", "global.audit", 0, 100_000) ??
+      cfg.global.audit.maxDenialsPerMinute;
   readJobQueue(r, r.table(g.job_queue, "global.job_queue"), cfg.global.jobQueue);
   const ix = r.table(g.index, "global.index");
   r.only(ix, "global.index", [
@@ -273,6 +283,7 @@ export function buildConfig(doc: Table, paths: string[]): Config {
   cfg.global.retentionPolicy = retention?.policy ?? null;
   if (retention) cfg.global.retentionSchedule = retention.schedule;
   cfg.global.rateLimit = readRateLimit(g.rate_limit, "global.rate_limit", true, fail);
+  cfg.global.quota = readGlobalQuota(g.quota, "global.quota", fail);
   readUi(r, r.table(doc.ui, "ui"), cfg);
   const sc = r.table(doc.scan, "scan");
   r.only(sc, "scan", [
@@ -332,6 +343,8 @@ export function buildConfig(doc: Table, paths: string[]): Config {
       "retention_policy",
       "sync",
       "rate_limit",
+      "quota",
+      "max_cache_bytes",
     ]);
     const rc: RepositoryConfig = {
       name,
@@ -346,12 +359,21 @@ export function buildConfig(doc: Table, paths: string[]): Config {
     if (keep) rc.retentionPolicy = keep.policy;
     const limits = readRateLimit(t.rate_limit, `${path}.rate_limit`, false, fail);
     if (limits) rc.rateLimit = limits;
+    const quota = readRepositoryQuota(t.quota, `${path}.quota`, fail);
+    if (quota !== undefined) rc.quotaMaxBytes = quota;
     const upstreams = readUpstreams(r, t.upstream, `${path}.upstream`);
     if (upstreams.list.length > 0) {
       rc.upstreams = upstreams.list;
       rc.revalidateSecs = r.int(t, "revalidate_secs", path, 0) ?? upstreams.revalidateSecs ?? 0;
     } else if (t.revalidate_secs !== undefined) {
       r.fail(`${path}.revalidate_secs`, "only applies to a repository with upstreams");
+    }
+    const cap = readBytes(t, "max_cache_bytes", path, fail);
+    if (cap !== undefined) {
+      if (!rc.upstreams) {
+        r.fail(`${path}.max_cache_bytes`, "only applies to a repository with upstreams");
+      }
+      rc.maxCacheBytes = cap;
     }
     const syncs = readSyncs(t.sync, `${path}.sync`, fail);
     if (syncs.length > 0) {

@@ -7,6 +7,7 @@ import type {
 } from "./hooks.ts";
 import type { SyncConfig } from "./sync.ts";
 import type { RateLimitConfig } from "./rate_limit.ts";
+import { defaultQuotaConfig, type QuotaConfig } from "./quota.ts";
 
 export interface PolicyConfig {
   default: "allow" | "deny";
@@ -231,6 +232,10 @@ export interface RepositoryConfig {
   retentionPolicy?: RetentionPolicyConfig;
   /** scheduled pull sync (pull-through repositories only) */
   syncs?: SyncConfig[];
+  /** `[repository."<name>".quota] max_bytes`: replaces [global.quota]'s limit */
+  quotaMaxBytes?: number;
+  /** pull-through only: least recently pulled images are evicted to keep the cache under it */
+  maxCacheBytes?: number;
   /** `[repository."<name>".rate_limit]`: replaces the global numbers it sets, in its own buckets */
   rateLimit?: RateLimitConfig;
 }
@@ -316,6 +321,10 @@ export interface Config {
     retentionSchedule: RetentionScheduleConfig;
     /** `[global.rate_limit]`: token buckets per identity; null = off */
     rateLimit: RateLimitConfig | null;
+    /** `[global.quota]`: storage limits per repository; off by default */
+    quota: QuotaConfig;
+    /** `[global.audit]`: the audit trail of writes, admin acts and denials; off by default */
+    audit: AuditConfig;
   };
   /** `[event_webhook.<name>]` */
   eventWebhooks: EventWebhookConfig[];
@@ -330,6 +339,14 @@ export interface Config {
   repositories: Map<string, RepositoryConfig>;
   /** files the config was read from, for the startup line */
   sources: string[];
+}
+
+export interface AuditConfig {
+  enabled: boolean;
+  /** records older than this are dropped by scrub; null = kept */
+  maxAgeDays: number | null;
+  /** denial records one process writes per minute at most (the rest are counted, not stored) */
+  maxDenialsPerMinute: number;
 }
 
 export const DEFAULT_MAX_MANIFEST_SIZE = 4 * 1024 * 1024;
@@ -362,6 +379,8 @@ export function defaultConfig(): Config {
       retentionPolicy: null,
       retentionSchedule: { intervalSecs: null, dryRun: false },
       rateLimit: null,
+      quota: defaultQuotaConfig(),
+      audit: { enabled: false, maxAgeDays: null, maxDenialsPerMinute: 60 },
     },
     eventWebhooks: [],
     scan: defaultScanConfig(),
@@ -391,3 +410,4 @@ export const UPSTREAM_DEFAULTS = {
 export * from "./hooks.ts";
 export { SYNC_DEFAULTS, type SyncConfig, unsafePattern } from "./sync.ts";
 export { RATE_LIMIT_DEFAULTS, type RateLimitConfig } from "./rate_limit.ts";
+export { type QuotaConfig } from "./quota.ts";

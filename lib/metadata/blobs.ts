@@ -4,6 +4,27 @@ import { type BlobRecord, K, type LinkRecord } from "./keys.ts";
 import { getAll, hasAny } from "./kv_util.ts";
 import { addJobs, type PlannedMutation } from "./kv_limits.ts";
 import { checkNotReclaiming, explainConflict, reclaimingError } from "./reclaim.ts";
+import type { UsageLedger } from "./usage.ts";
+
+/**
+ * Reads what a commit setting link/<ns>/<digest> needs for usage (lib/metadata/usage.ts): the
+ * returned function adds a check of the link as read and, when it is new, the usage plan.
+ */
+export async function linkUsage(
+  kv: Deno.Kv,
+  ledger: UsageLedger | undefined,
+  ns: string,
+  digest: string,
+  size: number,
+): Promise<(op: Deno.AtomicOperation) => void> {
+  if (!ledger) return () => {};
+  const link = await kv.get(K.link(ns, digest));
+  const plan = link.versionstamp === null ? await ledger.planAdd(ns, digest, size) : null;
+  return (op) => {
+    op.check(link);
+    plan?.apply(op);
+  };
+}
 
 /** Whether the bytes of a digest are in the blob store right now. */
 export type BytesPlaced = () => Promise<boolean>;
@@ -34,7 +55,8 @@ export async function reservationAfterConflict(
 }
 
 export class BlobMeta {
-  constructor(private readonly kv: Deno.Kv) {}
+  /** `usage`: repository usage kept in the linking commits (readers may omit it) */
+  constructor(private readonly kv: Deno.Kv, private readonly usage?: UsageLedger) {}
 
   async link(ns: string, digest: string): Promise<LinkRecord | null> {
     return (await this.kv.get<LinkRecord>(K.link(ns, digest))).value;
@@ -76,12 +98,14 @@ export class BlobMeta {
     let guard = reserved;
     for (let attempt = 0; attempt < RESERVED_WRITE_ATTEMPTS; attempt++) {
       const now = Date.now();
+      const usage = await linkUsage(this.kv, this.usage, ns, digest, size);
       const op = this.kv.atomic()
         .check({ key: K.blob(digest), versionstamp: guard })
         .set(K.blob(digest), { size, at: now } satisfies BlobRecord)
         .set(K.link(ns, digest), { size, at: now } satisfies LinkRecord)
         .set(K.owner(digest, ns), true);
       checkNotReclaiming(op, digest);
+      usage(op);
       if ((await addJobs(op, jobs()).commit()).ok) return;
       guard = await reservationAfterConflict(this.kv, digest, placed);
     }
@@ -96,12 +120,14 @@ export class BlobMeta {
   ): Promise<boolean> {
     const b = await this.kv.get<BlobRecord>(K.blob(digest));
     if (!b.value) return false;
+    const usage = await linkUsage(this.kv, this.usage, ns, digest, b.value.size);
     const op = this.kv.atomic()
       .check(b)
       .set(K.link(ns, digest), { size: b.value.size, at: Date.now() } satisfies LinkRecord)
       .set(K.owner(digest, ns), true);
     // A mount racing reclamation of its source is simply unsatisfiable: the client uploads.
     checkNotReclaiming(op, digest);
+    usage(op);
     return (await addJobs(op, jobs()).commit()).ok;
   }
 
@@ -135,6 +161,7 @@ export class BlobMeta {
       // it is gone.
       const op = this.kv.atomic().check(link).check(refver).delete(K.link(ns, digest))
         .delete(K.owner(digest, ns)).set(K.unlinkver(ns), true);
+      (await this.usage?.planRemove(ns, digest, link.value.size))?.apply(op);
       const r = await addJobs(op, jobs()).commit();
       if (r.ok) return;
     }

@@ -29,6 +29,13 @@
 //                                                           first; trimmed to max_pulls/max_age
 //   lastpull/<ns>/<digest>                → KvU64 (ms)      newest pull of a revision (atomic max)
 //
+//   usage/<repository>                    → KvU64           bytes of the distinct digests the
+//                                                           repository's namespaces link or hold
+//                                                           revisions of (lib/metadata/usage.ts);
+//                                                           touched by every commit changing one
+//   qref/<repository>/<digest>            → KvU64           links + revisions of the digest in
+//                                                           the repository (it counts once)
+//
 //   ratelimit/<scope>/<class>/<who>       → number (ms)     a token bucket's theoretical arrival
 //                                                           time (GCRA), settled by lib/ratelimit
 //                                                           in batches; expires once refilled
@@ -48,6 +55,9 @@
 //   sync/<repository>/run/<n>             → SyncRunRecord   the run of its n-th sync in progress
 //                                                           (cursor: a crashed run resumes there)
 //   sync/<repository>/last/<n>            → SyncRunRecord   its last finished run
+//
+//   audit/<time key>                      → AuditRecord     one audited act (lib/audit); the key
+//                                                           is storageKey(ms, uuid): time order
 //
 // No commit may carry more than KV_LIMITS (kv_limits.ts): 10 checks, 1,000 mutations, 80 KiB of
 // keys, 800 KiB in all. Sets a client can grow (tags of a revision, references of a manifest)
@@ -111,6 +121,10 @@ export const K = {
   lastPullsAll: () => ["lastpull"],
   upcheck: (ns: string, tag: string) => ["upcheck", ns, tag],
   rateLimit: (scope: string, cls: string, who: string) => ["ratelimit", scope, cls, who],
+  usage: (repository: string) => ["usage", repository],
+  usageAll: () => ["usage"],
+  qref: (repository: string, digest: string) => ["qref", repository, digest],
+  qrefsOf: (repository: string) => ["qref", repository],
   replCaps: (downstream: string) => ["repl", downstream, "caps"],
   replCount: (downstream: string, outcome: string) => ["repl", downstream, "count", outcome],
   replCounts: (downstream: string) => ["repl", downstream, "count"],
@@ -119,6 +133,8 @@ export const K = {
   syncLease: (repository: string) => ["sync", repository, "lease"],
   syncRun: (repository: string, n: number) => ["sync", repository, "run", n],
   syncLast: (repository: string, n: number) => ["sync", repository, "last", n],
+  audit: (timeKey: string) => ["audit", timeKey],
+  auditAll: () => ["audit"],
 } as const;
 
 /** Who runs a repository's sync, until when (ms since epoch); renewed while it runs. */

@@ -21,6 +21,7 @@ import { K, type ReferrerRecord, type RevisionRecord, type TagRecord } from "./k
 import { getAll } from "./kv_util.ts";
 import { CommitBudget, commitInBatches, type PlannedMutation } from "./kv_limits.ts";
 import { type BytesPlaced, reservationAfterConflict, RESERVED_WRITE_ATTEMPTS } from "./blobs.ts";
+import type { UsageLedger, UsagePlan } from "./usage.ts";
 
 /** A push naming at most this many tags checks each tag key; more are guarded by tagver. */
 const TAG_CHECKS_MAX = 3;
@@ -128,7 +129,11 @@ function tagMutations(
   return out;
 }
 
-export async function commitManifest(kv: Deno.Kv, w: ManifestWrite): Promise<void> {
+export async function commitManifest(
+  kv: Deno.Kv,
+  w: ManifestWrite,
+  usage?: UsageLedger,
+): Promise<void> {
   const { ns, digest } = w;
   const refs = referenceMutations(ns, digest, w.parsed);
   // Every guard sees the stored tags before anything is written, so a refused tag (immutable,
@@ -169,6 +174,10 @@ export async function commitManifest(kv: Deno.Kv, w: ManifestWrite): Promise<voi
       }
       if (w.tags.length === 0 && w.revisionJobs) fixed.push(...w.revisionJobs());
       if (w.newRevisionJobs) fixed.push(...w.newRevisionJobs());
+      // The revision is a new member of the repository's usage (403 DENIED past its quota).
+      const plan = await usage?.planAdd(ns, digest, w.record.size);
+      if (plan && !plan.fits(budget)) throw new Error("manifest head commit exceeds KV limits");
+      plan?.apply(op);
     }
     if (w.pushJobs) fixed.push(...w.pushJobs());
     if (!budget.addAll(op, fixed)) throw new Error("manifest head commit exceeds KV limits");
@@ -277,6 +286,7 @@ export async function deleteRevision(
   parsed: ParsedManifest,
   guard: (t: TagRecord) => void,
   jobs: () => PlannedMutation[] = () => [],
+  usage?: UsageLedger,
 ): Promise<void> {
   for (let attempt = 0; attempt < DELETE_ATTEMPTS; attempt++) {
     // Read at once: the shorter the span between these reads and the commit, the fewer tag
@@ -305,7 +315,8 @@ export async function deleteRevision(
     // The delete's jobs go with the revision's removal: the write the client sees acknowledged.
     head.push(...jobs());
     const derived = referenceMutations(ns, digest, parsed).map((m) => del(m.key));
-    if (await dropInCommits(kv, rev, tagver, tagMuts, head, derived)) return;
+    const plan = await usage?.planRemove(ns, digest, rev.value.size);
+    if (await dropInCommits(kv, rev, tagver, tagMuts, head, derived, plan)) return;
     await conflictPause(attempt);
   }
   throw new RegistryError("INTERNAL_ERROR", "manifest delete kept conflicting", { status: 503 });
@@ -324,6 +335,7 @@ async function dropInCommits(
   tagMuts: PlannedMutation[][],
   head: PlannedMutation[],
   derived: PlannedMutation[],
+  usage?: UsagePlan,
 ): Promise<boolean> {
   const tagverKey = tagver.key;
   let i = 0;
@@ -336,8 +348,12 @@ async function dropInCommits(
     budget.addAll(op, [set(tagverKey, true)]);
     const from = i;
     while (i < tagMuts.length && budget.addAll(op, tagMuts[i])) i++;
-    const last = i === tagMuts.length && budget.addAll(op, head);
+    // The usage change goes with the revision's removal (a head that does not fit the budget
+    // moves to the next commit; the usage plan's keys were counted here, harmlessly).
+    const last = i === tagMuts.length && (!usage || usage.fits(budget)) &&
+      budget.addAll(op, head);
     if (!last && i === from) throw new Error("a tag deletion exceeds KV's commit limits");
+    if (last) usage?.apply(op);
     const derivedIn = last && budget.addAll(op, derived);
     const r = await op.commit();
     if (!r.ok) return false;

@@ -11,6 +11,8 @@ import {
   type ManifestWrite,
 } from "./manifest_writes.ts";
 
+import type { UsageLedger } from "./usage.ts";
+
 export type { ManifestWrite, TagGuard } from "./manifest_writes.ts";
 
 const TAG_CACHE_NAMESPACES = 1024;
@@ -18,7 +20,8 @@ const TAG_CACHE_MAX_TAGS = 50_000;
 
 export class ManifestMeta {
   private readonly tagCache = new Map<string, { versionstamp: string; tags: string[] }>();
-  constructor(private readonly kv: Deno.Kv) {}
+  /** `usage`: repository usage kept in the push and delete commits (readers may omit it) */
+  constructor(private readonly kv: Deno.Kv, private readonly usage?: UsageLedger) {}
 
   async revision(ns: string, digest: string): Promise<RevisionRecord | null> {
     return (await this.kv.get<RevisionRecord>(K.rev(ns, digest))).value;
@@ -29,7 +32,7 @@ export class ManifestMeta {
   }
 
   commit(w: ManifestWrite): Promise<void> {
-    return commitManifest(this.kv, w);
+    return commitManifest(this.kv, w, this.usage);
   }
 
   /** DELETE by tag: only that tag goes. `guard` sees the stored tag (LWW). */
@@ -67,7 +70,7 @@ export class ManifestMeta {
     guard: (t: TagRecord) => void,
     jobs?: () => PlannedMutation[],
   ): Promise<void> {
-    return deleteRevision(this.kv, ns, digest, parsed, guard, jobs);
+    return deleteRevision(this.kv, ns, digest, parsed, guard, jobs, this.usage);
   }
 
   /**

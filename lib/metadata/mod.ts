@@ -44,3 +44,13 @@ export {
 } from "./kv_limits.ts";
 export { withBusyRetry } from "./kv_busy.ts";
 export { UpstreamChecks } from "./upstream_checks.ts";
+export {
+  formatBytes,
+  quotaExceeded,
+  type QuotaPolicy,
+  type Recount,
+  UsageLedger,
+  UsageMeta,
+  usageValue,
+} from "./usage.ts";
+export { type CachedRevision, CacheMeta } from "./cache_meta.ts";

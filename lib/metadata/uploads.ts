@@ -3,9 +3,12 @@ import { K, type UploadRecord } from "./keys.ts";
 import { checkNotReclaiming, reclaimingError } from "./reclaim.ts";
 import { type BytesPlaced, reservationAfterConflict, RESERVED_WRITE_ATTEMPTS } from "./blobs.ts";
 import { addJobs, type PlannedMutation } from "./kv_limits.ts";
+import type { UsageLedger } from "./usage.ts";
+import { linkUsage } from "./blobs.ts";
 
 export class UploadMeta {
-  constructor(private readonly kv: Deno.Kv) {}
+  /** `usage`: repository usage kept in the completing commit (readers may omit it) */
+  constructor(private readonly kv: Deno.Kv, private readonly usage?: UsageLedger) {}
 
   async create(ns: string, uuid: string, rec: UploadRecord): Promise<void> {
     await this.kv.set(K.upload(ns, uuid), rec);
@@ -48,6 +51,8 @@ export class UploadMeta {
     let guard = reserved;
     for (let attempt = 0; attempt < RESERVED_WRITE_ATTEMPTS; attempt++) {
       const now = Date.now();
+      // May throw 403 DENIED (quota): the session stays, as for any refused completion.
+      const usage = await linkUsage(this.kv, this.usage, ns, digest, size);
       const op = this.kv.atomic()
         .check(entry)
         .check({ key: K.blob(digest), versionstamp: guard })
@@ -56,6 +61,7 @@ export class UploadMeta {
         .set(K.link(ns, digest), { size, at: now })
         .set(K.owner(digest, ns), true);
       checkNotReclaiming(op, digest);
+      usage(op);
       if ((await addJobs(op, jobs()).commit()).ok) return true;
       const again = await this.kv.get<UploadRecord>(entry.key);
       if (again.versionstamp !== entry.versionstamp) return false;

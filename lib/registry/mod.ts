@@ -3,6 +3,9 @@ import type { Config } from "../config/schema.ts";
 import type { BlobStore } from "../storage/blob_store.ts";
 import { BlobMeta, ManifestMeta, UploadMeta } from "../metadata/mod.ts";
 import { PullMeta, SvcMeta, UpstreamChecks } from "../metadata/mod.ts";
+import { CacheMeta, UsageLedger } from "../metadata/mod.ts";
+import { maxBytesOf, quotaPolicy, quotasConfigured } from "../quota/mod.ts";
+import { CacheCap } from "./cache_cap.ts";
 import { Pulls } from "./pulls.ts";
 import { SvcListings } from "./svc_listings.ts";
 import { Blobs } from "./blobs.ts";
@@ -64,6 +67,10 @@ export class Registry {
   readonly pullThrough: PullThrough;
   /** event webhooks: what writes plan, and the `events` queue's delivery jobs */
   readonly events: Events;
+  /** storage usage per repository, kept by the writes; quotas (lib/quota) */
+  readonly usage: UsageLedger;
+  /** `max_cache_bytes` eviction of pull-through repositories */
+  readonly cacheCap: CacheCap;
 
   constructor(
     readonly cfg: Config,
@@ -73,8 +80,9 @@ export class Registry {
   ) {
     this.jobs = options.jobs ?? new JobQueues(kv, cfg.global.jobQueue);
     this.events = new Events(cfg, this.jobs, kv);
-    const blobMeta = new BlobMeta(kv);
-    const manifestMeta = new ManifestMeta(kv);
+    this.usage = new UsageLedger(kv, quotaPolicy(() => cfg));
+    const blobMeta = new BlobMeta(kv, this.usage);
+    const manifestMeta = new ManifestMeta(kv, this.usage);
     this.blobs = new Blobs(store, blobMeta, manifestMeta);
     this.manifests = new Manifests(
       cfg,
@@ -89,7 +97,7 @@ export class Registry {
     this.uploads = new Uploads({
       store,
       blobs: blobMeta,
-      uploads: new UploadMeta(kv),
+      uploads: new UploadMeta(kv, this.usage),
       maxBlobSize: cfg.global.maxBlobSize,
     });
     this.listings = new Listings(manifestMeta, this.manifests);
@@ -101,8 +109,21 @@ export class Registry {
       new SvcMeta(kv),
       pullMeta,
       (d) => store.readAll(d),
+      {
+        shown: () => quotasConfigured(cfg),
+        used: (r) => this.usage.used(r),
+        quota: (r) => maxBytesOf(cfg, r),
+      },
+    );
+    this.cacheCap = new CacheCap(
+      () => cfg,
+      this.usage,
+      new CacheMeta(kv),
+      this.manifests,
+      blobMeta,
     );
     this.pullThrough = new PullThrough({
+      cacheCap: this.cacheCap,
       cfg,
       blobs: blobMeta,
       manifests: this.manifests,
@@ -196,6 +217,7 @@ export {
   type ScrubSummary,
 } from "./scrub.ts";
 export { sweepPullHistory } from "../metadata/mod.ts";
+export { CacheCap } from "./cache_cap.ts";
 export { PULLS_DEFAULT_N, PULLS_MAX_N, type PullsPage } from "./pulls.ts";
 export {
   type NamespacesListing,

@@ -26,6 +26,7 @@ import type { BlobRead } from "./blobs.ts";
 import { type BlobFill, FillError, type Fills } from "./blob_fill.ts";
 import type { ManifestBody, Manifests } from "./manifests.ts";
 import type { ReferrerDescriptor } from "./listings.ts";
+import type { CacheCap } from "./cache_cap.ts";
 
 /** The Warning a stale manifest is served with (RFC 9111 warn-code 110). */
 export const STALE_WARNING = '110 wharf "Response is Stale: every upstream is unavailable"';
@@ -57,6 +58,8 @@ export interface PullThroughDeps {
   checks: UpstreamChecks;
   fills: Fills;
   jobs: JobQueues;
+  /** `max_cache_bytes`: eviction before fills, and the images it must not evict */
+  cacheCap?: CacheCap;
   observeUpstream?: ObserveFn;
   observe?: (kind: "manifest" | "blob", result: PullThroughResult) => void;
 }
@@ -146,13 +149,13 @@ export class PullThrough {
     const local = await this.cached(ns, reference);
     if (local && (byDigest || this.immutable(rc, reference))) {
       this.d.observe?.("manifest", "hit");
-      return await this.serve(local, withBody);
+      return await this.serve(local, withBody, rc, ns);
     }
     if (local && rc.revalidateSecs) {
       const seen = await this.d.checks.get(ns, reference);
       if (seen && seen.digest === local.digest && Date.now() - seen.at < rc.revalidateSecs * 1000) {
         this.d.observe?.("manifest", "hit");
-        return await this.serve(local, withBody);
+        return await this.serve(local, withBody, rc, ns);
       }
     }
     const up = this.set(rc);
@@ -162,14 +165,14 @@ export class PullThrough {
         if (head.digest === local.digest) {
           await this.d.checks.record(ns, reference, local.digest);
           this.d.observe?.("manifest", "revalidated");
-          return await this.serve(local, withBody);
+          return await this.serve(local, withBody, rc, ns);
         }
         // Moved upstream: fetch the new revision by its digest (the tag could move again).
-        const fetched = await this.fetch(up, ns, head.digest, accept, reference);
+        const fetched = await this.fetch(rc, up, ns, head.digest, accept, reference);
         this.d.observe?.("manifest", "refreshed");
         return fetched;
       }
-      const fetched = await this.fetch(up, ns, reference, accept, byDigest ? null : reference);
+      const fetched = await this.fetch(rc, up, ns, reference, accept, byDigest ? null : reference);
       this.d.observe?.("manifest", "miss");
       return fetched;
     } catch (e) {
@@ -192,6 +195,7 @@ export class PullThrough {
   }
 
   private async fetch(
+    rc: RepositoryConfig,
     up: UpstreamSet,
     ns: string,
     reference: string,
@@ -199,9 +203,18 @@ export class PullThrough {
     tag: string | null,
   ): Promise<PulledManifest> {
     const m = await up.getManifest(ns, reference, accept, this.d.cfg.global.maxManifestSize);
+    const cap = this.d.cacheCap;
     let rec: RevisionRecord;
     try {
-      rec = await this.d.manifests.storeFetched(ns, m.digest, m.bytes, m.mediaType, tag);
+      const store = () => this.d.manifests.storeFetched(ns, m.digest, m.bytes, m.mediaType, tag);
+      if (cap) {
+        rec = await cap.hold(ns, m.digest, async () => {
+          await cap.makeRoom(rc, ns, m.bytes.byteLength, [m.digest]);
+          const r = await store();
+          cap.touched(rc, ns, m.digest);
+          return r;
+        });
+      } else rec = await store();
     } catch (e) {
       if (e instanceof RegistryError && e.code === "MANIFEST_INVALID") {
         throw new RegistryError(
@@ -231,7 +244,10 @@ export class PullThrough {
   private async serve(
     local: { digest: string; rev: RevisionRecord },
     withBody: boolean,
+    rc?: RepositoryConfig,
+    ns?: string,
   ): Promise<PulledManifest> {
+    if (rc && ns) this.d.cacheCap?.touched(rc, ns, local.digest);
     const body = local.rev.body ??
       (withBody ? await this.d.manifests.body(local.digest, local.rev) : null);
     return { digest: local.digest, mediaType: local.rev.mediaType, size: local.rev.size, body };
@@ -295,7 +311,7 @@ export class PullThrough {
           upstream: { status: part.status, contentRange: part.contentRange ?? null },
         };
       }
-      const f = await this.startFill(up, ns, digest);
+      const f = await this.startFill(rc, up, ns, digest);
       // Should this process die mid-fill, the job fetches the blob again; once the fill is
       // done the job is dropped, and when it failed the job retries (or dead-letters) now.
       this.insure(f, ns, digest);
@@ -317,12 +333,23 @@ export class PullThrough {
     return fill && fill.state !== "failed" ? fill : null;
   }
 
-  private startFill(up: UpstreamSet, ns: string, digest: string): Promise<BlobFill> {
+  private startFill(
+    rc: RepositoryConfig,
+    up: UpstreamSet,
+    ns: string,
+    digest: string,
+  ): Promise<BlobFill> {
     return this.d.fills.begin(ns, digest, async () => {
       const whole = await up.getBlob(ns, digest);
       if (whole.status !== 200) {
         await whole.body.cancel();
         throw new FillError(`upstream answered ${whole.status} to a whole-blob GET`, false);
+      }
+      try {
+        await this.d.cacheCap?.beforeFill(rc, ns, digest, whole.size ?? null);
+      } catch (e) {
+        await whole.body.cancel();
+        throw e;
       }
       return { body: whole.body, size: whole.size ?? null };
     });
@@ -402,7 +429,7 @@ export class PullThrough {
         await up.headBlob(ns, digest);
         if (await this.d.blobs.mount(ns, digest)) return false;
       }
-      fill = await this.startFill(up, ns, digest);
+      fill = await this.startFill(rc, up, ns, digest);
       if (insure) this.insure(fill, ns, digest);
     }
     // The fill goes on without the job when the worker stops; the job is then taken over.

@@ -5,7 +5,8 @@
 // compacts pull history. Safe while servers run: every KV change is versionstamp-guarded.
 import type { Config } from "../config/schema.ts";
 import type { BlobStore } from "../storage/blob_store.ts";
-import { LEASE_MS, ReclaimMeta, ScrubMeta } from "../metadata/mod.ts";
+import { LEASE_MS, ReclaimMeta, ScrubMeta, UsageMeta } from "../metadata/mod.ts";
+import { repositoryOf } from "../config/repositories.ts";
 
 const RECLAIM_CONCURRENCY = 8;
 
@@ -24,6 +25,12 @@ export interface ScrubSummary {
   repaired: number;
   /** records derived from deleted manifests (image reports) dropped */
   derived: number;
+  /** repositories whose usage was recounted from their links and revisions */
+  usageRecounted: number;
+  /** of those, how many had drifted (stored usage or per-digest counts wrong): repaired */
+  usageDrift: number;
+  /** sum over drifted repositories of |stored − recounted| bytes */
+  usageDriftBytes: number;
   /** KV keys and stored objects examined */
   scanned: number;
   seconds: number;
@@ -63,6 +70,7 @@ export class Scrubber {
   private readonly reclaim: ReclaimMeta;
   private readonly hooks: ReclaimHook[] = [];
   private readonly manifestSweeps: ManifestRecordSweep[] = [];
+  private readonly finished: ((s: ScrubSummary) => Promise<void>)[] = [];
   /**
    * `holder` names this scrubber in the one-scrub-at-a-time lease. A fresh id (the default, as
    * for `main.ts scrub`) waits out a holder that died, up to LEASE_MS; the server passes a name
@@ -71,7 +79,7 @@ export class Scrubber {
    */
   constructor(
     private readonly cfg: Config,
-    kv: Deno.Kv,
+    private readonly kv: Deno.Kv,
     private readonly store: BlobStore,
     private readonly pullSweep: PullSweep | null = null,
     private readonly holder: string = crypto.randomUUID(),
@@ -92,6 +100,12 @@ export class Scrubber {
     return this;
   }
 
+  /** Adds a step run after each scrub that ran (audit retention and the run's audit record). */
+  onFinished(step: (s: ScrubSummary) => Promise<void>): this {
+    this.finished.push(step);
+    return this;
+  }
+
   /** Runs one scrub; null when another scrub holds the lease. */
   async run(opts: ScrubOptions = {}): Promise<ScrubSummary | null> {
     const dryRun = opts.dryRun ?? false;
@@ -99,12 +113,15 @@ export class Scrubber {
     const renew = dryRun
       ? undefined
       : setInterval(() => this.meta.lock(this.holder).catch(() => {}), LEASE_MS / 4);
+    let s: ScrubSummary;
     try {
-      return await this.sweep(dryRun, (opts.graceSecs ?? this.cfg.global.scrub.graceSecs) * 1000);
+      s = await this.sweep(dryRun, (opts.graceSecs ?? this.cfg.global.scrub.graceSecs) * 1000);
     } finally {
       clearInterval(renew);
       if (!dryRun) await this.meta.unlock(this.holder);
     }
+    for (const step of this.finished) await step(s);
+    return s;
   }
 
   private async sweep(dryRun: boolean, graceMs: number): Promise<ScrubSummary> {
@@ -120,6 +137,9 @@ export class Scrubber {
       pulls: 0,
       repaired: 0,
       derived: 0,
+      usageRecounted: 0,
+      usageDrift: 0,
+      usageDriftBytes: 0,
       scanned: 0,
       seconds: 0,
     };
@@ -172,6 +192,7 @@ export class Scrubber {
     for (const sweep of this.manifestSweeps) {
       s.derived += await sweep(dryRun, refs.manifests, walkStart);
     }
+    await this.recountUsage(dryRun, s);
     s.uploads = await this.sweepUploads(dryRun, now);
     for await (const e of this.meta.emptiedNamespaces()) {
       s.scanned++;
@@ -221,6 +242,30 @@ export class Scrubber {
     for (const h of this.hooks) await h(digest);
   }
 
+  /**
+   * Recounts every repository's usage from its namespaces' links and revisions and repairs any
+   * drift (a server killed between writes cannot cause it: usage moves in the writes' own
+   * commits; drift means keys written by an older Wharf, or a config regrouping namespaces).
+   */
+  private async recountUsage(dryRun: boolean, s: ScrubSummary): Promise<void> {
+    const usage = new UsageMeta(this.kv);
+    const { namespaces, repositories } = await usage.inventory();
+    const byRepo = new Map<string, string[]>([...repositories].map((r) => [r, []]));
+    for (const ns of namespaces) {
+      const repo = repositoryOf(this.cfg, ns).name;
+      byRepo.set(repo, [...byRepo.get(repo) ?? [], ns]);
+    }
+    for (const [repo, list] of byRepo) {
+      const r = await usage.recount(repo, list, dryRun);
+      s.usageRecounted++;
+      s.scanned += list.length;
+      if (r.stored !== r.actual || r.refsFixed > 0) {
+        s.usageDrift++;
+        s.usageDriftBytes += Math.abs(r.stored - r.actual);
+      }
+    }
+  }
+
   private async sweepUploads(dryRun: boolean, now: number): Promise<number> {
     const timeoutMs = this.cfg.global.uploadTimeoutSecs * 1000;
     const live = new Set<string>();
@@ -255,7 +300,7 @@ export function formatSummary(s: ScrubSummary): string {
   const keysPerSec = s.seconds > 0 ? Math.round(s.scanned / s.seconds) : s.scanned;
   return `scrub${s.dryRun ? " (dry run)" : ""}: ${s.blobs} blob(s) ${
     s.dryRun ? "reclaimable" : "reclaimed"
-  } (${s.bytes} bytes), ${s.uploads} upload(s), ${s.namespaces} namespace key(s), ${s.pulls} pull(s), ${s.repaired} repair(s), ${s.derived} report(s); kept ${s.young} young, ${s.raced} raced; ${s.scanned} keys/objects in ${
+  } (${s.bytes} bytes), ${s.uploads} upload(s), ${s.namespaces} namespace key(s), ${s.pulls} pull(s), ${s.repaired} repair(s), ${s.derived} report(s), usage of ${s.usageRecounted} repositor(ies) recounted (${s.usageDrift} drifted by ${s.usageDriftBytes} bytes); kept ${s.young} young, ${s.raced} raced; ${s.scanned} keys/objects in ${
     s.seconds.toFixed(2)
   }s (${keysPerSec}/s)`;
 }

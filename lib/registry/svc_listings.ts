@@ -21,6 +21,20 @@ interface RepositorySettings {
 export interface RepositorySummary extends RepositorySettings {
   name: string;
   namespace_count: number;
+  /** with quotas or a cache cap configured anywhere: bytes the repository holds (lib/quota) */
+  used_bytes?: number;
+  /** its quota, null when it has none */
+  quota_bytes?: number | null;
+  /** a pull-through repository's `max_cache_bytes` */
+  max_cache_bytes?: number;
+}
+
+/** Where the repositories listing reads usage from (absent: no usage fields). */
+export interface UsageReader {
+  /** whether any quota or cache cap is configured (the fields are shown only then) */
+  shown(): boolean;
+  used(repository: string): Promise<number>;
+  quota(repository: string): number | null;
 }
 
 export interface NamespacesListing extends RepositorySettings {
@@ -62,6 +76,7 @@ export class SvcListings {
     private readonly svc: SvcMeta,
     private readonly pulls: PullMeta,
     readBlob?: (digest: string) => Promise<Uint8Array>,
+    private readonly usage?: UsageReader,
   ) {
     this.facts = readBlob ? new RevisionFactsCache(readBlob) : null;
   }
@@ -85,11 +100,20 @@ export class SvcListings {
       const repo = repositoryOf(this.cfg, ns).name;
       counts.set(repo, (counts.get(repo) ?? 0) + 1);
     });
-    const repositories = [...counts.keys()].sort().map((name) => ({
+    const repositories: RepositorySummary[] = [...counts.keys()].sort().map((name) => ({
       name,
       namespace_count: counts.get(name)!,
       ...this.settings(name),
     }));
+    const usage = this.usage?.shown() ? this.usage : null;
+    if (usage) {
+      await mapBounded(repositories, this.concurrency, async (r) => {
+        r.used_bytes = await usage.used(r.name);
+        r.quota_bytes = usage.quota(r.name);
+        const cap = this.cfg.repositories.get(r.name)?.maxCacheBytes;
+        if (cap !== undefined) r.max_cache_bytes = cap;
+      });
+    }
     return { repositories };
   }
 

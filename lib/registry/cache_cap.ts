@@ -1,0 +1,141 @@
+// `max_cache_bytes` on a pull-through repository (issue 26, part 2): before a fill that would
+// take the repository's usage past the cap, its least recently pulled images are evicted (their
+// tags and revision deleted, their blobs no other manifest of the namespace references unlinked,
+// so the next scrub reclaims the bytes) until the fill fits. Images this process is serving or
+// filling are held and never chosen; an evicted image is fetched again on its next pull.
+import type { Config, RepositoryConfig } from "../config/schema.ts";
+import { repositoryOf } from "../config/repositories.ts";
+import { RegistryError } from "../oci/errors.ts";
+import { parseManifest } from "../oci/manifest.ts";
+import type { BlobMeta, CacheMeta, UsageLedger } from "../metadata/mod.ts";
+import { evictionOrder } from "../quota/mod.ts";
+import { log } from "../log.ts";
+import type { Manifests } from "./manifests.ts";
+
+export class CacheCap {
+  /** `ns\0digest` → how many requests hold it */
+  private readonly held = new Map<string, number>();
+  /** one eviction pass per repository at a time in this process */
+  private readonly passes = new Map<string, Promise<unknown>>();
+  /** images evicted since start, by repository (metrics) */
+  readonly evicted = new Map<string, number>();
+
+  constructor(
+    private readonly cfg: () => Config,
+    private readonly usage: UsageLedger,
+    private readonly meta: CacheMeta,
+    private readonly manifests: Manifests,
+    private readonly blobs: BlobMeta,
+  ) {}
+
+  /** Runs `fn` with the image `digest` of `ns` held (not evictable by this process). */
+  async hold<T>(ns: string, digest: string, fn: () => Promise<T>): Promise<T> {
+    const k = `${ns}\0${digest}`;
+    this.held.set(k, (this.held.get(k) ?? 0) + 1);
+    try {
+      return await fn();
+    } finally {
+      const n = this.held.get(k)! - 1;
+      if (n > 0) this.held.set(k, n);
+      else this.held.delete(k);
+    }
+  }
+
+  /** Records a pull of a capped repository's image (its eviction order). Never fails a pull. */
+  touched(rc: RepositoryConfig, ns: string, digest: string): void {
+    if (rc.maxCacheBytes === undefined) return;
+    this.meta.touch(ns, digest).catch((e) =>
+      log.warn("cache pull time not recorded", { namespace: ns, error: String(e) })
+    );
+  }
+
+  /**
+   * Before filling blob `digest` (`size` bytes, null when the upstream did not say) into `ns`:
+   * evicts to make room under a cap; under a quota refuses (403 DENIED) a fill the link commit
+   * would refuse anyway, before any byte is fetched.
+   */
+  async beforeFill(
+    rc: RepositoryConfig,
+    ns: string,
+    digest: string,
+    size: number | null,
+  ): Promise<void> {
+    if (size === null) return;
+    if (rc.maxCacheBytes !== undefined) await this.makeRoom(rc, ns, size);
+    else await this.usage.planAdd(ns, digest, size); // throws past a quota; commits nothing
+  }
+
+  /**
+   * Makes room for `needed` more bytes in `rc` (a capped pull-through repository), `keep`
+   * naming images of `ns` the fill belongs to. Returns how many images were evicted.
+   */
+  makeRoom(rc: RepositoryConfig, ns: string, needed: number, keep: string[] = []): Promise<number> {
+    const cap = rc.maxCacheBytes;
+    if (cap === undefined) return Promise.resolve(0);
+    const before = this.passes.get(rc.name) ?? Promise.resolve();
+    const pass = before.catch(() => {}).then(() => this.evictUntil(rc, ns, cap, needed, keep));
+    this.passes.set(rc.name, pass);
+    pass.finally(() => {
+      if (this.passes.get(rc.name) === pass) this.passes.delete(rc.name);
+    }).catch(() => {});
+    return pass;
+  }
+
+  private async evictUntil(
+    rc: RepositoryConfig,
+    ns: string,
+    cap: number,
+    needed: number,
+    keep: string[],
+  ): Promise<number> {
+    let used = await this.usage.used(rc.name);
+    if (used + needed <= cap) return 0;
+    const cfg = this.cfg();
+    const namespaces = await this.meta.namespaces(
+      rc.name,
+      (n) => repositoryOf(cfg, n).name === rc.name,
+    );
+    const protect = new Set([...this.held.keys(), ...keep.map((d) => `${ns}\0${d}`)]);
+    let n = 0;
+    for (const victim of evictionOrder(await this.meta.revisions(namespaces), protect)) {
+      if (used + needed <= cap) break;
+      if (this.held.has(`${victim.ns}\0${victim.digest}`)) continue;
+      if (await this.evict(victim.ns, victim.digest)) n++;
+      used = await this.usage.used(rc.name);
+    }
+    if (n > 0) {
+      this.evicted.set(rc.name, (this.evicted.get(rc.name) ?? 0) + n);
+      log.info("evicted cached images to stay under max_cache_bytes", {
+        repository: rc.name,
+        images: n,
+        used_bytes: used,
+        max_cache_bytes: cap,
+      });
+    }
+    return n;
+  }
+
+  /** Deletes one cached image and unlinks the blobs nothing else in its namespace references. */
+  private async evict(ns: string, digest: string): Promise<boolean> {
+    let blobs: string[];
+    try {
+      const { rev } = await this.manifests.resolve(ns, digest);
+      blobs = parseManifest(await this.manifests.body(digest, rev), rev.mediaType).blobs;
+      await this.manifests.delete(ns, digest, null);
+    } catch (e) {
+      // Gone already (another process evicted it) or unreadable: the next candidate serves.
+      if (e instanceof RegistryError) return false;
+      throw e;
+    }
+    for (const b of blobs) {
+      if (await this.meta.referenced(ns, b)) continue;
+      try {
+        await this.blobs.unlink(ns, b);
+      } catch (e) {
+        // Referenced again since (a fill of another image) or already unlinked: it stays.
+        if (!(e instanceof RegistryError)) throw e;
+      }
+    }
+    return true;
+  }
+}

@@ -38,6 +38,7 @@ import { PolicyCompileError, PolicySet } from "./lib/policy/mod.ts";
 import { log } from "./lib/log.ts";
 import { COMMANDS, helpText } from "./lib/usage.ts";
 import { countOutbox, OutboxDrainer } from "./lib/events/mod.ts";
+import { auditedRun, AuditTrail } from "./lib/audit/mod.ts";
 import {
   compileRetention,
   formatPrune,
@@ -268,6 +269,13 @@ async function serve(cfg: Config): Promise<void> {
       // A sync entry the reload added gets its first run queued (existing ones keep theirs).
       new Syncer(next, registry).schedule().catch(() => {});
     };
+  }, (r) => {
+    const restart = r.restart?.length ? `; needs a restart: ${r.restart.join(", ")}` : "";
+    registry.events.audit.record({
+      action: "config.reload",
+      outcome: r.ok ? "ok" : "failed",
+      detail: r.ok ? `${cfg.sources.join(", ")}${restart}` : r.error,
+    });
   });
   reloader.start();
   const ac = new AbortController();
@@ -606,9 +614,15 @@ async function worker(cfg: Config, queues: QueueName[]): Promise<void> {
  * bytes (layer index, file-search keys, image report); `holder` as in Scrubber.
  */
 function scrubberFor(cfg: Config, kv: Deno.Kv, store: BlobStore, holder?: string): Scrubber {
+  const audit = new AuditTrail(kv, cfg);
   return new Scrubber(cfg, kv, store, (dryRun) => sweepPullHistory(kv, cfg, { dryRun }), holder)
     .onReclaim((d) => forgetLayerIndex(kv, store, d))
-    .onManifestRecords((dryRun, live, since) => sweepReports(kv, store, dryRun, live, since));
+    .onManifestRecords((dryRun, live, since) => sweepReports(kv, store, dryRun, live, since))
+    .onFinished(async (s) => {
+      const old = await audit.sweep(s.dryRun);
+      const dropped = `${s.dryRun ? "would drop" : "dropped"} ${old.dropped} audit record(s)`;
+      await audit.record({ action: "scrub.run", detail: `${formatSummary(s)}; ${dropped}` });
+    });
 }
 
 /** The server's own lease name: a restarted server resumes the scrub lease of the one it replaces. */
@@ -667,11 +681,12 @@ function schedulePrune(cfg: Config, registry: Registry, signal: AbortSignal): ()
     running = true;
     try {
       const dryRun = cfg.global.retentionSchedule.dryRun;
-      const s = await prune(cfg, registry, {
-        dryRun,
-        signal,
-        report: (line) => log.info(`retention: ${dryRun ? "would " : ""}${line}`),
-      });
+      const s = await auditedRun(registry.events.audit, "prune.run", () =>
+        prune(cfg, registry, {
+          dryRun,
+          signal,
+          report: (line) => log.info(`retention: ${dryRun ? "would " : ""}${line}`),
+        }), (s) => formatPrune(s, dryRun));
       log.info(formatPrune(s, dryRun));
     } catch (e) {
       log.error("scheduled prune failed", { error: e instanceof Error ? e.message : String(e) });
@@ -712,11 +727,12 @@ async function pruneCommand(cfg: Config, cli: Cli): Promise<number> {
   const kv = await openMetadata(cfg.metadataStore.url ?? cfg.metadataStore.path);
   const registry = new Registry(cfg, kv, store);
   try {
-    const s = await prune(cfg, registry, {
-      dryRun: cli.dryRun,
-      now: cli.now ?? undefined,
-      report: (line) => console.log(`${cli.dryRun ? "would " : ""}${line}`),
-    });
+    const s = await auditedRun(registry.events.audit, "prune.run", () =>
+      prune(cfg, registry, {
+        dryRun: cli.dryRun,
+        now: cli.now ?? undefined,
+        report: (line) => console.log(`${cli.dryRun ? "would " : ""}${line}`),
+      }), (s) => formatPrune(s, cli.dryRun));
     console.log(formatPrune(s, cli.dryRun));
     return s.failures > 0 ? 1 : 0;
   } finally {

@@ -43,7 +43,8 @@ export type ActionName =
   | "get-report"
   | "diff-images"
   | "search-files"
-  | "replication-status";
+  | "replication-status"
+  | "list-audit";
 
 export interface Action {
   name: ActionName;
@@ -84,6 +85,7 @@ const ROUTES: Route[] = [
   { re: /^\/v2\/_svc\/ui\/config$/, methods: READ("ui-config") },
   { re: /^\/v2\/_svc\/files\/search$/, methods: READ("search-files") },
   { re: /^\/v2\/_svc\/replication\/status$/, methods: READ("replication-status") },
+  { re: /^\/v2\/_svc\/audit$/, methods: READ("list-audit") },
   { re: /^\/v2\/_svc\/jobs\/list$/, methods: READ("list-jobs"), resource: "pending" },
   {
     re: /^\/v2\/_svc\/jobs\/failed$/,

@@ -34,6 +34,7 @@ import { countAuth, instrumentFetch, metricsHandler, noteAction } from "./metric
 import { uiAction, uiHandler } from "./ui.ts";
 import { applyRateLimit, rateLimiterFor } from "./rate_limit.ts";
 import { anonymousActor, identifyActor, withActor } from "../lib/events/mod.ts";
+import { auditAction, audited, auditHandler } from "./audit.ts";
 
 export interface Services {
   registry: Registry;
@@ -93,7 +94,10 @@ export function createApp(services: Services): Hono<{ Bindings: ConnEnv }> {
   app.notFound((c) => errorResponse(notFound(c.req.method), c));
 
   // Events planned while a request is handled name its identity (filled in once authenticated).
-  app.all("*", (c) => withActor(anonymousActor(), () => handle(c)));
+  app.all(
+    "*",
+    (c) => withActor(anonymousActor(), () => audited(reg.events.audit, c.req.raw, () => handle(c))),
+  );
   const handle = async (c: Context<{ Bindings: ConnEnv }>) => {
     const req = c.req.raw;
     const url = new URL(req.url);
@@ -104,6 +108,7 @@ export function createApp(services: Services): Hono<{ Bindings: ConnEnv }> {
       throw notFound(req.method);
     }
     noteAction(req, action.name);
+    auditAction(action, action.name === "start-upload" ? url.searchParams.get("mount") : null);
     const extra = new Headers({ "Docker-Distribution-API-Version": "registry/2.0" });
     applyNsParam(reg, action, url, extra);
     const env = c.env ?? { remoteAddr: "", certificate: null };
@@ -265,6 +270,8 @@ function dispatch(
       return jobsHandler(req, url, a, reg, extra);
     case "replication-status":
       return replicationStatusHandler(req, url, reg, extra);
+    case "list-audit":
+      return auditHandler(req, url, reg, extra);
     case "mount-blob":
     case "get-token":
     case "metrics":

@@ -13,6 +13,7 @@ import { PermanentJobError } from "../jobs/mod.ts";
 import type { PlannedMutation } from "../metadata/mod.ts";
 import { RegistryError } from "../oci/mod.ts";
 import { log } from "../log.ts";
+import { type AuditFields, AuditTrail, currentAuditContext } from "../audit/mod.ts";
 import { currentActor } from "./actor.ts";
 import { deliver, DeliveryError } from "./deliver.ts";
 import type { EventFields, WharfEvent } from "./event.ts";
@@ -32,13 +33,17 @@ interface DeliverPayload {
 export class Events {
   /** set by the process that drains the outbox: entries were just written here */
   wakeOutbox: () => void = () => {};
+  /** The audit trail: the writes that plan events plan their audit record with them. */
+  readonly audit: AuditTrail;
 
   constructor(
     private readonly cfg: Config,
     private readonly jobs: JobQueues,
     private readonly kv: Deno.Kv,
     private readonly now: () => number = Date.now,
-  ) {}
+  ) {
+    this.audit = new AuditTrail(kv, cfg, now);
+  }
 
   /** Webhooks of `policy` that want `kind` events of `ns`, as configured now. */
   webhooks(kind: EventKind, ns: string, policy: "async" | "required"): EventWebhookConfig[] {
@@ -50,6 +55,7 @@ export class Events {
 
   /** Whether any webhook wants `kind` events of `ns` (callers skip building events otherwise). */
   wanted(kind: EventKind, ns: string): boolean {
+    if (this.audit.enabled && AUDITED.has(kind)) return true;
     return this.cfg.eventWebhooks.length > 0 &&
       (this.webhooks(kind, ns, "async").length > 0 ||
         this.webhooks(kind, ns, "required").length > 0);
@@ -73,13 +79,14 @@ export class Events {
 
   /** The async deliveries of `ev` as mutations for the causing write's commit. */
   plan(ev: WharfEvent): PlannedMutation[] {
+    const audit = AUDITED.has(ev.kind) ? this.audit.plan(auditFields(ev)) : [];
     const hooks = this.webhooks(ev.kind, ev.namespace, "async");
-    if (hooks.length === 0) return [];
+    if (hooks.length === 0) return audit;
     if (hooks.length > DIRECT_DELIVERIES_MAX) {
-      return this.jobs.queue("events").plan(fanoutJob(ev));
+      return [...this.jobs.queue("events").plan(fanoutJob(ev)), ...audit];
     }
     const now = this.now();
-    return hooks.map((h) => planEntry(h, ev, now));
+    return [...hooks.map((h) => planEntry(h, ev, now)), ...audit];
   }
 
   /** After a commit that carried planned deliveries: wake the local drainers. */
@@ -88,7 +95,7 @@ export class Events {
     // Only a fan-out is a job: waking the events job lane for outbox entries cost every push a
     // claim (a KV list) that found nothing.
     if (planned.some((m) => m.key[0] === "job")) this.jobs.queue("events").committed(0);
-    else this.wakeOutbox();
+    else if (planned.some((m) => m.key[0] === "evq")) this.wakeOutbox();
   }
 
   /**
@@ -96,6 +103,7 @@ export class Events {
    * not built here). A failure is logged, never thrown: the write it follows has succeeded.
    */
   async emit(ev: WharfEvent): Promise<void> {
+    if (AUDITED.has(ev.kind)) await this.audit.record(auditFields(ev));
     const hooks = this.webhooks(ev.kind, ev.namespace, "async");
     if (hooks.length === 0) return;
     try {
@@ -215,6 +223,30 @@ export interface EventPlan {
   committed(): void;
   /** the deliveries in a commit of their own: the operation happened without a write */
   alone(fired?: Partial<EventFields>): Promise<void>;
+}
+
+/** The kinds that are writes: recorded in the audit trail (pulls and scan results are not). */
+const AUDITED = new Set<EventKind>([
+  "manifest.push",
+  "manifest.delete",
+  "tag.create",
+  "tag.delete",
+  "blob.push",
+  "blob.delete",
+]);
+
+/** An event's audit record; a blob.push caused by a mount request is recorded as blob.mount. */
+function auditFields(ev: WharfEvent): AuditFields {
+  const mount = ev.kind === "blob.push" && currentAuditContext()?.action === "mount-blob";
+  return {
+    action: mount ? "blob.mount" : ev.kind,
+    identity: ev.actor.username ?? ev.actor.id,
+    client_ip: ev.actor.client_ip,
+    namespace: ev.namespace,
+    reference: ev.reference,
+    digest: ev.digest,
+    at: Date.parse(ev.timestamp),
+  };
 }
 
 const NO_EVENT: EventPlan = { plan: () => [], committed: () => {}, alone: async () => {} };

@@ -20,12 +20,16 @@ export async function identities(): Promise<string> {
   return out;
 }
 
-/** root does anything, alice writes team/*, bob pulls and gets tokens; the rest is refused. */
+/**
+ * root does anything, alice writes team/*, bob pulls; the rest is refused. /v2/ is refused to
+ * anonymous callers: clients send credentials only after that ping answers 401.
+ */
 export const POLICY = `
 [global.access_policy]
 default = "deny"
 rules = [
-  'request.action in ["healthz", "readyz", "get-api-version", "get-token"]',
+  'request.action in ["healthz", "readyz", "get-token"]',
+  'has(identity.username) && request.action == "get-api-version"',
   'has(identity.username) && identity.username == "root"',
   'has(identity.username) && identity.username == "alice" && has(request.namespace) && request.namespace.startsWith("team/")',
   'has(identity.username) && identity.username == "bob" && request.action in ${PULL}',

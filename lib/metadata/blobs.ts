@@ -4,11 +4,11 @@ import { type BlobRecord, K, type LinkRecord } from "./keys.ts";
 import { getAll, hasAny } from "./kv_util.ts";
 import { addJobs, type PlannedMutation } from "./kv_limits.ts";
 import { checkNotReclaiming, explainConflict, reclaimingError } from "./reclaim.ts";
-import type { UsageLedger } from "./usage.ts";
+import type { UsageLedger, UsagePlan } from "./usage.ts";
 
 /**
- * Reads what a commit setting link/<ns>/<digest> needs for usage (lib/metadata/usage.ts): the
- * returned function adds a check of the link as read and, when it is new, the usage plan.
+ * Reads what a commit setting link/<ns>/<digest> needs for usage (lib/metadata/usage.ts): a
+ * check of the link as read and, when it is new, the usage plan (403 DENIED past a quota).
  */
 export async function linkUsage(
   kv: Deno.Kv,
@@ -16,13 +16,16 @@ export async function linkUsage(
   ns: string,
   digest: string,
   size: number,
-): Promise<(op: Deno.AtomicOperation) => void> {
-  if (!ledger) return () => {};
+): Promise<Pick<UsagePlan, "apply" | "pause">> {
+  if (!ledger) return { apply: () => {}, pause: () => Promise.resolve() };
   const link = await kv.get(K.link(ns, digest));
   const plan = link.versionstamp === null ? await ledger.planAdd(ns, digest, size) : null;
-  return (op) => {
-    op.check(link);
-    plan?.apply(op);
+  return {
+    apply: (op) => {
+      op.check(link);
+      plan?.apply(op);
+    },
+    pause: (attempt) => plan?.pause(attempt) ?? Promise.resolve(),
   };
 }
 
@@ -105,8 +108,9 @@ export class BlobMeta {
         .set(K.link(ns, digest), { size, at: now } satisfies LinkRecord)
         .set(K.owner(digest, ns), true);
       checkNotReclaiming(op, digest);
-      usage(op);
+      usage.apply(op);
       if ((await addJobs(op, jobs()).commit()).ok) return;
+      await usage.pause(attempt);
       guard = await reservationAfterConflict(this.kv, digest, placed);
     }
     throw reclaimingError(digest);
@@ -127,7 +131,7 @@ export class BlobMeta {
       .set(K.owner(digest, ns), true);
     // A mount racing reclamation of its source is simply unsatisfiable: the client uploads.
     checkNotReclaiming(op, digest);
-    usage(op);
+    usage.apply(op);
     return (await addJobs(op, jobs()).commit()).ok;
   }
 

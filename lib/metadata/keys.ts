@@ -31,8 +31,7 @@
 //
 //   usage/<repository>                    → KvU64           bytes of the distinct digests the
 //                                                           repository's namespaces link or hold
-//                                                           revisions of (lib/metadata/usage.ts);
-//                                                           touched by every commit changing one
+//                                                           revisions of (lib/metadata/usage.ts)
 //   qref/<repository>/<digest>            → KvU64           links + revisions of the digest in
 //                                                           the repository (it counts once)
 //

@@ -156,6 +156,7 @@ export async function commitManifest(
       else budget.checkOn(op, tagver);
     }
     const outOfLine = !rev.value && reserved !== null;
+    let plan: UsagePlan | undefined;
     const fixed: PlannedMutation[] = [set(K.ns(ns), { at: Date.now() })];
     if (w.tags.length > 0) fixed.push(set(K.tagver(ns), true));
     if (!rev.value) {
@@ -175,7 +176,7 @@ export async function commitManifest(
       if (w.tags.length === 0 && w.revisionJobs) fixed.push(...w.revisionJobs());
       if (w.newRevisionJobs) fixed.push(...w.newRevisionJobs());
       // The revision is a new member of the repository's usage (403 DENIED past its quota).
-      const plan = await usage?.planAdd(ns, digest, w.record.size);
+      plan = await usage?.planAdd(ns, digest, w.record.size);
       if (plan && !plan.fits(budget)) throw new Error("manifest head commit exceeds KV limits");
       plan?.apply(op);
     }
@@ -194,6 +195,7 @@ export async function commitManifest(
     }
     const r = await op.commit();
     if (!r.ok) {
+      await plan?.pause(attempt);
       if (outOfLine) reserved = await reservationAfterConflict(kv, digest, w.placed);
       continue;
     }

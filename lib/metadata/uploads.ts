@@ -61,8 +61,9 @@ export class UploadMeta {
         .set(K.link(ns, digest), { size, at: now })
         .set(K.owner(digest, ns), true);
       checkNotReclaiming(op, digest);
-      usage(op);
+      usage.apply(op);
       if ((await addJobs(op, jobs()).commit()).ok) return true;
+      await usage.pause(attempt);
       const again = await this.kv.get<UploadRecord>(entry.key);
       if (again.versionstamp !== entry.versionstamp) return false;
       try {

@@ -5,12 +5,12 @@
 // `qref/<repository>/<digest>` counts the members (links + revisions) of each digest; a commit
 // adding the first member adds the digest's size to `usage/<repository>`, one removing the last
 // subtracts it. Each plan below goes into the writer's own commit and checks the qref entry it
-// read, so two writers never both see the same transition. Every plan also writes the usage key
-// (a sum of 0 when the total does not move), so scrub's recount, which checks that key, sees any
-// member change made while it counted.
+// read, so two writers never both see the same transition. Other member changes touch only the
+// qref entry, so pushes of shared layers do not contend on the repository's total.
 //
 // Under a quota the growing commit checks the usage entry it compared against the limit and sets
-// the new total: accounted usage never passes the limit, whatever races it.
+// the new total: accounted usage never passes the limit, whatever races it. Without one the
+// total moves by blind sums, which never conflict.
 import { RegistryError } from "../oci/errors.ts";
 import { K } from "./keys.ts";
 import { getAll } from "./kv_util.ts";
@@ -63,6 +63,19 @@ export interface UsagePlan {
   /** counts the plan in a commit's budget; false (maybe partly counted) when it does not fit */
   fits(budget: CommitBudget): boolean;
   apply(op: Deno.AtomicOperation): void;
+  /**
+   * After the commit lost a race: a random pause (longer each attempt, up to 100 ms) when the
+   * plan checked the repository's total, which every new digest pushed there rewrites; retried
+   * at once, a hundred concurrent pushes under one quota ran out of attempts.
+   */
+  pause(attempt: number): Promise<void>;
+}
+
+const noPause = () => Promise.resolve();
+
+function jitter(attempt: number): Promise<void> {
+  const cap = Math.min(100, 2 ** attempt);
+  return new Promise((r) => setTimeout(r, Math.random() * cap));
 }
 
 const ZERO = new Deno.KvU64(0n);
@@ -88,9 +101,11 @@ export class UsageLedger {
         (max === null || b.check(K.usage(repo))) && b.set(K.usage(repo), ZERO),
       apply: (op) => {
         op.check(qref).set(K.qref(repo, digest), u64(count + 1));
+        if (count > 0) return;
         if (max !== null) op.check(usage).set(K.usage(repo), u64(used + size));
-        else op.sum(K.usage(repo), wrapped(count === 0 ? size : 0));
+        else op.sum(K.usage(repo), wrapped(size));
       },
+      pause: max === null ? noPause : jitter,
     };
   }
 
@@ -108,8 +123,9 @@ export class UsageLedger {
         if (count > 1) op.set(K.qref(repo, digest), u64(count - 1));
         else op.delete(K.qref(repo, digest));
         // count 0: a member from before usage was kept; it was never added, so nothing goes.
-        op.sum(K.usage(repo), wrapped(count === 1 ? -size : 0));
+        if (count === 1) op.sum(K.usage(repo), wrapped(-size));
       },
+      pause: noPause,
     };
   }
 
@@ -131,7 +147,8 @@ export interface Recount {
 }
 
 const RECOUNT_ATTEMPTS = 3;
-const FIX_BATCH = 400;
+/** qref entries one repair commit fixes: each is checked, beside the total (10 checks). */
+const FIX_BATCH = 9;
 
 /** Scrub's side: recounts repositories from their link and revision keys and repairs drift. */
 export class UsageMeta {
@@ -161,13 +178,18 @@ export class UsageMeta {
 
   /**
    * Recounts `repository` from its namespaces' links and revisions and, unless `dryRun`, sets
-   * its usage and qref entries to match, checking the usage entry read before the count (every
-   * member change writes it, so a change made while counting fails the repair, which recounts).
+   * its usage and qref entries to match. The total and the qref entries are read before the
+   * members are listed, and every repair checks what it read: a writer that moved the total (a
+   * digest's first or last member) or a qref being repaired fails the repair, which recounts.
    */
   async recount(repository: string, namespaces: string[], dryRun: boolean): Promise<Recount> {
     let last: Recount = { repository, stored: 0, actual: 0, refsFixed: 0, settled: false };
     for (let attempt = 0; attempt < RECOUNT_ATTEMPTS; attempt++) {
       const usage = await this.kv.get(K.usage(repository));
+      const qrefs = new Map<string, Deno.KvEntryMaybe<unknown>>();
+      for await (const e of this.kv.list({ prefix: K.qrefsOf(repository) }, { batchSize: 1000 })) {
+        qrefs.set(e.key[2] as string, e);
+      }
       const sizes = new Map<string, { size: number; n: number }>();
       for (const ns of namespaces) {
         for (const prefix of [K.linksAll(), K.revsAll()]) {
@@ -184,14 +206,18 @@ export class UsageMeta {
       }
       let actual = 0;
       for (const s of sizes.values()) actual += s.size;
-      const fixes: [Deno.KvKey, Deno.KvU64 | null][] = [];
-      for await (const e of this.kv.list({ prefix: K.qrefsOf(repository) }, { batchSize: 1000 })) {
-        const d = e.key[2] as string;
+      const fixes: Fix[] = [];
+      for (const [d, e] of qrefs) {
         const want = sizes.get(d)?.n ?? 0;
-        if (usageValue(e) !== want) fixes.push([e.key, want ? u64(want) : null]);
-        sizes.delete(d);
+        if (usageValue(e) !== want) fixes.push({ seen: e, to: want ? u64(want) : null });
       }
-      for (const [d, s] of sizes) fixes.push([K.qref(repository, d), u64(s.n)]);
+      for (const [d, s] of sizes) {
+        if (qrefs.has(d)) continue;
+        fixes.push({
+          seen: { key: K.qref(repository, d), value: null, versionstamp: null },
+          to: u64(s.n),
+        });
+      }
       last = {
         repository,
         stored: usageValue(usage),
@@ -206,20 +232,24 @@ export class UsageMeta {
     return last;
   }
 
-  /** The usage total goes last, with the last batch of qref fixes, each batch checking it. */
+  /**
+   * The qref fixes in commits of FIX_BATCH, each checking the entries it rewrites and the total
+   * (rewritten in each, so the next commit's check fails if a writer came between); the total
+   * is set with the last.
+   */
   private async repair(
     usage: Deno.KvEntryMaybe<unknown>,
     actual: number,
-    fixes: [Deno.KvKey, Deno.KvU64 | null][],
+    fixes: Fix[],
   ): Promise<boolean> {
     let guard = usage.versionstamp;
     for (let i = 0; i === 0 || i < fixes.length; i += FIX_BATCH) {
       const op = this.kv.atomic().check({ key: usage.key, versionstamp: guard });
-      for (const [key, v] of fixes.slice(i, i + FIX_BATCH)) {
-        if (v) op.set(key, v);
-        else op.delete(key);
+      for (const f of fixes.slice(i, i + FIX_BATCH)) {
+        op.check(f.seen);
+        if (f.to) op.set(f.seen.key, f.to);
+        else op.delete(f.seen.key);
       }
-      // Rewritten in each batch: the next batch's check then fails if a writer came between.
       if (i + FIX_BATCH >= fixes.length) {
         if (actual > 0) op.set(usage.key, u64(actual));
         else op.delete(usage.key);
@@ -230,4 +260,9 @@ export class UsageMeta {
     }
     return true;
   }
+}
+
+interface Fix {
+  seen: Deno.KvEntryMaybe<unknown>;
+  to: Deno.KvU64 | null;
 }

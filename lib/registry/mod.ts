@@ -99,6 +99,7 @@ export class Registry {
       blobs: blobMeta,
       uploads: new UploadMeta(kv, this.usage),
       maxBlobSize: cfg.global.maxBlobSize,
+      usage: this.usage,
     });
     this.listings = new Listings(manifestMeta, this.manifests);
     const pullMeta = new PullMeta(kv);

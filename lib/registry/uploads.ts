@@ -14,6 +14,7 @@ import type { BlobStore } from "../storage/blob_store.ts";
 import { ConcurrentUploadError, TooLargeError } from "../storage/blob_store.ts";
 import { Hasher } from "../streams/hasher.ts";
 import type { BlobMeta, PlannedMutation, UploadMeta, UploadRecord } from "../metadata/mod.ts";
+import type { UsageLedger } from "../metadata/mod.ts";
 import { HasherCache, KeyedLock } from "./hashers.ts";
 
 export interface BodyInput {
@@ -43,6 +44,8 @@ export interface UploadDeps {
   blobs: BlobMeta;
   uploads: UploadMeta;
   maxBlobSize: number | null;
+  /** quotas: a blob the repository has no room for is refused before its bytes move */
+  usage?: UsageLedger;
 }
 
 export class Uploads {
@@ -141,6 +144,9 @@ export class Uploads {
       await input.body?.cancel();
       throw tooLarge();
     }
+    // Refused before a byte is stored when the declared size cannot fit (the link commit still
+    // decides: this read may race other pushes).
+    await this.quotaRoom(ns, d.value, declared, input.body);
     const uuid = crypto.randomUUID();
     const hasher = new Hasher(d.algorithm);
     try {
@@ -169,6 +175,21 @@ export class Uploads {
       );
     } finally {
       await this.d.store.deleteUpload(uuid);
+    }
+  }
+
+  /** 403 DENIED (quota) when `size` more bytes of `digest` do not fit `ns`'s repository. */
+  private async quotaRoom(
+    ns: string,
+    digest: string,
+    size: number,
+    body: ReadableStream<Uint8Array> | null = null,
+  ): Promise<void> {
+    try {
+      await this.d.usage?.planAdd(ns, digest, size); // reads only; throws past the quota
+    } catch (e) {
+      await body?.cancel();
+      throw e;
     }
   }
 
@@ -335,6 +356,8 @@ export class Uploads {
         this.hashers.put(uuid, offset, hasher);
         throw new RegistryError("DIGEST_INVALID", `uploaded content does not hash to ${d.value}`);
       }
+      // Past the quota the session stays as it is: the client may free room and PUT again.
+      await this.quotaRoom(ns, d.value, offset);
       const reserved = await this.d.blobs.reserve(d.value, offset);
       try {
         await this.d.store.commitUpload(uuid, d.value, offset);
@@ -345,7 +368,18 @@ export class Uploads {
       this.hashers.drop(uuid);
       const placed = this.placed(d.value);
       const jobs = jobsOf(input, d.value);
-      if (!(await this.d.uploads.complete(entry, ns, d.value, offset, reserved, placed, jobs))) {
+      let done: boolean;
+      try {
+        done = await this.d.uploads.complete(entry, ns, d.value, offset, reserved, placed, jobs);
+      } catch (e) {
+        // A concurrent push took the last room: the bytes already moved to the blob path
+        // (unlinked, so scrub reclaims them), so the session cannot complete again.
+        if (e instanceof RegistryError && e.code === "DENIED") {
+          await this.d.uploads.delete(ns, uuid);
+        }
+        throw e;
+      }
+      if (!done) {
         throw new RegistryError("BLOB_UPLOAD_UNKNOWN", "upload session completed concurrently");
       }
       return { digest: d.value, size: offset };

@@ -1,0 +1,148 @@
+// Issue 26 part 1 under load: usage stays exact through 200 concurrent pushes and deletes
+// (scrub's recount finds no drift), concurrent uploads racing the last free bytes never take
+// the accounted usage past the quota, and a server killed mid-push leaves no drift.
+import assert from "node:assert/strict";
+import { postBlob, req, serverTestOpts } from "../helpers/api.ts";
+import { randomBytes, sha256 } from "../helpers/bytes.ts";
+import { runCli, startServer, type TestServer, withServer } from "../helpers/server.ts";
+
+const enc = new TextEncoder();
+
+async function manifestPut(s: TestServer, ns: string, tag: string, blobs: Uint8Array[]) {
+  const [config, ...layers] = await Promise.all(
+    blobs.map(async (b) => ({ digest: await sha256(b), size: b.length })),
+  );
+  const body = enc.encode(JSON.stringify({
+    schemaVersion: 2,
+    mediaType: "application/vnd.oci.image.manifest.v1+json",
+    config: { mediaType: "application/vnd.oci.image.config.v1+json", ...config },
+    layers: layers.map((l) => ({ mediaType: "application/vnd.oci.image.layer.v1.tar", ...l })),
+  }));
+  const r = await req(s, `/v2/${ns}/manifests/${tag}`, {
+    method: "PUT",
+    body,
+    headers: { "content-type": "application/vnd.oci.image.manifest.v1+json" },
+  });
+  await r.body?.cancel();
+  return { status: r.status, digest: await sha256(body) };
+}
+
+async function used(s: TestServer, repo: string): Promise<number> {
+  const r = await req(s, "/v2/_svc/repositories/list");
+  const body = await r.json() as { repositories: { name: string; used_bytes: number }[] };
+  return body.repositories.find((x) => x.name === repo)?.used_bytes ?? 0;
+}
+
+async function scrubDrift(s: TestServer): Promise<{ recounted: number; drifted: number }> {
+  const out = await runCli(s, "scrub");
+  const text = out.stdout + out.stderr;
+  assert.equal(out.code, 0, text);
+  const m = text.match(/usage of (\d+) repositor\(ies\) recounted \((\d+) drifted/);
+  assert.ok(m, text);
+  return { recounted: Number(m[1]), drifted: Number(m[2]) };
+}
+
+const SHARED = Array.from({ length: 8 }, (_, i) => enc.encode(`shared base layer ${i}`.repeat(50)));
+
+Deno.test(
+  "quota: usage exact after 200 concurrent pushes and deletes",
+  serverTestOpts,
+  async () => {
+    await withServer({
+      config: `[global.scrub]\ngrace_secs = 0\n[repository."team".quota]\nmax_bytes = 100000000\n`,
+    }, async (s) => {
+      const t0 = Date.now();
+      let deletes = 0;
+      const task = async (i: number) => {
+        const ns = `team/app${i % 5}`;
+        const own = randomBytes(500 + i);
+        const base = SHARED[i % SHARED.length];
+        for (const b of [own, base]) {
+          const r = await postBlob(s, ns, await sha256(b), b);
+          const text = await r.text();
+          assert.equal(r.status, 201, text);
+        }
+        const m = await manifestPut(s, ns, `t${i}`, [own, base]);
+        assert.equal(m.status, 201);
+        if (i % 3 === 0) {
+          const r = await req(s, `/v2/${ns}/manifests/${m.digest}`, { method: "DELETE" });
+          await r.body?.cancel();
+          assert.equal(r.status, 202);
+          const b = await req(s, `/v2/${ns}/blobs/${await sha256(own)}`, { method: "DELETE" });
+          await b.body?.cancel();
+          assert.equal(b.status, 202);
+          deletes++;
+        }
+      };
+      await Promise.all(Array.from({ length: 200 }, (_, i) => task(i)));
+      assert.equal(deletes, 67);
+      const before = await used(s, "team");
+      assert.ok(before > 0);
+      const d = await scrubDrift(s);
+      assert.equal(d.drifted, 0, "usage kept by the writes matched the recount");
+      assert.equal(await used(s, "team"), before);
+      console.log(
+        `200 concurrent pushes (67 deleted again) in ${Date.now() - t0} ms (busy machine)`,
+      );
+    });
+  },
+);
+
+Deno.test(
+  "quota: uploads racing the last free bytes never pass the quota",
+  serverTestOpts,
+  async () => {
+    const SIZE = 10_000;
+    const MAX = 5 * SIZE + 5_000;
+    await withServer({ config: `[repository."race".quota]\nmax_bytes = ${MAX}\n` }, async (s) => {
+      // Listed once it holds a manifest: one naming only an absent blob adds its own bytes.
+      const m = await manifestPut(s, "race/x", "base", [enc.encode("absent")]);
+      assert.equal(m.status, 201);
+      const base = await used(s, "race");
+      const blobs = Array.from({ length: 30 }, () => randomBytes(SIZE));
+      const statuses = await Promise.all(blobs.map(async (b) => {
+        const r = await postBlob(s, "race/x", await sha256(b), b);
+        await r.body?.cancel();
+        return r.status;
+      }));
+      const ok = statuses.filter((x) => x === 201).length;
+      assert.ok(statuses.every((x) => x === 201 || x === 403), statuses.join());
+      assert.equal(ok, Math.floor((MAX - base) / SIZE), statuses.join());
+      const total = await used(s, "race");
+      assert.equal(total, base + ok * SIZE);
+      assert.ok(total <= MAX);
+    });
+  },
+);
+
+Deno.test(
+  "quota: a server killed mid-push leaves no drift; scrub reports 0",
+  serverTestOpts,
+  async () => {
+    const s = await startServer({ config: `[global.scrub]\ngrace_secs = 0\n` });
+    const dataDir = s.dataDir;
+    try {
+      const pushes = Array.from({ length: 40 }, async (_, i) => {
+        const b = new Uint8Array(200_000 + i).fill(i);
+        const r = await postBlob(s, `crash/n${i % 4}`, await sha256(b), b).catch(() => null);
+        await r?.body?.cancel();
+        if (r?.status === 201) {
+          await manifestPut(s, `crash/n${i % 4}`, `t${i}`, [b]).catch(() => {});
+        }
+      });
+      await new Promise((r) => setTimeout(r, 150));
+      await s.kill();
+      await Promise.allSettled(pushes);
+      const again = await startServer({ dataDir, config: `[global.scrub]\ngrace_secs = 0\n` });
+      try {
+        const d = await scrubDrift(again);
+        assert.ok(d.recounted >= 1, "the pushes before the kill left usage to recount");
+        assert.equal(d.drifted, 0);
+      } finally {
+        await again.stop();
+      }
+    } finally {
+      await Deno.remove(dataDir, { recursive: true }).catch(() => {});
+    }
+  },
+);

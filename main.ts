@@ -235,6 +235,7 @@ async function serve(cfg: Config): Promise<void> {
   metrics.countUploadSessionsWith(() => countUploadSessions(rawKv));
   const jobs = jobQueues(cfg, kv, metrics);
   const registry = new Registry(cfg, kv, store, registryOptions(jobs, metrics));
+  metrics.repositoryUsageWith(() => registry.usageFigures());
   const replicator = registerJobHandlers(cfg, registry, metrics);
   const layers = new LayerIndex(cfg, registry);
   layers.register();
@@ -370,6 +371,7 @@ export function registryOptions(jobs: JobQueues, metrics: Metrics): RegistryOpti
     jobs,
     observeUpstream: metrics.observeUpstream,
     observePullThrough: (kind, result) => metrics.pullThroughResult(kind, result),
+    observeEvictions: metrics.cacheEvicted,
   };
 }
 

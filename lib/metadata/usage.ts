@@ -133,6 +133,15 @@ export class UsageLedger {
   async used(repository: string): Promise<number> {
     return usageValue(await this.kv.get(K.usage(repository)));
   }
+
+  /** Every repository's usage, at most `limit` of them (one bounded listing). */
+  async all(limit = 10_000): Promise<Map<string, number>> {
+    const out = new Map<string, number>();
+    for await (const e of this.kv.list({ prefix: K.usageAll() }, { limit, batchSize: 1000 })) {
+      out.set(e.key[1] as string, usageValue(e));
+    }
+    return out;
+  }
 }
 
 /** What a recount found for one repository. */

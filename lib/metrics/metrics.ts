@@ -50,6 +50,14 @@ export interface ScrubResult {
 
 export type AuthResultLabel = "ok" | "failed" | "anonymous";
 
+/** One repository's storage as the repositories listing reports it (issue 26). */
+export interface RepositoryUsageFigures {
+  repository: string;
+  used: number;
+  quota: number | null;
+  cache: number | null;
+}
+
 /** One downstream's figures as the replication status view reports them. */
 export interface ReplicationFigures {
   name: string;
@@ -254,6 +262,28 @@ export class Metrics {
       120,
       600,
     ]),
+  );
+  /** issue 26: storage per repository (with any quota or cache cap configured), at scrape time */
+  private readonly repositoryUsed = this.set.add(
+    new Gauge(
+      "wharf_repository_used_bytes",
+      "Bytes a repository holds, each distinct digest once (shown when quotas or cache caps are configured)",
+      ["repository"],
+    ),
+  );
+  private readonly repositoryLimit = this.set.add(
+    new Gauge(
+      "wharf_repository_limit_bytes",
+      "A repository's storage limit by kind: quota (pushes refused past it) or cache (evicted under it)",
+      ["repository", "kind"],
+    ),
+  );
+  private readonly cacheEvictions = this.set.add(
+    new Counter(
+      "wharf_cache_evictions_total",
+      "Cached images evicted to keep a pull-through repository under max_cache_bytes",
+      ["repository"],
+    ),
   );
   private readonly pullThrough = this.set.add(
     new Counter(
@@ -485,6 +515,20 @@ export class Metrics {
     this.authzWebhookDecisions.inc([webhook, decision]);
     if (decision !== "cached-deny") this.authzWebhookDuration.observe(seconds, [webhook]);
   };
+
+  /** Usage per repository, read at scrape time; `read` bounds its own work. */
+  repositoryUsageWith(read: () => Promise<RepositoryUsageFigures[]>): void {
+    this.repositoryUsed.collect = async () => {
+      for (const r of await read()) {
+        this.repositoryUsed.set(r.used, [r.repository]);
+        if (r.quota !== null) this.repositoryLimit.set(r.quota, [r.repository, "quota"]);
+        if (r.cache !== null) this.repositoryLimit.set(r.cache, [r.repository, "cache"]);
+      }
+    };
+  }
+
+  readonly cacheEvicted = (repository: string, images: number): void =>
+    this.cacheEvictions.inc([repository], images);
 
   pullThroughResult(kind: "manifest" | "blob", result: string): void {
     this.pullThrough.inc([kind, result]);

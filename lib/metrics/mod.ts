@@ -1,6 +1,7 @@
 export {
   type AuthResultLabel,
   Metrics,
+  type RepositoryUsageFigures,
   REQUEST_BUCKETS,
   SCRUB_KINDS,
   type ScrubResult,

@@ -17,15 +17,14 @@ export class CacheCap {
   private readonly held = new Map<string, number>();
   /** one eviction pass per repository at a time in this process */
   private readonly passes = new Map<string, Promise<unknown>>();
-  /** images evicted since start, by repository (metrics) */
-  readonly evicted = new Map<string, number>();
-
   constructor(
     private readonly cfg: () => Config,
     private readonly usage: UsageLedger,
     private readonly meta: CacheMeta,
     private readonly manifests: Manifests,
     private readonly blobs: BlobMeta,
+    /** metrics: images evicted from a repository */
+    private readonly observe?: (repository: string, images: number) => void,
   ) {}
 
   /** Runs `fn` with the image `digest` of `ns` held (not evictable by this process). */
@@ -104,7 +103,7 @@ export class CacheCap {
       used = await this.usage.used(rc.name);
     }
     if (n > 0) {
-      this.evicted.set(rc.name, (this.evicted.get(rc.name) ?? 0) + n);
+      this.observe?.(rc.name, n);
       log.info("evicted cached images to stay under max_cache_bytes", {
         repository: rc.name,
         images: n,

@@ -51,6 +51,16 @@ export interface RegistryOptions {
   jobs?: JobQueues;
   observeUpstream?: ObserveFn;
   observePullThrough?: (kind: "manifest" | "blob", result: PullThroughResult) => void;
+  /** images a capped pull-through repository evicted (max_cache_bytes) */
+  observeEvictions?: (repository: string, images: number) => void;
+}
+
+/** A repository's storage for metrics: bytes used, its quota and its cache cap (null: none). */
+export interface UsageFigures {
+  repository: string;
+  used: number;
+  quota: number | null;
+  cache: number | null;
 }
 export { type ReferrerDescriptor, REFERRERS_PAGE } from "./listings.ts";
 export { parseSourceTimestamp } from "./manifests.ts";
@@ -122,6 +132,7 @@ export class Registry {
       new CacheMeta(kv),
       this.manifests,
       blobMeta,
+      options.observeEvictions,
     );
     this.pullThrough = new PullThrough({
       cacheCap: this.cacheCap,
@@ -140,6 +151,26 @@ export class Registry {
   registerJobHandlers(): void {
     this.jobs.handle("cache", CACHE_FILL_KIND, (job) => this.pullThrough.fillJob(job));
     this.events.register();
+  }
+
+  /**
+   * Storage per repository (metrics): configured repositories with a quota or cap, and every
+   * repository holding bytes, when any quota or cap is configured; none otherwise.
+   */
+  async usageFigures(): Promise<UsageFigures[]> {
+    if (!quotasConfigured(this.cfg)) return [];
+    const used = await this.usage.all();
+    for (const rc of this.cfg.repositories.values()) {
+      if (rc.quotaMaxBytes !== undefined || rc.maxCacheBytes !== undefined) {
+        if (!used.has(rc.name)) used.set(rc.name, 0);
+      }
+    }
+    return [...used].map(([repository, n]) => ({
+      repository,
+      used: n,
+      quota: maxBytesOf(this.cfg, repository),
+      cache: this.cfg.repositories.get(repository)?.maxCacheBytes ?? null,
+    }));
   }
 
   /** Refuses client writes to a pull-through repository (403 DENIED). */

@@ -127,5 +127,21 @@ export interface Revision {
   platform?: { os: string; architecture: string; variant?: string };
 }
 
+/** One record of GET /v2/_svc/audit (docs/api.md). */
+export interface AuditRecord {
+  id: string;
+  time: string;
+  action: string;
+  outcome: "ok" | "denied" | "failed";
+  identity: string | null;
+  client_ip: string | null;
+  namespace: string | null;
+  reference: string | null;
+  digest: string | null;
+  request_id: string | null;
+  detail?: string;
+  suppressed?: number;
+}
+
 /** A namespace's path in API URLs: each segment escaped, the slashes kept. */
 export const nsPath = (ns: string) => ns.split("/").map(encodeURIComponent).join("/");

@@ -2,7 +2,8 @@
 // theme, sign-in) and the view the location names (SPEC §Web UI routes; route.ts).
 import { render } from "preact";
 import { useEffect, useState } from "preact/hooks";
-import { getJson, type RepositorySummary, type UiConfig } from "./api.ts";
+import { apiFetch, getJson, type RepositorySummary, type UiConfig } from "./api.ts";
+import { Audit } from "./audit.tsx";
 import { completeSignIn, signedInAs, signIn, signOut } from "./auth.ts";
 import { Compare } from "./compare.tsx";
 import { setUiConfig, uiConfig } from "./config.ts";
@@ -15,6 +16,7 @@ import { Namespaces } from "./namespaces.tsx";
 import { Replication } from "./replication.tsx";
 import { Repositories } from "./repositories.tsx";
 import {
+  AUDIT_PATH,
   installRouter,
   JOBS_PATH,
   navigate,
@@ -104,6 +106,8 @@ function View({ route }: { route: Route }) {
       return <ImageResults key={location.search} />;
     case "replication":
       return <Replication />;
+    case "audit":
+      return <Audit key={location.search} />;
     case "compare":
       return (
         <Compare
@@ -145,6 +149,23 @@ function Account() {
     );
 }
 
+/** Shown when the audit trail is on and readable by the caller (a one-record probe says). */
+function AuditLink({ current }: { current: boolean }) {
+  const [shown, setShown] = useState(false);
+  useEffect(() => {
+    apiFetch("/v2/_svc/audit?n=0").then((r) => {
+      r.body?.cancel();
+      setShown(r.ok);
+    }).catch(() => {});
+  }, []);
+  if (!shown && !current) return null;
+  return (
+    <a href={AUDIT_PATH} aria-current={current ? "page" : undefined}>
+      Audit
+    </a>
+  );
+}
+
 function App({ ready }: { ready: boolean }) {
   // the query is part of a view's address (search, compare); the hash is read by the view itself
   const [path, setPath] = useState(location.pathname + location.search);
@@ -183,6 +204,7 @@ function App({ ready }: { ready: boolean }) {
           >
             Replication
           </a>
+          {ready && <AuditLink current={route.view === "audit"} />}
         </nav>
         <span class="spacer"></span>
         {ready && <TopImageSearch />}

@@ -15,6 +15,7 @@ export type Route =
   | { view: "search" }
   | { view: "images" }
   | { view: "replication" }
+  | { view: "audit" }
   | { view: "compare"; namespace: string }
   | { view: "signed-in" };
 
@@ -27,6 +28,7 @@ export const CALLBACK_PATH = "/_signed-in";
 export const JOBS_PATH = "/_jobs";
 export const QUEUES = ["cache", "replication", "scan", "index", "events"];
 export const REPLICATION_PATH = "/_replication";
+export const AUDIT_PATH = "/_audit";
 
 export function parseRoute(pathname: string): Route {
   let path = pathname.replace(/\/+$/, "");
@@ -39,6 +41,7 @@ export function parseRoute(pathname: string): Route {
   if (path === SEARCH_PATH) return { view: "search" };
   if (path === IMAGES_PATH) return { view: "images" };
   if (path === REPLICATION_PATH) return { view: "replication" };
+  if (path === AUDIT_PATH) return { view: "audit" };
   if (path === CALLBACK_PATH) return { view: "signed-in" };
   if (path.startsWith(COMPARE_PATH + "/")) {
     return { view: "compare", namespace: path.slice(COMPARE_PATH.length + 1) };

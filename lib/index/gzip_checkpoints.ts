@@ -20,16 +20,6 @@ import ZStream from "pako-zstream";
 import zlib from "node:zlib";
 
 export const CHECKPOINT_SPACING = 4 * 1024 * 1024;
-/**
- * The most output one deflate block may make. Checkpoints sit at block boundaries, so a read
- * inside a block inflates it from its start: a crafted block of 1 GiB made every read of a file
- * at its end cost a second of CPU. Real encoders end a block every 16K–64K symbols (zlib, GNU
- * gzip, Go and Rust's deflate: at most 4–16 MiB of output); such a layer is refused instead.
- */
-export const MAX_BLOCK_OUTPUT = 64 * 1024 * 1024;
-export const LONG_BLOCK_ERROR =
-  `gzip: a deflate block of more than ${MAX_BLOCK_OUTPUT / 1024 / 1024} MiB of output ` +
-  `(no encoder writes one; a read inside it would inflate all of it)`;
 const WINDOW = 32 * 1024;
 const Z_BLOCK = 5;
 const Z_STREAM_END = 1;
@@ -73,7 +63,6 @@ export class CheckpointBuilder {
   private uout = 0;
   private cin = 0;
   private lastCheckpoint = -Infinity;
-  private lastBoundary = 0;
   private ended = false;
   readonly checkpoints: Checkpoint[] = [];
   error: string | null = null;
@@ -127,7 +116,6 @@ export class CheckpointBuilder {
       this.drain();
       if (r === Z_STREAM_END) {
         this.ended = true;
-        this.lastBoundary = this.uout;
         continue;
       }
       if (r < 0 && r !== Z_BUF_ERROR) {
@@ -135,11 +123,6 @@ export class CheckpointBuilder {
         return;
       }
       const atBoundary = (zs.data_type & 128) !== 0 && (zs.data_type & 64) === 0;
-      if (atBoundary) this.lastBoundary = this.uout;
-      else if (this.uout - this.lastBoundary > MAX_BLOCK_OUTPUT) {
-        this.error = LONG_BLOCK_ERROR;
-        return;
-      }
       if (atBoundary && this.uout - this.lastCheckpoint >= this.spacing) {
         this.record({
           uoff: this.uout,

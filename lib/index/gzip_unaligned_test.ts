@@ -17,7 +17,6 @@ import {
   encodeTable,
   following,
   inflateFrom,
-  LONG_BLOCK_ERROR,
   nearest,
   resumePrefix,
 } from "./gzip_checkpoints.ts";
@@ -314,27 +313,27 @@ Deno.test("fuzz: random data, compressors and ranges read back exactly (pako and
   );
 });
 
-Deno.test("one deflate block of 96 MiB of output: both passes refuse the layer; 60 MiB passes", async () => {
+// zlib-ng's level 1 (deflate_quick, Deno's own node:zlib among others) writes one static-Huffman
+// block for as long as its input compresses well: 96 MiB of LCG output became one block. Such a
+// layer is indexed; checkpoints can only sit at block boundaries, so a read in it inflates from
+// the block's start (docs/operations.md: bounded by the layer's size and the ratio budget).
+Deno.test("one deflate block of 96 MiB of output: indexed, and a read at its end is exact", async () => {
   const gen = join(import.meta.dirname!, "../../tests/fixtures/hostile_layers.py");
-  const cases: [string, number, string | null][] = [
-    ["long_block", 96, LONG_BLOCK_ERROR],
-    ["long_block_60", 60, null],
-  ];
-  for (const [kase, mib, want] of cases) {
-    const out = await Deno.makeTempFile({ prefix: "wharf-long-block-" });
-    try {
-      const r = await new Deno.Command("python3", { args: [gen, kase, out] }).output();
-      assert.ok(r.success, new TextDecoder().decode(r.stderr));
-      const gz = await Deno.readFile(out);
-      // It is valid gzip: node:zlib inflates it whole.
-      assert.equal(zlib.gunzipSync(gz).length, mib * 1024 * 1024 + 512 + 1024);
-      for (const native of hasNative ? [false, true] : [false]) {
-        const b = native ? NativeCheckpointBuilder.create()! : new CheckpointBuilder();
-        for (let i = 0; i < gz.length; i += 65_536) b.push(gz.slice(i, i + 65_536));
-        assert.equal(b.finish().error, want, `${kase} ${native ? "native" : "pako"}`);
-      }
-    } finally {
-      await Deno.remove(out);
+  const out = await Deno.makeTempFile({ prefix: "wharf-long-block-" });
+  try {
+    const r = await new Deno.Command("python3", { args: [gen, "long_block", out] }).output();
+    assert.ok(r.success, new TextDecoder().decode(r.stderr));
+    const gz = await Deno.readFile(out);
+    const size = 96 * 1024 * 1024 + 512 + 1024;
+    assert.equal(zlib.gunzipSync(gz).length, size);
+    for (const p of hasNative ? [pass(gz, false), pass(gz, true)] : [pass(gz, false)]) {
+      // only the member's start: no block boundary after the tar header's
+      assert.ok(p.checkpoints.length <= 2, `${p.checkpoints.length} checkpoints`);
+      const at = size - 1024 - 100;
+      const { bytes } = await read(gz, p.file, at, at + 99);
+      assert.ok(equal(bytes, new Uint8Array(100)));
     }
+  } finally {
+    await Deno.remove(out);
   }
 });

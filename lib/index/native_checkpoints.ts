@@ -5,12 +5,7 @@
 // native zlib runs it at several times that. Without FFI permission or without libz the pass
 // falls back to pako (CheckpointBuilder), which yields identical checkpoints.
 import { ffiGranted, libraryPath } from "./native_libs.ts";
-import {
-  type Checkpoint,
-  CHECKPOINT_SPACING,
-  LONG_BLOCK_ERROR,
-  MAX_BLOCK_OUTPUT,
-} from "./gzip_checkpoints.ts";
+import { type Checkpoint, CHECKPOINT_SPACING } from "./gzip_checkpoints.ts";
 
 const Z_OK = 0;
 const Z_STREAM_END = 1;
@@ -86,7 +81,6 @@ export class NativeCheckpointBuilder {
   private uout = 0;
   private cin = 0;
   private lastCheckpoint = -Infinity;
-  private lastBoundary = 0;
   private ended = false;
   private closed = false;
   readonly checkpoints: Checkpoint[] = [];
@@ -197,7 +191,6 @@ export class NativeCheckpointBuilder {
       if (r === Z_STREAM_END) {
         this.ended = true;
         this.pendingOutput = false;
-        this.lastBoundary = this.uout;
       } else if (r === Z_BUF_ERROR) {
         // No progress possible: the input is used up (the next chunk continues it).
         if (produced === 0) this.pendingOutput = false;
@@ -206,8 +199,6 @@ export class NativeCheckpointBuilder {
       } else {
         const dataType = dv.getInt32(DATA_TYPE, true);
         const atBoundary = (dataType & 128) !== 0 && (dataType & 64) === 0;
-        if (atBoundary) this.lastBoundary = this.uout;
-        else if (this.uout - this.lastBoundary > MAX_BLOCK_OUTPUT) this.error = LONG_BLOCK_ERROR;
         if (atBoundary && this.uout - this.lastCheckpoint >= this.spacing) {
           this.record({
             uoff: this.uout,

@@ -115,6 +115,9 @@ export async function runInProcess(spec: SandboxSpec): Promise<string> {
         "--quiet",
         "--no-prompt",
         "--cached-only",
+        // The child opens no KV (it may not read the file), but shared modules it loads may
+        // build KV values at the top level (Deno.KvU64), which only exists with the flag.
+        "--unstable-kv",
         `--config=${CONFIG.pathname}`,
         `--v8-flags=--max-old-space-size=${heapMiB},--max-semi-space-size=4`,
         ...flag("read", spec.readPaths),

@@ -5,7 +5,10 @@
 // compacts pull history. Safe while servers run: every KV change is versionstamp-guarded.
 import type { Config } from "../config/schema.ts";
 import type { BlobStore } from "../storage/blob_store.ts";
-import { LEASE_MS, ReclaimMeta, ScrubMeta, UsageMeta } from "../metadata/mod.ts";
+import { BlobMeta, LEASE_MS, ReclaimMeta, ScrubMeta, UsageLedger } from "../metadata/mod.ts";
+import { K, type LinkRecord, UsageMeta } from "../metadata/mod.ts";
+import { maxBytesOf, quotaPolicy } from "../quota/mod.ts";
+import { RegistryError } from "../oci/errors.ts";
 import { repositoryOf } from "../config/repositories.ts";
 
 const RECLAIM_CONCURRENCY = 8;
@@ -25,6 +28,11 @@ export interface ScrubSummary {
   repaired: number;
   /** records derived from deleted manifests (image reports) dropped */
   derived: number;
+  /**
+   * blobs unlinked from namespaces of repositories with a quota or cache cap because no
+   * manifest there references them (older than the grace period): their bytes leave the usage
+   */
+  usageUnlinked: number;
   /** repositories whose usage was recounted from their links and revisions */
   usageRecounted: number;
   /** of those, how many had drifted (stored usage or per-digest counts wrong): repaired */
@@ -137,6 +145,7 @@ export class Scrubber {
       pulls: 0,
       repaired: 0,
       derived: 0,
+      usageUnlinked: 0,
       usageRecounted: 0,
       usageDrift: 0,
       usageDriftBytes: 0,
@@ -192,7 +201,7 @@ export class Scrubber {
     for (const sweep of this.manifestSweeps) {
       s.derived += await sweep(dryRun, refs.manifests, walkStart);
     }
-    await this.recountUsage(dryRun, s);
+    await this.recountUsage(dryRun, graceMs, s);
     s.uploads = await this.sweepUploads(dryRun, now);
     for await (const e of this.meta.emptiedNamespaces()) {
       s.scanned++;
@@ -247,13 +256,19 @@ export class Scrubber {
    * drift (a server killed between writes cannot cause it: usage moves in the writes' own
    * commits; drift means keys written by an older Wharf, or a config regrouping namespaces).
    */
-  private async recountUsage(dryRun: boolean, s: ScrubSummary): Promise<void> {
+  private async recountUsage(dryRun: boolean, graceMs: number, s: ScrubSummary): Promise<void> {
     const usage = new UsageMeta(this.kv);
     const { namespaces, repositories } = await usage.inventory();
     const byRepo = new Map<string, string[]>([...repositories].map((r) => [r, []]));
     for (const ns of namespaces) {
       const repo = repositoryOf(this.cfg, ns).name;
       byRepo.set(repo, [...byRepo.get(repo) ?? [], ns]);
+    }
+    for (const [repo, list] of byRepo) {
+      if (maxBytesOf(this.cfg, repo) === null && !this.cfg.repositories.get(repo)?.maxCacheBytes) {
+        continue;
+      }
+      for (const ns of list) s.usageUnlinked += await this.unlinkUnreferenced(ns, graceMs, dryRun);
     }
     for (const [repo, list] of byRepo) {
       const r = await usage.recount(repo, list, dryRun);
@@ -264,6 +279,38 @@ export class Scrubber {
         s.usageDriftBytes += Math.abs(r.stored - r.actual);
       }
     }
+  }
+
+  /**
+   * Under a quota, a deleted image's blobs stop counting once scrub finds no manifest of the
+   * namespace referencing them: BlobMeta.unlink re-checks that in its commit (a manifest
+   * committed meanwhile keeps the blob), and links younger than the grace period are left to
+   * the push that uploaded them.
+   */
+  private async unlinkUnreferenced(ns: string, graceMs: number, dryRun: boolean): Promise<number> {
+    const blobs = new BlobMeta(this.kv, new UsageLedger(this.kv, quotaPolicy(() => this.cfg)));
+    const now = Date.now();
+    let n = 0;
+    for await (const e of this.kv.list<LinkRecord>({ prefix: [...K.linksAll(), ns] })) {
+      if (now - e.value.at < graceMs) continue;
+      const digest = e.key[2] as string;
+      let referenced = false;
+      for await (const _ of this.kv.list({ prefix: K.brefs(ns, digest) }, { limit: 1 })) {
+        referenced = true;
+      }
+      if (referenced) continue;
+      if (dryRun) {
+        n++;
+        continue;
+      }
+      try {
+        await blobs.unlink(ns, digest);
+        n++;
+      } catch (err) {
+        if (!(err instanceof RegistryError)) throw err; // referenced or gone meanwhile
+      }
+    }
+    return n;
   }
 
   private async sweepUploads(dryRun: boolean, now: number): Promise<number> {
@@ -300,7 +347,7 @@ export function formatSummary(s: ScrubSummary): string {
   const keysPerSec = s.seconds > 0 ? Math.round(s.scanned / s.seconds) : s.scanned;
   return `scrub${s.dryRun ? " (dry run)" : ""}: ${s.blobs} blob(s) ${
     s.dryRun ? "reclaimable" : "reclaimed"
-  } (${s.bytes} bytes), ${s.uploads} upload(s), ${s.namespaces} namespace key(s), ${s.pulls} pull(s), ${s.repaired} repair(s), ${s.derived} report(s), usage of ${s.usageRecounted} repositor(ies) recounted (${s.usageDrift} drifted by ${s.usageDriftBytes} bytes); kept ${s.young} young, ${s.raced} raced; ${s.scanned} keys/objects in ${
+  } (${s.bytes} bytes), ${s.uploads} upload(s), ${s.namespaces} namespace key(s), ${s.pulls} pull(s), ${s.repaired} repair(s), ${s.derived} report(s), ${s.usageUnlinked} unreferenced link(s) under quota, usage of ${s.usageRecounted} repositor(ies) recounted (${s.usageDrift} drifted by ${s.usageDriftBytes} bytes); kept ${s.young} young, ${s.raced} raced; ${s.scanned} keys/objects in ${
     s.seconds.toFixed(2)
   }s (${keysPerSec}/s)`;
 }

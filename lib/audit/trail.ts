@@ -39,6 +39,12 @@ const DAY_MS = 86_400_000;
 export const isAuditId = isStorageKey;
 
 export class AuditTrail {
+  /**
+   * Mutations committed with every record, and the step after that commit (set by lib/events:
+   * the deliveries of webhooks that want `audit.record`).
+   */
+  carriedBy: (r: AuditRecord) => PlannedMutation[] = () => [];
+  carried: (planned: PlannedMutation[]) => void = () => {};
   private tokens = -1;
   private refilledAt = 0;
   private suppressed = 0;
@@ -67,12 +73,7 @@ export class AuditTrail {
    */
   async record(f: AuditFields): Promise<void> {
     if (!this.enabled) return;
-    const { key, value } = this.entry(f);
-    try {
-      await this.kv.set(key, value);
-    } catch (e) {
-      log.error("audit record not written", { action: value.action, error: String(e) });
-    }
+    await this.write(this.entry(f));
   }
 
   /** A refused request, within the denial rate bound. */
@@ -85,8 +86,16 @@ export class AuditTrail {
     const { key, value } = this.entry({ ...f, outcome: "denied" });
     if (this.suppressed > 0) value.suppressed = this.suppressed;
     this.suppressed = 0;
+    await this.write({ key, value });
+  }
+
+  private async write({ key, value }: { key: Deno.KvKey; value: AuditRecord }): Promise<void> {
     try {
-      await this.kv.set(key, value);
+      const carried = this.carriedBy(value);
+      const op = this.kv.atomic().set(key, value);
+      for (const m of carried) m.kind === "set" ? op.set(m.key, m.value) : op.delete(m.key);
+      await op.commit();
+      this.carried(carried);
     } catch (e) {
       log.error("audit record not written", { action: value.action, error: String(e) });
     }

@@ -12,6 +12,8 @@ export const EVENT_KINDS = [
   "blob.push",
   "blob.delete",
   "scan.completed",
+  // Every audit trail record ([global.audit]); only webhooks that name it receive it.
+  "audit.record",
 ] as const;
 export type EventKind = typeof EVENT_KINDS[number];
 

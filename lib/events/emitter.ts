@@ -13,7 +13,12 @@ import { PermanentJobError } from "../jobs/mod.ts";
 import type { PlannedMutation } from "../metadata/mod.ts";
 import { RegistryError } from "../oci/mod.ts";
 import { log } from "../log.ts";
-import { type AuditFields, AuditTrail, currentAuditContext } from "../audit/mod.ts";
+import {
+  type AuditFields,
+  type AuditRecord,
+  AuditTrail,
+  currentAuditContext,
+} from "../audit/mod.ts";
 import { currentActor } from "./actor.ts";
 import { deliver, DeliveryError } from "./deliver.ts";
 import type { EventFields, WharfEvent } from "./event.ts";
@@ -43,12 +48,15 @@ export class Events {
     private readonly now: () => number = Date.now,
   ) {
     this.audit = new AuditTrail(kv, cfg, now);
+    this.audit.carriedBy = (r) => this.plan(this.recordEvent(r));
+    this.audit.carried = (planned) => this.committed(planned);
   }
 
   /** Webhooks of `policy` that want `kind` events of `ns`, as configured now. */
   webhooks(kind: EventKind, ns: string, policy: "async" | "required"): EventWebhookConfig[] {
     return this.cfg.eventWebhooks.filter((w) =>
-      w.policy === policy && (w.events.length === 0 || w.events.includes(kind)) &&
+      w.policy === policy &&
+      (w.events.length === 0 ? kind !== "audit.record" : w.events.includes(kind)) &&
       (w.repositoryFilter.length === 0 || w.repositoryFilter.some((re) => re.test(ns)))
     );
   }
@@ -80,6 +88,10 @@ export class Events {
   /** The async deliveries of `ev` as mutations for the causing write's commit. */
   plan(ev: WharfEvent): PlannedMutation[] {
     const audit = AUDITED.has(ev.kind) ? this.audit.plan(auditFields(ev)) : [];
+    // The record's own deliveries ride in the same commit.
+    for (const m of [...audit]) {
+      if (m.kind === "set") audit.push(...this.plan(this.recordEvent(m.value as AuditRecord)));
+    }
     const hooks = this.webhooks(ev.kind, ev.namespace, "async");
     if (hooks.length === 0) return audit;
     if (hooks.length > DIRECT_DELIVERIES_MAX) {
@@ -87,6 +99,23 @@ export class Events {
     }
     const now = this.now();
     return [...hooks.map((h) => planEntry(h, ev, now)), ...audit];
+  }
+
+  /** An audit record as the `audit.record` event that carries it to webhooks. */
+  private recordEvent(r: AuditRecord): WharfEvent {
+    const ns = r.namespace ?? "";
+    return {
+      id: crypto.randomUUID(),
+      timestamp: r.time,
+      kind: "audit.record",
+      namespace: ns,
+      repository: ns ? repositoryOf(this.cfg, ns).name : "",
+      digest: r.digest,
+      reference: r.reference,
+      tag: null,
+      actor: { username: r.identity, id: null, client_ip: r.client_ip },
+      audit: r,
+    };
   }
 
   /** After a commit that carried planned deliveries: wake the local drainers. */

@@ -1,6 +1,7 @@
 // An event as webhooks receive it (docs/operations.md §Event webhooks has one per kind).
 import type { EventKind } from "../config/mod.ts";
 import type { Actor } from "./actor.ts";
+import type { AuditRecord } from "../audit/mod.ts";
 
 export interface WharfEvent {
   id: string;
@@ -17,6 +18,8 @@ export interface WharfEvent {
   actor: Actor;
   /** scan.completed: findings per severity */
   severity_counts?: Record<string, number>;
+  /** audit.record: the record as GET /v2/_svc/audit lists it */
+  audit?: AuditRecord;
 }
 
 export interface EventFields {

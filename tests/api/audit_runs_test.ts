@@ -6,6 +6,7 @@ import assert from "node:assert/strict";
 import { assertErrorCode, req, serverTestOpts } from "../helpers/api.ts";
 import { pushImage, runCli, withServer } from "../helpers/server.ts";
 import { storageKey } from "../../lib/jobs/mod.ts";
+import { startReceiver } from "../helpers/webhook_receiver.ts";
 import { audit, auditAll, identities, POLICY, pushImageAs, waitFor } from "./audit_helpers.ts";
 
 Deno.test({
@@ -130,5 +131,61 @@ max_denials_per_minute = 5
       await pushImageAs(s, "alice", "team/ok", "v1");
       assert.equal((await auditAll(s, "?action=manifest.push")).length, 1);
     });
+  },
+});
+
+Deno.test({
+  name: "audit: webhooks naming audit.record receive every record; others do not",
+  ...serverTestOpts,
+  fn: async () => {
+    const rx = startReceiver("tok");
+    const all = startReceiver("tok");
+    const config = (await identities()) + POLICY + `
+[global.audit]
+enabled = true
+[global.job_queue]
+poll_interval_ms = 50
+[event_webhook.trail]
+url = "${rx.url}/audit"
+token = "tok"
+events = ["audit.record"]
+[event_webhook.all]
+url = "${all.url}/all"
+token = "tok"
+`;
+    try {
+      await withServer({ config }, async (s) => {
+        await pushImageAs(s, "alice", "team/hooked", "v1");
+        const r = await req(s, "/v2/other/x/manifests/v1", {
+          method: "PUT",
+          body: "{}",
+          headers: { authorization: `Basic ${btoa("bob:bob-audit-pw-3")}` },
+        });
+        await assertErrorCode(r, 403, "DENIED");
+        const records = await auditAll(s);
+        assert.equal(records.length, 5, "4 records of the push, 1 denial");
+        await rx.waitFor((d) => d.length >= 5, 20_000, "audit.record deliveries");
+        await all.waitFor((d) => d.length >= 4, 20_000, "the push's events");
+        await new Promise((r) => setTimeout(r, 300));
+        assert.equal(rx.deliveries.length, 5);
+        assert.ok(rx.deliveries.every((d) => d.event.kind === "audit.record" && d.signatureOk));
+        assert.deepEqual(
+          rx.deliveries.map((d) => (d.event.audit as { id: string }).id).sort(),
+          records.map((x) => x.id).sort(),
+          "the records the API lists, one delivery each",
+        );
+        const denial = rx.deliveries.find((d) =>
+          (d.event.audit as { outcome: string }).outcome === "denied"
+        )!;
+        assert.deepEqual(denial.event.audit, records.find((x) => x.outcome === "denied"));
+        assert.ok(
+          all.deliveries.every((d) => d.event.kind !== "audit.record"),
+          "a webhook of every kind does not get audit.record unless it names it",
+        );
+      });
+    } finally {
+      await rx.stop();
+      await all.stop();
+    }
   },
 });

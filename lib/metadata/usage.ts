@@ -50,12 +50,10 @@ export function formatBytes(n: number): string {
 }
 
 export function quotaExceeded(repository: string, used: number, max: number, adds: number) {
-  return new RegistryError(
-    "DENIED",
-    `quota exceeded: ${repository} uses ${formatBytes(used)} of ${formatBytes(max)}; ` +
-      `this push needs ${formatBytes(adds)} more`,
-    { status: 403 },
-  );
+  const text = `quota exceeded: ${repository} uses ${formatBytes(used)} of ${formatBytes(max)}; ` +
+    `this push needs ${formatBytes(adds)} more`;
+  // As the message too: docker, podman and skopeo print an error's message, not its detail.
+  return new RegistryError("DENIED", text, { status: 403, message: text });
 }
 
 /** What one commit must add for a usage change: checks and mutations, planned from reads. */

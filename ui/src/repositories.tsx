@@ -1,7 +1,8 @@
 // `/`: the repository list, hosted repositories first, then pull-through caches (SPEC §Web UI
 // routes), each with its upstream, immutable badge and namespace count, and a badge when one of
-// its downstreams is failing or lagging (linking the replication page). Rows are rendered a
-// window at a time (a registry can hold thousands); the filter covers every repository.
+// its downstreams is failing or lagging (linking the replication page), and, when quotas or cache
+// caps are configured, a bar of the storage each uses against its limit (issue 26). Rows are
+// rendered a window at a time (a registry can hold thousands); the filter covers every repository.
 import { useMemo, useState } from "preact/hooks";
 import {
   type DownstreamStatus,
@@ -10,6 +11,7 @@ import {
   type RepositorySummary,
 } from "./api.ts";
 import { useLoad } from "./hooks.ts";
+import { humanSize } from "./oci.ts";
 import { HealthBadge } from "./replication.tsx";
 import { REPLICATION_PATH } from "./route.ts";
 import { ErrorState, Loading } from "./states.tsx";
@@ -35,12 +37,40 @@ function useReplicationHealth(): Map<string, DownstreamStatus["health"]> {
 
 const WINDOW = 200;
 
+/** The listing's storage fields (present only when quotas or cache caps are configured). */
+type Row = RepositorySummary & {
+  used_bytes?: number;
+  quota_bytes?: number | null;
+  max_cache_bytes?: number;
+};
+
+/** Used bytes against the quota (or cache cap): a meter, warning from 90 %, and the numbers. */
+function StorageBar({ r }: { r: Row }) {
+  const used = r.used_bytes ?? 0;
+  const limit = r.quota_bytes ?? r.max_cache_bytes ?? null;
+  const label = limit === null
+    ? `${humanSize(used)} used, no limit`
+    : `${humanSize(used)} of ${humanSize(limit)}${r.quota_bytes == null ? " cache" : ""}`;
+  return (
+    <span class="storage" data-used={used} data-limit={limit ?? ""}>
+      {limit !== null && (
+        <meter
+          min={0}
+          max={Math.max(limit, 1)}
+          value={Math.min(used, Math.max(limit, 1))}
+          high={limit * 0.9}
+          optimum={0}
+          aria-label={`${r.name} storage`}
+        />
+      )} <span class="muted">{label}</span>
+    </span>
+  );
+}
+
 export function Repositories() {
   const { data, error, reload } = useLoad(
     () =>
-      getJson<{ repositories: RepositorySummary[] }>("/v2/_svc/repositories/list").then((b) =>
-        b.repositories
-      ),
+      getJson<{ repositories: Row[] }>("/v2/_svc/repositories/list").then((b) => b.repositories),
     [],
   );
   const health = useReplicationHealth();
@@ -57,6 +87,7 @@ export function Repositories() {
   }, [data, filter]);
   if (error) return <ErrorState error={error} retry={reload} />;
   if (!data) return <Loading />;
+  const storage = data.some((r) => r.used_bytes !== undefined);
   return (
     <section aria-labelledby="repos-title">
       <h1 id="repos-title">Repositories</h1>
@@ -84,6 +115,7 @@ export function Repositories() {
                 <th scope="col">Kind</th>
                 <th scope="col">Upstream</th>
                 <th scope="col">Namespaces</th>
+                {storage && <th scope="col">Storage</th>}
               </tr>
             </thead>
             <tbody>
@@ -101,6 +133,11 @@ export function Repositories() {
                   <td>{r.pull_through_cache ? "pull-through cache" : "hosted"}</td>
                   <td>{r.upstream_urls.join(", ")}</td>
                   <td class="num">{r.namespace_count}</td>
+                  {storage && (
+                    <td>
+                      <StorageBar r={r} />
+                    </td>
+                  )}
                 </tr>
               ))}
             </tbody>

@@ -58,6 +58,16 @@ export function reportCsv(findings: Finding[]): string {
 }
 
 export function reportCycloneDx(report: ImageReport): Record<string, unknown> {
+  // The packages a finding affects, by name and version: looked up once per finding. Filtering
+  // every package for every finding took 5-8 s of the serving thread for 25,000 packages and
+  // 20,000 findings.
+  const refs = new Map<string, { ref: string }[]>();
+  for (const p of report.packages) {
+    const k = `${p.name}\0${p.version}`;
+    const list = refs.get(k) ?? [];
+    list.push({ ref: purl(p, report) });
+    refs.set(k, list);
+  }
   return {
     bomFormat: "CycloneDX",
     specVersion: "1.5",
@@ -86,9 +96,7 @@ export function reportCycloneDx(report: ImageReport): Record<string, unknown> {
         severity: f.severity.toLowerCase() === "unknown" ? "unknown" : f.severity.toLowerCase(),
       }],
       description: f.summary,
-      affects: report.packages
-        .filter((p) => p.name === f.package && p.version === f.installed)
-        .map((p) => ({ ref: purl(p, report) })),
+      affects: refs.get(`${f.package}\0${f.installed}`) ?? [],
       ...(f.references.length ? { advisories: f.references.map((url) => ({ url })) } : {}),
     })),
   };

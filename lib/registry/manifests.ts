@@ -12,6 +12,7 @@ import {
   type BlobMeta,
   INLINE_MANIFEST_MAX,
   type ManifestMeta,
+  type ManifestWrite,
   type RevisionRecord,
   type TagRecord,
 } from "../metadata/mod.ts";
@@ -20,6 +21,7 @@ import type { IndexTriggers } from "./index_triggers.ts";
 import type { ScanTriggers } from "./scan_triggers.ts";
 import type { Events } from "../events/mod.ts";
 import type { PlannedMutation } from "../metadata/mod.ts";
+import type { QuotaGate } from "./quota_gate.ts";
 
 export interface ManifestBody {
   digest: string;
@@ -66,6 +68,8 @@ export class Manifests {
     private readonly scanTriggers?: ScanTriggers,
     /** absent: writes cause no webhook events */
     private readonly events?: Events,
+    /** quotas: pushes growing a repository under one commit one at a time here */
+    private readonly gate?: QuotaGate,
   ) {}
 
   async resolve(ns: string, reference: string): Promise<{ digest: string; rev: RevisionRecord }> {
@@ -139,7 +143,9 @@ export class Manifests {
     const index = this.indexTriggers?.plan(ns, parsed) ?? { mutations: [], after: [] };
     const scan = this.scanTriggers?.plan(ns, digest, parsed) ?? [];
     let scanPlanned = false;
-    await this.meta.commit({
+    const commit = (w: ManifestWrite) =>
+      this.gate ? this.gate.run(ns, () => this.meta.commit(w)) : this.meta.commit(w);
+    await commit({
       ns,
       digest,
       record,

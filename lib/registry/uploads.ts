@@ -15,6 +15,7 @@ import { ConcurrentUploadError, TooLargeError } from "../storage/blob_store.ts";
 import { Hasher } from "../streams/hasher.ts";
 import type { BlobMeta, PlannedMutation, UploadMeta, UploadRecord } from "../metadata/mod.ts";
 import type { UsageLedger } from "../metadata/mod.ts";
+import type { QuotaGate } from "./quota_gate.ts";
 import { HasherCache, KeyedLock } from "./hashers.ts";
 
 export interface BodyInput {
@@ -46,6 +47,8 @@ export interface UploadDeps {
   maxBlobSize: number | null;
   /** quotas: a blob the repository has no room for is refused before its bytes move */
   usage?: UsageLedger;
+  /** quotas: linking commits of a repository under one go one at a time here */
+  gate?: QuotaGate;
 }
 
 export class Uploads {
@@ -108,7 +111,7 @@ export class Uploads {
     for (const src of sources) {
       if (src === ns || !(await this.d.blobs.link(src, digest))) continue;
       if (!(await input.canRead(src, digest))) continue;
-      return await this.d.blobs.mount(ns, digest, jobsOf(input, digest));
+      return await this.gated(ns, () => this.d.blobs.mount(ns, digest, jobsOf(input, digest)));
     }
     return false;
   }
@@ -165,17 +168,22 @@ export class Uploads {
       }
       const reserved = await this.d.blobs.reserve(d.value, declared);
       await this.d.store.commitUpload(uuid, d.value, declared);
-      await this.d.blobs.addLink(
-        ns,
-        d.value,
-        declared,
-        reserved,
-        this.placed(d.value),
-        jobsOf(input, d.value),
-      );
+      await this.gated(ns, () =>
+        this.d.blobs.addLink(
+          ns,
+          d.value,
+          declared,
+          reserved,
+          this.placed(d.value),
+          jobsOf(input, d.value),
+        ));
     } finally {
       await this.d.store.deleteUpload(uuid);
     }
+  }
+
+  private gated<T>(ns: string, commit: () => Promise<T>): Promise<T> {
+    return this.d.gate ? this.d.gate.run(ns, commit) : commit();
   }
 
   /** 403 DENIED (quota) when `size` more bytes of `digest` do not fit `ns`'s repository. */
@@ -370,7 +378,10 @@ export class Uploads {
       const jobs = jobsOf(input, d.value);
       let done: boolean;
       try {
-        done = await this.d.uploads.complete(entry, ns, d.value, offset, reserved, placed, jobs);
+        done = await this.gated(
+          ns,
+          () => this.d.uploads.complete(entry, ns, d.value, offset, reserved, placed, jobs),
+        );
       } catch (e) {
         // A concurrent push took the last room: the bytes already moved to the blob path
         // (unlinked, so scrub reclaims them), so the session cannot complete again.

@@ -1,0 +1,191 @@
+// Quotas (issue 26, part 1): push and pull throughput with a quota on the pushed repository
+// (large enough never to refuse) beside quotas off and beside Debian's docker-registry, in one
+// run, and the KV operations per push with and without. A push is what a client sends for a
+// one-layer image: for each of the config and a fresh 256 KiB layer `POST` an upload then `PUT`
+// it with `?digest=`, then the manifest `PUT`. A pull is the manifest GET and both blob GETs.
+// CONCURRENCY clients push (then pull) at once for ROUND_SECS, the servers taking turns round
+// after round so the load other agents put on this shared machine falls on every side alike.
+//
+// Run: deno run -A --unstable-kv bench/quota_bench.ts [--small]
+import { startServer, type TestServer } from "../tests/helpers/server.ts";
+import { type Distribution, startDistribution } from "../tests/e2e/_distribution.ts";
+
+const small = Deno.args.includes("--small");
+const CONCURRENCY = 8;
+const ROUND_SECS = small ? 2 : 5;
+const ROUNDS = small ? 2 : 4;
+const LAYER_BYTES = 256 * 1024;
+const MANIFEST = "application/vnd.oci.image.manifest.v1+json";
+
+interface Side {
+  name: string;
+  url: string;
+  metrics: boolean;
+  pushes: number;
+  pushSeconds: number;
+  pulls: number;
+  pullSeconds: number;
+  kvPerPush: number;
+}
+
+async function sha256(b: Uint8Array): Promise<string> {
+  const h = await crypto.subtle.digest("SHA-256", b as BufferSource);
+  return "sha256:" + Array.from(new Uint8Array(h), (x) => x.toString(16).padStart(2, "0")).join("");
+}
+
+async function upload(url: string, ns: string, data: Uint8Array): Promise<string> {
+  const digest = await sha256(data);
+  const post = await fetch(`${url}/v2/${ns}/blobs/uploads/`, { method: "POST" });
+  await post.body?.cancel();
+  if (post.status !== 202) throw new Error(`POST upload: ${post.status}`);
+  const loc = new URL(post.headers.get("location")!, url);
+  loc.searchParams.set("digest", digest);
+  const put = await fetch(loc, {
+    method: "PUT",
+    body: data as BodyInit,
+    headers: { "content-type": "application/octet-stream" },
+  });
+  const text = await put.text();
+  if (put.status !== 201) throw new Error(`PUT upload: ${put.status} ${text}`);
+  return digest;
+}
+
+let serial = 0;
+async function pushOnce(url: string, tag: string): Promise<{ digest: string; blobs: string[] }> {
+  const n = serial++;
+  const layer = new Uint8Array(LAYER_BYTES);
+  crypto.getRandomValues(layer.subarray(0, 65536));
+  new DataView(layer.buffer).setUint32(65536, n);
+  const cfg = new TextEncoder().encode(JSON.stringify({ architecture: "amd64", os: "linux", n }));
+  const [c, l] = [await upload(url, "bench/app", cfg), await upload(url, "bench/app", layer)];
+  const body = new TextEncoder().encode(JSON.stringify({
+    schemaVersion: 2,
+    mediaType: MANIFEST,
+    config: { mediaType: "application/vnd.oci.image.config.v1+json", digest: c, size: cfg.length },
+    layers: [{
+      mediaType: "application/vnd.oci.image.layer.v1.tar",
+      digest: l,
+      size: layer.length,
+    }],
+  }));
+  const r = await fetch(`${url}/v2/bench/app/manifests/${tag}`, {
+    method: "PUT",
+    body: body as BodyInit,
+    headers: { "content-type": MANIFEST },
+  });
+  const text = await r.text();
+  if (r.status !== 201) throw new Error(`manifest PUT: ${r.status} ${text}`);
+  return { digest: await sha256(body), blobs: [c, l] };
+}
+
+async function pullOnce(url: string, img: { digest: string; blobs: string[] }): Promise<void> {
+  const m = await fetch(`${url}/v2/bench/app/manifests/${img.digest}`, {
+    headers: { accept: MANIFEST },
+  });
+  await m.arrayBuffer();
+  if (m.status !== 200) throw new Error(`manifest GET ${m.status}`);
+  for (const d of img.blobs) {
+    const r = await fetch(`${url}/v2/bench/app/blobs/${d}`);
+    await r.arrayBuffer();
+    if (r.status !== 200) throw new Error(`blob GET ${r.status}`);
+  }
+}
+
+async function timed(fn: () => Promise<void>): Promise<{ n: number; seconds: number }> {
+  const until = performance.now() + ROUND_SECS * 1000;
+  const t0 = performance.now();
+  let n = 0;
+  await Promise.all(Array.from({ length: CONCURRENCY }, async () => {
+    while (performance.now() < until) {
+      await fn();
+      n++;
+    }
+  }));
+  return { n, seconds: (performance.now() - t0) / 1000 };
+}
+
+async function kvOps(url: string): Promise<number> {
+  const t = await (await fetch(`${url}/metrics`)).text();
+  let sum = 0;
+  for (const line of t.split("\n")) {
+    if (line.startsWith("wharf_kv_operation_duration_seconds_count")) {
+      sum += Number(line.split(" ").pop());
+    }
+  }
+  return sum;
+}
+
+const servers: TestServer[] = [];
+let dist: Distribution | null = null;
+try {
+  dist = await startDistribution();
+  const off = await startServer({ unchecked: true, productionFlags: true });
+  servers.push(off);
+  const on = await startServer({
+    unchecked: true,
+    productionFlags: true,
+    config: `[repository."bench".quota]\nmax_bytes = ${1024 ** 4}\n` +
+      `[global.quota]\ndefault_max_bytes = ${1024 ** 4}\n`,
+  });
+  servers.push(on);
+  const side = (name: string, url: string, metrics: boolean): Side => ({
+    name,
+    url,
+    metrics,
+    pushes: 0,
+    pushSeconds: 0,
+    pulls: 0,
+    pullSeconds: 0,
+    kvPerPush: 0,
+  });
+  const sides = [
+    side("docker-registry", dist.url, false),
+    side("wharf, quotas off", off.url, true),
+    side("wharf, quotas on", on.url, true),
+  ];
+  const images = new Map<Side, { digest: string; blobs: string[] }>();
+  for (const s of sides) {
+    for (let i = 0; i < 10; i++) images.set(s, await pushOnce(s.url, `warm${i}`));
+    for (let i = 0; i < 10; i++) await pullOnce(s.url, images.get(s)!);
+  }
+  for (let r = 0; r < ROUNDS; r++) {
+    for (const s of sides) {
+      const before = s.metrics ? await kvOps(s.url) : 0;
+      const p = await timed(async () => {
+        await pushOnce(s.url, `t${serial}`);
+      });
+      if (s.metrics) s.kvPerPush += (await kvOps(s.url) - before) / p.n / ROUNDS;
+      s.pushes += p.n;
+      s.pushSeconds += p.seconds;
+    }
+    for (const s of sides) {
+      const p = await timed(() => pullOnce(s.url, images.get(s)!));
+      s.pulls += p.n;
+      s.pullSeconds += p.seconds;
+    }
+  }
+  console.log(
+    `quota bench: ${CONCURRENCY} concurrent clients, push = config + 256 KiB layer (POST+PUT each) ` +
+      `+ manifest PUT, pull = manifest + 2 blob GETs; ${ROUNDS} rounds of ${ROUND_SECS} s per ` +
+      `side, taking turns (busy shared 2-core machine)\n`,
+  );
+  console.log("| side | pushes/s | vs off | pulls/s | vs off | KV ops / push |");
+  console.log("|---|---:|---:|---:|---:|---:|");
+  const off0 = sides[1];
+  const pct = (a: number, b: number) => `${(((a - b) / b) * 100).toFixed(1)}%`;
+  for (const [i, s] of sides.entries()) {
+    const push = s.pushes / s.pushSeconds;
+    const pull = s.pulls / s.pullSeconds;
+    console.log(
+      `| ${s.name} | ${push.toFixed(1)} | ${
+        i === 0 ? "–" : pct(push, off0.pushes / off0.pushSeconds)
+      } | ${pull.toFixed(0)} | ${i === 0 ? "–" : pct(pull, off0.pulls / off0.pullSeconds)} | ${
+        s.metrics ? s.kvPerPush.toFixed(1) : "–"
+      } |`,
+    );
+  }
+} finally {
+  for (const s of servers) await s.stop().catch(() => {});
+  for (const s of servers) await Deno.remove(s.dataDir, { recursive: true }).catch(() => {});
+  await dist?.stop();
+}

@@ -179,6 +179,10 @@ ${opts.config ?? ""}
       "--unstable-kv",
       "-A",
       ...(opts.productionFlags ? [PRODUCTION_V8_FLAGS] : []),
+      // For profiling a bench's server (bench/README.md): the V8 inspector on that address.
+      ...(Deno.env.get("WHARF_SERVER_INSPECT")
+        ? [`--inspect=${Deno.env.get("WHARF_SERVER_INSPECT")}`]
+        : []),
       join(ROOT, "main.ts"),
       "serve",
       ...base,

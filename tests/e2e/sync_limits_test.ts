@@ -239,7 +239,7 @@ Deno.test({
       s = c.s;
       // `skopeo inspect`-like: the index and the amd64 manifest, no blob.
       for (const ref of ["v1.0", up.amd64.digest]) {
-        const r = await fetch(`${s.url}/v2/hub/${NAME}/manifests/${ref}`, {
+        const r: Response = await fetch(`${s.url}/v2/hub/${NAME}/manifests/${ref}`, {
           headers: { accept: MANIFEST_ACCEPT },
         });
         await r.body?.cancel();
@@ -251,7 +251,7 @@ Deno.test({
       assert.match(run.stdout, /: ok; fetched 10 tag\(s\), 0 unchanged/);
       proxy.override = () => new Response("down", { status: 502 });
       for (const [d, bytes] of up.amd64.blobs) {
-        const r = await fetch(`${s.url}/v2/hub/${NAME}/blobs/${d}`);
+        const r: Response = await fetch(`${s.url}/v2/hub/${NAME}/blobs/${d}`);
         assert.equal(r.status, 200, d);
         assert.deepEqual(new Uint8Array(await r.arrayBuffer()), bytes);
       }

@@ -14,7 +14,7 @@ import {
 import { isQueueName, JobQueues } from "./lib/jobs/mod.ts";
 import { isUpstreamError } from "./lib/upstream/mod.ts";
 import { reconcile, type ReconcileSummary, Replicator } from "./lib/replication/mod.ts";
-import { formatSyncRun, Syncer } from "./lib/sync/mod.ts";
+import { formatSyncRun, Syncer, syncStatus } from "./lib/sync/mod.ts";
 import { forgetLayerIndex, LayerIndex } from "./lib/index/mod.ts";
 import { advisoriesCommand, formatSnapshot, Reports, sweepReports } from "./lib/scan/mod.ts";
 import {
@@ -398,6 +398,9 @@ export function registerJobHandlers(cfg: Config, registry: Registry, metrics: Me
   syncer.schedule().catch((e) =>
     log.error("could not schedule the syncs", { error: e instanceof Error ? e.message : String(e) })
   );
+  if ([...cfg.repositories.values()].some((r) => (r.syncs ?? []).length > 0)) {
+    metrics.syncStatusFrom(() => syncStatus(cfg, registry.kv));
+  }
   const downstreams = [...cfg.repositories.values()].flatMap((r) =>
     (r.downstreams ?? []).map((d) => d.name)
   );

@@ -58,6 +58,15 @@ export interface RepositoryUsageFigures {
   cache: number | null;
 }
 
+/** One sync entry's figures as the status view reports them (lib/sync SyncStatus). */
+export interface SyncFigures {
+  repository: string;
+  last_run: string | null;
+  next_run: string | null;
+  last_outcome: string | null;
+  tags_fetched: number;
+}
+
 /** One downstream's figures as the replication status view reports them. */
 export interface ReplicationFigures {
   name: string;
@@ -351,6 +360,36 @@ export class Metrics {
     ),
   );
 
+  // Scheduled pull syncs (lib/sync), as the status view reports them, read from KV at scrape time.
+  private readonly syncLastRun = this.set.add(
+    new Gauge(
+      "wharf_sync_last_run_timestamp_seconds",
+      "When the sync entry's last run ended (0: never)",
+      ["repository", "entry"],
+    ),
+  );
+  private readonly syncNextRun = this.set.add(
+    new Gauge(
+      "wharf_sync_next_run_timestamp_seconds",
+      "When the sync entry runs next (0: at startup)",
+      ["repository", "entry"],
+    ),
+  );
+  private readonly syncTagsFetched = this.set.add(
+    new Gauge(
+      "wharf_sync_tags_fetched",
+      "Tags the sync entry's last run fetched (new or moved)",
+      ["repository", "entry"],
+    ),
+  );
+  private readonly syncFailing = this.set.add(
+    new Gauge(
+      "wharf_sync_failing",
+      "1 when the sync entry's last run did not end ok (failed, partial or rate-limited)",
+      ["repository", "entry"],
+    ),
+  );
+
   private readonly loopLag = this.set.add(
     new Gauge(
       "wharf_event_loop_lag_seconds",
@@ -490,6 +529,22 @@ export class Metrics {
       };
     },
   };
+
+  /** The sync entries' figures (lib/sync syncStatus, in config order), read at scrape time. */
+  syncStatusFrom(read: () => Promise<SyncFigures[]>): void {
+    this.syncLastRun.collect = async () => {
+      const counts = new Map<string, number>();
+      for (const s of await read()) {
+        const n = counts.get(s.repository) ?? 0;
+        counts.set(s.repository, n + 1);
+        const l = [s.repository, String(n)];
+        this.syncLastRun.set(s.last_run ? Date.parse(s.last_run) / 1000 : 0, l);
+        this.syncNextRun.set(s.next_run ? Date.parse(s.next_run) / 1000 : 0, l);
+        this.syncTagsFetched.set(s.tags_fetched, l);
+        this.syncFailing.set(s.last_outcome !== null && s.last_outcome !== "ok" ? 1 : 0, l);
+      }
+    };
+  }
 
   /** Replication lag per downstream at scrape time; `oldest` bounds its own work. */
   replicationLagWith(

@@ -91,6 +91,16 @@ Deno.test({
       assert.equal(row.last_error, null);
       assert.ok(Date.now() - Date.parse(row.last_run) < 60_000, row.last_run);
       assert.ok(Date.parse(row.next_run) - Date.parse(row.last_run) === 86400_000, row.next_run);
+      // The same figures in the metrics.
+      const metrics = await (await fetch(`${s.url}/metrics`)).text();
+      const gauge = (name: string) =>
+        Number(
+          new RegExp(`^${name}\\{repository="hub",entry="0"\\} (\\S+)$`, "m").exec(metrics)?.[1],
+        );
+      assert.equal(gauge("wharf_sync_tags_fetched"), 10);
+      assert.equal(gauge("wharf_sync_failing"), 0);
+      assert.equal(gauge("wharf_sync_last_run_timestamp_seconds"), Date.parse(row.last_run) / 1000);
+      assert.equal(gauge("wharf_sync_next_run_timestamp_seconds"), Date.parse(row.next_run) / 1000);
       // One upstream GET per selected index, one for the amd64 image, one per amd64 blob.
       for (const t of SELECTED) {
         assert.equal(proxy.count("GET", new RegExp(`/manifests/${up.indexes.get(t)!.digest}$`)), 1);

@@ -93,6 +93,8 @@ export class RateLimiter {
     const who = whoOf(r);
     const plans = plan(r.request, g, own, rc?.name ?? null);
     const headers: Record<string, string> = {};
+    const refs = plans.filter((p) => !(p.cls === "pulls" && r.request.method === "HEAD"));
+    if (refs.length > 0) await this.buckets.ready(refs.map((p) => ({ ...p, who })));
     for (const p of plans) {
       const isPull = p.cls === "pulls";
       if (isPull && r.request.method === "HEAD") {
@@ -107,7 +109,10 @@ export class RateLimiter {
       if (v.ok) continue;
       this.onLimited(p.cls);
       const retry = Math.max(1, Math.ceil(v.retryAfterMs / 1000));
-      throw new RegistryError("TOOMANYREQUESTS", refusal(p, who, r.anonymous, retry), {
+      // The message is what clients print (`toomanyrequests: <message>`): make it say which limit.
+      const why = refusal(p, who, r.anonymous, retry);
+      throw new RegistryError("TOOMANYREQUESTS", why, {
+        message: why,
         headers: { ...headers, "Retry-After": String(retry) },
       });
     }

@@ -6,4 +6,4 @@ export {
   RateLimiter,
 } from "./limiter.ts";
 export { type Bucket, merge, take, tokensLeft, type Verdict } from "./gcra.ts";
-export { type KvCounts, SharedBuckets } from "./shared_buckets.ts";
+export { type BucketRef, type KvCounts, SharedBuckets } from "./shared_buckets.ts";

@@ -25,6 +25,13 @@ interface Entry {
   loading: Promise<void> | null;
 }
 
+export interface BucketRef {
+  scope: string;
+  cls: string;
+  who: string;
+  bucket: Bucket;
+}
+
 /** KV operations made, by kind (the bench divides them by requests). */
 export interface KvCounts {
   gets: number;
@@ -59,7 +66,7 @@ export class SharedBuckets {
 
   /** Takes one token from the bucket `scope/cls/who`. */
   async take(scope: string, cls: string, who: string, b: Bucket): Promise<Verdict> {
-    const e = await this.entry(scope, cls, who, b);
+    const [e] = await this.load([{ scope, cls, who, bucket: b }]);
     const v = take(b, e.tat, Date.now());
     if (v.ok) {
       e.tat = v.tat;
@@ -84,7 +91,29 @@ export class SharedBuckets {
     await this.settle();
   }
 
-  private async entry(scope: string, cls: string, who: string, b: Bucket): Promise<Entry> {
+  /**
+   * Reads the unseen or stale ones of these buckets from the KV, in one getMany (a request's
+   * buckets: at most two), so that the takes that follow decide from a fresh view.
+   */
+  async ready(refs: BucketRef[]): Promise<void> {
+    await this.load(refs);
+  }
+
+  private async load(refs: BucketRef[]): Promise<Entry[]> {
+    const now = Date.now();
+    const es = refs.map((r) => this.entry(r.scope, r.cls, r.who, r.bucket));
+    // A view older than one sync interval is read again first: other processes' takes since
+    // then count before this one (at most one read per bucket per interval).
+    const stale = es.filter((e) => !e.loading && now - e.syncedAt > this.syncIntervalMs());
+    if (stale.length > 0) {
+      const p = this.read(stale);
+      for (const e of stale) e.loading = p;
+    }
+    for (const e of es) if (e.loading) await e.loading;
+    return es;
+  }
+
+  private entry(scope: string, cls: string, who: string, b: Bucket): Entry {
     const k = id(scope, cls, who);
     let e = this.entries.get(k);
     if (!e) {
@@ -99,25 +128,27 @@ export class SharedBuckets {
       };
       this.entries.set(k, e);
     }
-    // A view older than one sync interval is read again first: other processes' takes since
-    // then count before this one (at most one get per bucket per interval).
-    if (!e.loading && Date.now() - e.syncedAt > this.syncIntervalMs()) e.loading = this.load(e);
-    if (e.loading) await e.loading;
     return e;
   }
 
-  private async load(e: Entry): Promise<void> {
+  private async read(es: Entry[]): Promise<void> {
     try {
       this.count("gets");
-      const got = await this.kv.get<number>(e.key);
-      if (typeof got.value === "number") e.tat = merge(got.value, e.tat, e.pending, e.periodMs);
+      const got = await this.kv.getMany<number[]>(es.map((e) => e.key));
+      es.forEach((e, i) => {
+        const v = got[i].value;
+        if (typeof v === "number") e.tat = merge(v, e.tat, e.pending, e.periodMs);
+      });
     } catch (err) {
       // The KV unreachable: decide from this process's view alone rather than fail requests.
       this.onError(err);
     } finally {
       // Also after a failure: a KV that is down is asked once per interval, not per request.
-      e.syncedAt = Date.now();
-      e.loading = null;
+      const now = Date.now();
+      for (const e of es) {
+        e.syncedAt = now;
+        e.loading = null;
+      }
     }
   }
 

@@ -61,7 +61,7 @@ sync_interval_ms = 50
     try {
       b = await startServer({ config, dataDir: a.dataDir });
       await pushImage(a.url, "team/app", "v1");
-      // Alternating processes, each pull after the other process settled (sync interval 50 ms):
+      // Alternating processes, each pull well after the other process settled (interval 50 ms):
       // the counts are exact.
       const seen: (string | null)[] = [];
       for (const [i, s] of [a, b, a, b].entries()) {
@@ -69,7 +69,7 @@ sync_interval_ms = 50
         assert.equal(r.status, 200, `alice pull ${i + 1}`);
         assert.equal(r.headers.get("ratelimit-limit"), "4;w=3600");
         seen.push(remaining(r));
-        await sleep(150);
+        await sleep(300);
       }
       assert.deepEqual(seen, ["3;w=3600", "2;w=3600", "1;w=3600", "0;w=3600"]);
       for (const s of [a, b]) {
@@ -83,6 +83,10 @@ sync_interval_ms = 50
         const body = await r.json();
         assert.equal(body.errors[0].code, "TOOMANYREQUESTS");
         assert.match(body.errors[0].detail, /4 manifest pulls per hour/);
+        assert.match(
+          body.errors[0].message,
+          /^pull rate limit reached: 4 manifest pulls per hour for this identity; retry in \d+ s$/,
+        );
       }
       // HEAD is not a pull (Docker Hub's count) but shows the figures.
       const head = await pull(a, "team/app", "v1", basic("alice"), "HEAD");
@@ -97,7 +101,7 @@ sync_interval_ms = 50
         const r = await pull(s, "team/app", "v1", basic("bob"));
         assert.equal(r.status, 200);
         assert.equal(remaining(r), s === a ? "3;w=3600" : "2;w=3600");
-        await sleep(150);
+        await sleep(300);
       }
       // The refusals were counted.
       const m = await (await req(a, "/metrics")).text();
@@ -224,17 +228,21 @@ requests_per_second = 0
       }
       // ...but his other requests are not: burst 3 at 1/s.
       const tags = () => req(s, "/v2/team/app/tags/list", { headers: basic("bob") });
-      const statuses: number[] = [];
-      for (let i = 0; i < 4; i++) {
-        const r = await tags();
-        statuses.push(r.status);
+      // Six at once (well within a second, so at most one token comes back meanwhile).
+      const t0 = Date.now();
+      const answers = await Promise.all(Array.from({ length: 6 }, tags));
+      const took = Date.now() - t0;
+      const statuses = answers.map((r) => r.status).sort();
+      for (const r of answers) {
         if (r.status === 429) {
           assert.equal(r.headers.get("retry-after"), "1");
           const body = await r.json();
           assert.match(body.errors[0].detail, /1 requests per second \(burst 3\)/);
         } else await r.body?.cancel();
       }
-      assert.deepEqual(statuses, [200, 200, 200, 429]);
+      const passed = statuses.filter((x) => x === 200).length;
+      assert.ok(passed === 3 || (passed === 4 && took >= 1000), `${statuses} in ${took} ms`);
+      assert.equal(statuses.filter((x) => x !== 200 && x !== 429).length, 0, `${statuses}`);
       await sleep(1100);
       const again = await tags();
       await again.body?.cancel();

@@ -4,7 +4,8 @@
 // `[global.audit] enabled = true`, and Debian's docker-registry (distribution 2.8) as the
 // reference. The three servers run at the same time and bursts of BURST pushes rotate between
 // them (A B C, B C A, …), so each side sees the same moments of a machine whose speed drifts;
-// each side's pushes/s is its pushes over the time of its bursts. KV operations per push are
+// each side's pushes/s is its pushes over the time of its bursts, and its server CPU per push
+// (from /proc) is measured over the same bursts. KV operations per push are
 // counted from each Wharf's /metrics (wharf_kv_operation_duration_seconds_count by op); the
 // trail adds no operation to a push, only one `set` per record inside commits it already makes.
 // Run: deno run -A --unstable-kv bench/audit_bench.ts [--small]   (loopback only)
@@ -162,6 +163,12 @@ async function burst(s: Server, from: number, to: number): Promise<number> {
   return (performance.now() - t0) / 1000;
 }
 
+/** CPU time (user + system) a process has used, in ms, from /proc (clock ticks of 10 ms). */
+function cpuMs(pid: number): number {
+  const f = Deno.readTextFileSync(`/proc/${pid}/stat`).split(") ")[1].split(" ");
+  return (Number(f[11]) + Number(f[12])) * 10;
+}
+
 /** KV operations so far by op, from /metrics. */
 async function kvOps(s: Server): Promise<Map<string, number>> {
   const text = await (await fetch(`${s.url}/metrics`)).text();
@@ -181,19 +188,28 @@ const servers = [
 ];
 try {
   const secs = servers.map(() => 0);
+  // CPU is steadier than wall time on a shared machine: other processes take turns, not cycles.
+  const cpu = servers.map(() => 0);
+  /** per round: the audit side's time over the plain side's, as an overhead in % */
+  const rounds: string[] = [];
   const ops0 = await Promise.all(servers.map((s) => s.wharf ? kvOps(s) : new Map()));
   for (let b = 0, from = 0; from < PUSHES; b++, from += BURST) {
     const to = Math.min(PUSHES, from + BURST);
+    const took = servers.map(() => 0);
     for (let k = 0; k < servers.length; k++) {
       const i = (b + k) % servers.length;
-      secs[i] += await burst(servers[i], from, to);
+      const c0 = cpuMs(servers[i].pid);
+      took[i] = await burst(servers[i], from, to);
+      cpu[i] += cpuMs(servers[i].pid) - c0;
+      secs[i] += took[i];
     }
+    rounds.push(((took[1] / took[0] - 1) * 100).toFixed(0));
   }
   const ops1 = await Promise.all(servers.map((s) => s.wharf ? kvOps(s) : new Map()));
   console.log(
-    `\n| ${PUSHES} image pushes per side (2 blobs + manifest), ${CONCURRENCY} clients, bursts of ${BURST} | pushes/s | KV ops per push (by op) |`,
+    `\n| ${PUSHES} image pushes per side (2 blobs + manifest), ${CONCURRENCY} clients, bursts of ${BURST} | pushes/s | server CPU ms/push | KV ops per push (by op) |`,
   );
-  console.log("| --- | --- | --- |");
+  console.log("| --- | --- | --- | --- |");
   for (const [i, s] of servers.entries()) {
     let ops = "n/a";
     if (s.wharf) {
@@ -204,12 +220,15 @@ try {
         by.map(([op, n]) => `${op} ${(n / PUSHES).toFixed(2)}`).join(", ")
       })`;
     }
-    console.log(`| ${s.label} | ${(PUSHES / secs[i]).toFixed(0)} | ${ops} |`);
+    const perPush = (cpu[i] / PUSHES).toFixed(2);
+    console.log(`| ${s.label} | ${(PUSHES / secs[i]).toFixed(0)} | ${perPush} | ${ops} |`);
   }
   console.log(
     `| audit overhead (wharf+audit vs wharf) | **${
       ((secs[1] / secs[0] - 1) * 100).toFixed(1)
-    }%** | |`,
+    }%** | **${((cpu[1] / cpu[0] - 1) * 100).toFixed(1)}%** | per round (time): ${
+      rounds.join(", ")
+    }% |`,
   );
   // Each push recorded: 2 blob.push, 1 manifest.push, 1 tag.create.
   const r = await fetch(`${servers[1].url}/v2/_svc/audit?n=1000&action=manifest.push`);

@@ -15,8 +15,8 @@ import { type Distribution, startDistribution } from "../tests/e2e/_distribution
 
 const small = Deno.args.includes("--small");
 const CONCURRENCY = 16;
-const ROUND_SECS = small ? 1 : 3;
-const ROUNDS = small ? 4 : 8;
+const ROUND_SECS = small ? 1 : 2;
+const ROUNDS = small ? 4 : 16;
 const IPS = 1000;
 const LAYER = new Uint8Array(64 * 1024).map((_, i) => (i * 31) & 0xff);
 

@@ -330,3 +330,36 @@ Deno.test({
     }
   },
 });
+
+Deno.test({
+  name: "reload: limits and exemption rules change live; a broken rule is refused naming the key",
+  ...serverTestOpts,
+  async fn() {
+    await withServer({}, async (s) => {
+      const base = await Deno.readTextFile(s.configPath);
+      const reloads = () => (s.output().match(/"msg":"config reload(ed| refused)/g) ?? []).length;
+      const rewrite = async (extra: string) => {
+        const before = reloads();
+        await Deno.writeTextFile(`${s.configPath}.tmp`, base + extra);
+        await Deno.rename(`${s.configPath}.tmp`, s.configPath);
+        const end = Date.now() + 10_000;
+        while (reloads() <= before) {
+          if (Date.now() > end) assert.fail(`no reload:\n${s.output().slice(-2000)}`);
+          await sleep(50);
+        }
+      };
+      await pushImage(s.url, "team/app", "v1");
+      assert.equal((await pull(s, "team/app", "v1")).status, 200);
+      await rewrite(`[global.rate_limit]\npulls_per_hour = 1\n`);
+      assert.equal((await pull(s, "team/app", "v1")).status, 200);
+      await assertError(await pull(s, "team/app", "v1"), 429, "TOOMANYREQUESTS");
+      await rewrite(
+        `[global.rate_limit]\npulls_per_hour = 1\nexempt_rules = ['request.namespace == "team/app"']\n`,
+      );
+      assert.equal((await pull(s, "team/app", "v1")).status, 200, "exempt now");
+      await rewrite(`[global.rate_limit]\npulls_per_hour = 1\nexempt_rules = ['request.(']\n`);
+      assert.match(s.output(), /global\.rate_limit\.exempt_rules\[0\]/);
+      assert.equal((await pull(s, "team/app", "v1")).status, 200, "the running config stays");
+    });
+  },
+});

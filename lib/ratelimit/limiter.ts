@@ -93,8 +93,8 @@ export class RateLimiter {
     const who = whoOf(r);
     const plans = plan(r.request, g, own, rc?.name ?? null);
     const headers: Record<string, string> = {};
-    const refs = plans.filter((p) => !(p.cls === "pulls" && r.request.method === "HEAD"));
-    if (refs.length > 0) await this.buckets.ready(refs.map((p) => ({ ...p, who })));
+    // A HEAD reads the pull bucket too (it takes nothing): its headers show the shared count.
+    if (plans.length > 0) await this.buckets.ready(plans.map((p) => ({ ...p, who })));
     for (const p of plans) {
       const isPull = p.cls === "pulls";
       if (isPull && r.request.method === "HEAD") {

@@ -89,13 +89,18 @@ sync_interval_ms = 50
         );
       }
       // HEAD is not a pull (Docker Hub's count) but shows the figures.
-      const head = await pull(a, "team/app", "v1", basic("alice"), "HEAD");
-      assert.equal(head.status, 200);
-      assert.equal(remaining(head), "0;w=3600");
+      for (const s of [a, b]) {
+        const head = await pull(s, "team/app", "v1", basic("alice"), "HEAD");
+        assert.equal(head.status, 200);
+        assert.equal(remaining(head), "0;w=3600");
+      }
       // Blobs are not pulls.
       const blobs = await req(a, "/v2/team/app/tags/list", { headers: basic("alice") });
       await blobs.body?.cancel();
       assert.equal(blobs.status, 200);
+      // A HEAD on a process that never saw bob reads the shared count: still full.
+      const peek = await pull(b, "team/app", "v1", basic("bob"), "HEAD");
+      assert.equal(remaining(peek), "4;w=3600");
       // bob is unaffected on both processes.
       for (const s of [a, b]) {
         const r = await pull(s, "team/app", "v1", basic("bob"));

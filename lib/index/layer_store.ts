@@ -3,6 +3,7 @@
 // checkpoints and the zstd side copy are derived files in the blob store, in one of two slots,
 // so a re-index never changes files a reader of the current record is using.
 import type { BlobStore } from "../storage/mod.ts";
+import { RegistryError } from "../oci/mod.ts";
 import {
   type CheckpointRef,
   compressedRange,
@@ -92,6 +93,14 @@ export async function readAllStream(s: ReadableStream<Uint8Array>): Promise<Uint
  * rather than a parsed entry with two hex digests.
  */
 const LOOKUP_CACHE_ENTRIES = 400_000;
+/**
+ * A gzip read that must inflate more than this from its checkpoint (a long deflate block:
+ * zlib-ng's level 1 writes them, and a crafted layer can hold a 1 GiB one) takes the one
+ * long-read slot of the process; another meanwhile is answered 429, so such a layer cannot
+ * multiply its cost by concurrent requests.
+ */
+export const LONG_READ_BYTES = 64 * 1024 * 1024;
+
 /** A listing with more entries is scanned per lookup instead of cached. */
 const LOOKUP_CACHED_MAX = 200_000;
 const LINE_BITS = 2 ** 22;
@@ -139,6 +148,7 @@ export class LayerReader {
   private readonly lookups = new Map<string, Map<string, number>>();
   private lookupEntries = 0;
   private readonly tables = new Map<string, CheckpointRef[] | Frame[]>();
+  private longRead = false;
 
   constructor(private readonly store: BlobStore) {}
 
@@ -259,12 +269,29 @@ export class LayerReader {
     // a few MiB instead of the rest of the blob.
     const next = following(table, end);
     const range = compressedRange(cp, next, blobSize);
-    const compressed = await this.store.read(digest, { start: range.start, end: range.end });
-    return slice(
-      inflateFrom(window, cp, compressed, range.cut ? next : null),
-      start - cp.uoff,
-      end - start + 1,
-    );
+    const long = end - cp.uoff > LONG_READ_BYTES;
+    if (long) {
+      if (this.longRead) {
+        throw new RegistryError(
+          "TOOMANYREQUESTS",
+          "another read inside a long deflate block is being inflated",
+          { headers: { "Retry-After": "1" } },
+        );
+      }
+      this.longRead = true;
+    }
+    try {
+      const compressed = await this.store.read(digest, { start: range.start, end: range.end });
+      const body = slice(
+        inflateFrom(window, cp, compressed, range.cut ? next : null),
+        start - cp.uoff,
+        end - start + 1,
+      );
+      return long ? whenDone(body, () => this.longRead = false) : body;
+    } catch (e) {
+      if (long) this.longRead = false;
+      throw e;
+    }
   }
 
   private async readZstd(
@@ -298,6 +325,34 @@ export class LayerReader {
       },
     }, { highWaterMark: 0 });
   }
+}
+
+/** `s`, calling `done` once when it ends, fails or is cancelled. */
+function whenDone(s: ReadableStream<Uint8Array>, done: () => void): ReadableStream<Uint8Array> {
+  const r = s.getReader();
+  let called = false;
+  const finish = () => {
+    if (!called) done();
+    called = true;
+  };
+  return new ReadableStream<Uint8Array>({
+    async pull(c) {
+      try {
+        const { value, done: end } = await r.read();
+        if (end) {
+          finish();
+          c.close();
+        } else c.enqueue(value);
+      } catch (e) {
+        finish();
+        c.error(e);
+      }
+    },
+    async cancel(reason) {
+      finish();
+      await r.cancel(reason);
+    },
+  }, { highWaterMark: 0 });
 }
 
 /** `length` bytes of `s` after skipping `skip`; cancels `s` once they are out. */

@@ -210,6 +210,30 @@ Deno.test({
         });
         assert.equal(r.status, 206);
         assert.deepEqual(new Uint8Array(await r.arrayBuffer()), new Uint8Array(16));
+        // One such read at a time per process (each inflates ~96 MiB, a few hundred ms): of three
+        // sent at once some are 429, then the slot is free again.
+        const range = { headers: { Range: `bytes=${96 * 1024 * 1024 - 16}-` } };
+        const three = await Promise.all(
+          [0, 1, 2].map(() => req(s, file(cases.long_block, "zeros"), range)),
+        );
+        const codes = [];
+        for (const r of three) {
+          codes.push(r.status);
+          if (r.status === 429) {
+            assert.equal(r.headers.get("retry-after"), "1");
+            assert.equal((await r.json()).errors[0].code, "TOOMANYREQUESTS");
+          } else assert.equal((await r.arrayBuffer()).byteLength, 16);
+        }
+        assert.ok(codes.includes(206) && codes.includes(429), `${codes}`);
+        const again = await req(s, file(cases.long_block, "zeros"), range);
+        assert.equal(again.status, 206);
+        await again.body?.cancel();
+        // A read near the start inflates little: never limited.
+        const near = await req(s, file(cases.long_block, "zeros"), {
+          headers: { Range: "bytes=0-15" },
+        });
+        assert.equal(near.status, 206);
+        await near.body?.cancel();
       }
 
       // Broken archives: a final answer each, never a 5xx.

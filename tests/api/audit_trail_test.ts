@@ -7,12 +7,7 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { assertErrorCode, req, serverTestOpts } from "../helpers/api.ts";
-import {
-  pushImage,
-  sha256Hex,
-  startServer,
-  withServer,
-} from "../helpers/server.ts";
+import { pushImage, sha256Hex, startServer, withServer } from "../helpers/server.ts";
 import {
   as,
   audit,
@@ -298,6 +293,24 @@ Deno.test({
         digests.push(`sha256:${await sha256Hex(body)}`);
       }
       await s.kill(); // SIGKILL right after the last answer
+      // Each record was written by the very commit that wrote its manifest and tag: one
+      // versionstamp for both (a record written apart, even just before answering, has another).
+      const kv = await Deno.openKv(join(dataDir, "metadata.kv"));
+      try {
+        for (const [i, digest] of digests.entries()) {
+          const tag = await kv.get(["tag", "crash/app", `t${i}`]);
+          const rev = await kv.get(["rev", "crash/app", digest]);
+          assert.ok(tag.versionstamp && rev.versionstamp, `t${i} is stored`);
+          const stamps = new Map<string, string>();
+          for await (const e of kv.list<Rec>({ prefix: ["audit"] })) {
+            if (e.value.reference === `t${i}`) stamps.set(e.value.action, e.versionstamp);
+          }
+          assert.equal(stamps.get("manifest.push"), rev.versionstamp, `t${i} push record`);
+          assert.equal(stamps.get("tag.create"), tag.versionstamp, `t${i} tag record`);
+        }
+      } finally {
+        kv.close();
+      }
       s = await startServer({ config, dataDir });
       const recs = await auditAll(s, "?action=manifest.push", null);
       assert.deepEqual(recs.map((r) => r.digest).reverse(), digests);

@@ -8,9 +8,10 @@
 // read, so two writers never both see the same transition. Other member changes touch only the
 // qref entry, so pushes of shared layers do not contend on the repository's total.
 //
-// Under a quota the growing commit checks the usage entry it compared against the limit and sets
-// the new total: accounted usage never passes the limit, whatever races it. Without one the
-// total moves by blind sums, which never conflict.
+// Under a quota a growing commit either checks the usage entry it compared against the limit and
+// sets the new total, or, admitted with room to spare in this process (`admit`), adds to it
+// blindly like every commit without a quota: blind sums never conflict.
+import { AsyncLocalStorage } from "node:async_hooks";
 import { RegistryError } from "../oci/errors.ts";
 import { K } from "./keys.ts";
 import { getAll } from "./kv_util.ts";
@@ -78,8 +79,66 @@ function jitter(attempt: number): Promise<void> {
 
 const ZERO = new Deno.KvU64(0n);
 
+/** A write admitted by `UsageLedger.admit`, seen by the plans made while it runs. */
+interface Admission {
+  repo: string;
+  size: number;
+  /** bytes this process had reserved in the repository when it was admitted */
+  before: number;
+  /** the writes admitted before it that are still running */
+  earlier: Promise<unknown>[];
+}
+
+const admissions = new AsyncLocalStorage<Admission>();
+
 export class UsageLedger {
+  /** bytes of admitted writes in flight in this process, per repository */
+  private readonly pending = new Map<string, number>();
+  /** admitted writes in flight, per repository */
+  private readonly running = new Map<string, Set<Promise<unknown>>>();
+  /** the last total read per repository (a hint only: see `admit`) */
+  private readonly seen = new Map<string, number>();
+
   constructor(private readonly kv: Deno.Kv, readonly policy: QuotaPolicy) {}
+
+  /**
+   * Runs `write`, which may add up to `size` new bytes to `ns`'s repository, with those bytes
+   * reserved in this process until it returns. A plan made inside it reads the total after the
+   * reservation, so the total plus what was reserved before covers every write of this process
+   * that could land meanwhile: when the bytes fit that sum the commit adds to the total blindly
+   * instead of checking it (concurrent pushes then do not conflict on it). Otherwise the plan
+   * first waits for the writes admitted before it, then checks the total it compares; a write
+   * admitted after it counted its reservation. So one process never takes the accounted total
+   * past the quota. `write` is told whether its bytes surely fit by the last total seen here
+   * (`likely`), so it may skip an early check of its own.
+   */
+  async admit<T>(
+    ns: string,
+    size: number,
+    write: (likely: boolean) => Promise<T>,
+  ): Promise<T> {
+    const repo = this.policy.repositoryOf(ns);
+    const max = this.policy.maxBytes(repo);
+    if (max === null) return await write(true);
+    const before = this.pending.get(repo) ?? 0;
+    this.pending.set(repo, before + size);
+    const running = this.running.get(repo) ?? new Set<Promise<unknown>>();
+    this.running.set(repo, running);
+    const seen = this.seen.get(repo);
+    const likely = seen !== undefined && seen + before + size <= max;
+    const admission: Admission = { repo, size, before, earlier: [...running] };
+    const p = admissions.run(admission, () => write(likely));
+    running.add(p);
+    try {
+      return await p;
+    } finally {
+      running.delete(p);
+      if (running.size === 0 && this.running.get(repo) === running) this.running.delete(repo);
+      const left = (this.pending.get(repo) ?? size) - size;
+      if (left > 0) this.pending.set(repo, left);
+      else this.pending.delete(repo);
+    }
+  }
 
   /**
    * For a commit making `digest` a member of `ns` (a link or a revision) that was not one when
@@ -88,22 +147,38 @@ export class UsageLedger {
    */
   async planAdd(ns: string, digest: string, size: number): Promise<UsagePlan> {
     const repo = this.policy.repositoryOf(ns);
-    const [qref, usage] = await getAll(this.kv, [K.qref(repo, digest), K.usage(repo)]);
-    const count = usageValue(qref);
+    const a = admissions.getStore();
+    const mine = a?.repo === repo && size <= a.size ? a : null;
+    let [qref, usage] = await getAll(this.kv, [K.qref(repo, digest), K.usage(repo)]);
+    let count = usageValue(qref);
     const max = count === 0 ? this.policy.maxBytes(repo) : null;
-    const used = usageValue(usage);
-    if (max !== null && used + size > max) throw quotaExceeded(repo, used, max, size);
+    let used = usageValue(usage);
+    this.seen.set(repo, used);
+    let checked = max !== null;
+    if (max !== null && mine) {
+      if (used + mine.before + size <= max) checked = false;
+      else if (mine.earlier.length > 0) {
+        // Near the limit: let the writes admitted before this one land, then compare afresh.
+        await Promise.allSettled(mine.earlier);
+        mine.earlier = [];
+        [qref, usage] = await getAll(this.kv, [K.qref(repo, digest), K.usage(repo)]);
+        count = usageValue(qref);
+        used = usageValue(usage);
+        if (count > 0) checked = false;
+      }
+    }
+    if (checked && used + size > max!) throw quotaExceeded(repo, used, max!, size);
     return {
       fits: (b) =>
         b.check(K.qref(repo, digest)) && b.set(K.qref(repo, digest), ZERO) &&
-        (max === null || b.check(K.usage(repo))) && b.set(K.usage(repo), ZERO),
+        (!checked || b.check(K.usage(repo))) && b.set(K.usage(repo), ZERO),
       apply: (op) => {
         op.check(qref).set(K.qref(repo, digest), u64(count + 1));
         if (count > 0) return;
-        if (max !== null) op.check(usage).set(K.usage(repo), u64(used + size));
+        if (checked) op.check(usage).set(K.usage(repo), u64(used + size));
         else op.sum(K.usage(repo), wrapped(size));
       },
-      pause: max === null ? noPause : jitter,
+      pause: checked ? jitter : noPause,
     };
   }
 

@@ -14,7 +14,7 @@ import { RegistryError } from "../oci/errors.ts";
 import { parseDigest } from "../oci/grammar.ts";
 import { Hasher } from "../streams/hasher.ts";
 import type { BlobStore, UploadReader } from "../storage/blob_store.ts";
-import type { BlobMeta } from "../metadata/mod.ts";
+import type { BlobMeta, UsageLedger } from "../metadata/mod.ts";
 import { log } from "../log.ts";
 
 /** What an upstream answered for the blob: its body and declared length. */
@@ -35,6 +35,8 @@ export interface FillDeps {
   store: BlobStore;
   blobs: BlobMeta;
   maxBlobSize: number | null;
+  /** quotas: the linking commit is admitted by the ledger with the blob's size */
+  usage?: UsageLedger;
 }
 
 /** Bytes received but not yet written the reader may hold before it waits for the writer. */
@@ -195,13 +197,10 @@ export class BlobFill {
       }
       const reserved = await blobs.reserve(this.digest, this.size);
       await store.commitUpload(this.uuid, this.digest, this.size);
-      await blobs.addLink(
-        this.ns,
-        this.digest,
-        this.size,
-        reserved,
-        () => store.exists(this.digest),
-      );
+      const size = this.size;
+      const link = () =>
+        blobs.addLink(this.ns, this.digest, size, reserved, () => store.exists(this.digest));
+      await (this.deps.usage ? this.deps.usage.admit(this.ns, size, link) : link());
       this.state = "done";
       this.window = [];
       this.unwritten = 0;

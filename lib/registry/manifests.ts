@@ -21,7 +21,7 @@ import type { IndexTriggers } from "./index_triggers.ts";
 import type { ScanTriggers } from "./scan_triggers.ts";
 import type { Events } from "../events/mod.ts";
 import type { PlannedMutation } from "../metadata/mod.ts";
-import type { QuotaGate } from "./quota_gate.ts";
+import type { UsageLedger } from "../metadata/mod.ts";
 
 export interface ManifestBody {
   digest: string;
@@ -68,8 +68,8 @@ export class Manifests {
     private readonly scanTriggers?: ScanTriggers,
     /** absent: writes cause no webhook events */
     private readonly events?: Events,
-    /** quotas: pushes growing a repository under one commit one at a time here */
-    private readonly gate?: QuotaGate,
+    /** quotas: each commit admitted by the ledger with the manifest's bytes (usage.ts) */
+    private readonly usage?: UsageLedger,
   ) {}
 
   async resolve(ns: string, reference: string): Promise<{ digest: string; rev: RevisionRecord }> {
@@ -144,7 +144,7 @@ export class Manifests {
     const scan = this.scanTriggers?.plan(ns, digest, parsed) ?? [];
     let scanPlanned = false;
     const commit = (w: ManifestWrite) =>
-      this.gate ? this.gate.run(ns, () => this.meta.commit(w)) : this.meta.commit(w);
+      this.admitted(ns, w.record.size, () => this.meta.commit(w));
     await commit({
       ns,
       digest,
@@ -278,7 +278,7 @@ export class Manifests {
     }
     const { record, reserved } = await this.prepare(digest, bytes, parsed);
     const index = this.indexTriggers?.plan(ns, parsed) ?? { mutations: [], after: [] };
-    await this.meta.commit({
+    const w: ManifestWrite = {
       ns,
       digest,
       record,
@@ -289,7 +289,8 @@ export class Manifests {
       placed: () => this.store.exists(digest),
       guard: () => {},
       newRevisionJobs: () => index.mutations,
-    });
+    };
+    await this.admitted(ns, record.size, () => this.meta.commit(w));
     this.indexTriggers?.committed();
     if (index.after.length) await this.indexTriggers!.enqueue(index.after).catch(() => {});
     return record;
@@ -305,6 +306,10 @@ export class Manifests {
         throw new RegistryError("MANIFEST_BLOB_UNKNOWN", c.digest);
       }
     }
+  }
+
+  private admitted<T>(ns: string, size: number, commit: () => Promise<T>): Promise<T> {
+    return this.usage ? this.usage.admit(ns, size, commit) : commit();
   }
 
   /** Whether a tag of `ns` may not move: repository setting over global, minus exclusions. */

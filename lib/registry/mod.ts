@@ -6,7 +6,6 @@ import { PullMeta, SvcMeta, UpstreamChecks } from "../metadata/mod.ts";
 import { CacheMeta, UsageLedger } from "../metadata/mod.ts";
 import { maxBytesOf, quotaPolicy, quotasConfigured } from "../quota/mod.ts";
 import { CacheCap } from "./cache_cap.ts";
-import { QuotaGate } from "./quota_gate.ts";
 import { Pulls } from "./pulls.ts";
 import { SvcListings } from "./svc_listings.ts";
 import { Blobs } from "./blobs.ts";
@@ -94,7 +93,6 @@ export class Registry {
     this.usage = new UsageLedger(kv, quotaPolicy(() => cfg));
     const blobMeta = new BlobMeta(kv, this.usage);
     const manifestMeta = new ManifestMeta(kv, this.usage);
-    const gate = new QuotaGate(cfg);
     this.blobs = new Blobs(store, blobMeta, manifestMeta);
     this.manifests = new Manifests(
       cfg,
@@ -105,7 +103,7 @@ export class Registry {
       new IndexTriggers(cfg, this.jobs),
       new ScanTriggers(cfg, this.jobs),
       this.events,
-      gate,
+      this.usage,
     );
     this.uploads = new Uploads({
       store,
@@ -113,7 +111,6 @@ export class Registry {
       uploads: new UploadMeta(kv, this.usage),
       maxBlobSize: cfg.global.maxBlobSize,
       usage: this.usage,
-      gate,
     });
     this.listings = new Listings(manifestMeta, this.manifests);
     const pullMeta = new PullMeta(kv);
@@ -144,7 +141,12 @@ export class Registry {
       blobs: blobMeta,
       manifests: this.manifests,
       checks: new UpstreamChecks(kv),
-      fills: new Fills({ store, blobs: blobMeta, maxBlobSize: cfg.global.maxBlobSize }),
+      fills: new Fills({
+        store,
+        blobs: blobMeta,
+        maxBlobSize: cfg.global.maxBlobSize,
+        usage: this.usage,
+      }),
       jobs: this.jobs,
       observeUpstream: options.observeUpstream,
       observe: options.observePullThrough,

@@ -15,7 +15,6 @@ import { ConcurrentUploadError, TooLargeError } from "../storage/blob_store.ts";
 import { Hasher } from "../streams/hasher.ts";
 import type { BlobMeta, PlannedMutation, UploadMeta, UploadRecord } from "../metadata/mod.ts";
 import type { UsageLedger } from "../metadata/mod.ts";
-import type { QuotaGate } from "./quota_gate.ts";
 import { HasherCache, KeyedLock } from "./hashers.ts";
 
 export interface BodyInput {
@@ -47,8 +46,6 @@ export interface UploadDeps {
   maxBlobSize: number | null;
   /** quotas: a blob the repository has no room for is refused before its bytes move */
   usage?: UsageLedger;
-  /** quotas: linking commits of a repository under one go one at a time here */
-  gate?: QuotaGate;
 }
 
 export class Uploads {
@@ -111,7 +108,12 @@ export class Uploads {
     for (const src of sources) {
       if (src === ns || !(await this.d.blobs.link(src, digest))) continue;
       if (!(await input.canRead(src, digest))) continue;
-      return await this.gated(ns, () => this.d.blobs.mount(ns, digest, jobsOf(input, digest)));
+      const size = this.d.usage ? (await this.d.blobs.blob(digest))?.size ?? 0 : 0;
+      return await this.admitted(
+        ns,
+        size,
+        () => this.d.blobs.mount(ns, digest, jobsOf(input, digest)),
+      );
     }
     return false;
   }
@@ -168,7 +170,7 @@ export class Uploads {
       }
       const reserved = await this.d.blobs.reserve(d.value, declared);
       await this.d.store.commitUpload(uuid, d.value, declared);
-      await this.gated(ns, () =>
+      await this.admitted(ns, declared, () =>
         this.d.blobs.addLink(
           ns,
           d.value,
@@ -182,8 +184,13 @@ export class Uploads {
     }
   }
 
-  private gated<T>(ns: string, commit: () => Promise<T>): Promise<T> {
-    return this.d.gate ? this.d.gate.run(ns, commit) : commit();
+  /** A linking commit adding up to `size` bytes, admitted by the quota ledger (usage.ts). */
+  private admitted<T>(
+    ns: string,
+    size: number,
+    commit: (likely: boolean) => Promise<T>,
+  ): Promise<T> {
+    return this.d.usage ? this.d.usage.admit(ns, size, commit) : commit(true);
   }
 
   /** 403 DENIED (quota) when `size` more bytes of `digest` do not fit `ns`'s repository. */
@@ -364,32 +371,30 @@ export class Uploads {
         this.hashers.put(uuid, offset, hasher);
         throw new RegistryError("DIGEST_INVALID", `uploaded content does not hash to ${d.value}`);
       }
-      // Past the quota the session stays as it is: the client may free room and PUT again.
-      await this.quotaRoom(ns, d.value, offset);
-      const reserved = await this.d.blobs.reserve(d.value, offset);
-      try {
-        await this.d.store.commitUpload(uuid, d.value, offset);
-      } catch (e) {
-        if (e instanceof ConcurrentUploadError) throw await this.writtenTwice(ns, uuid, e);
-        throw e;
-      }
-      this.hashers.drop(uuid);
-      const placed = this.placed(d.value);
-      const jobs = jobsOf(input, d.value);
-      let done: boolean;
-      try {
-        done = await this.gated(
-          ns,
-          () => this.d.uploads.complete(entry, ns, d.value, offset, reserved, placed, jobs),
-        );
-      } catch (e) {
-        // A concurrent push took the last room: the bytes already moved to the blob path
-        // (unlinked, so scrub reclaims them), so the session cannot complete again.
-        if (e instanceof RegistryError && e.code === "DENIED") {
-          await this.d.uploads.delete(ns, uuid);
+      const done = await this.admitted(ns, offset, async (likely) => {
+        // Past the quota the session stays as it is: the client may free room and PUT again.
+        if (!likely) await this.quotaRoom(ns, d.value, offset);
+        const reserved = await this.d.blobs.reserve(d.value, offset);
+        try {
+          await this.d.store.commitUpload(uuid, d.value, offset);
+        } catch (e) {
+          if (e instanceof ConcurrentUploadError) throw await this.writtenTwice(ns, uuid, e);
+          throw e;
         }
-        throw e;
-      }
+        this.hashers.drop(uuid);
+        const placed = this.placed(d.value);
+        const jobs = jobsOf(input, d.value);
+        try {
+          return await this.d.uploads.complete(entry, ns, d.value, offset, reserved, placed, jobs);
+        } catch (e) {
+          // A concurrent push took the last room: the bytes already moved to the blob path
+          // (unlinked, so scrub reclaims them), so the session cannot complete again.
+          if (e instanceof RegistryError && e.code === "DENIED") {
+            await this.d.uploads.delete(ns, uuid);
+          }
+          throw e;
+        }
+      });
       if (!done) {
         throw new RegistryError("BLOB_UPLOAD_UNKNOWN", "upload session completed concurrently");
       }

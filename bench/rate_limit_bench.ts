@@ -5,8 +5,8 @@
 // from this process for ROUND_SECS, the servers taking turns round after round so the load
 // other agents put on this shared machine falls on every side alike.
 //
-// Sides: docker-registry; Wharf off; Wharf on with every request from one client IP (one hot
-// bucket); Wharf on with each pull from one of 1,000 client IPs behind a trusted proxy (many
+// Sides: docker-registry; Wharf off and on with every request from one client IP (one hot
+// bucket); Wharf off and on with each pull from one of 1,000 client IPs behind a trusted proxy (many
 // buckets: the worst case for the KV cost, as every bucket is loaded and settled on its own).
 //
 // Run: deno run -A --unstable-kv bench/rate_limit_bench.ts [--small]
@@ -30,6 +30,16 @@ interface Side {
   /** pulls/s of each round */
   rates: number[];
   metrics: boolean;
+  /** the server process (Wharf sides), for its CPU time */
+  pid?: number;
+  /** server CPU seconds spent in the measured rounds */
+  cpu: number;
+}
+
+/** User + system CPU seconds of a process so far (Linux /proc). */
+function cpuSecs(pid: number): number {
+  const f = Deno.readTextFileSync(`/proc/${pid}/stat`).split(") ")[1].split(" ");
+  return (Number(f[11]) + Number(f[12])) / 100;
 }
 
 const limits = `
@@ -98,6 +108,7 @@ async function pullOnce(side: Side, i: number, manifestDigest: string, blobs: st
 }
 
 async function round(side: Side, digest: string, blobs: string[]): Promise<void> {
+  const cpu0 = side.pid ? cpuSecs(side.pid) : 0;
   const until = performance.now() + ROUND_SECS * 1000;
   const t0 = performance.now();
   let n = 0;
@@ -112,6 +123,7 @@ async function round(side: Side, digest: string, blobs: string[]): Promise<void>
   side.pulls += n;
   side.seconds += secs;
   side.rates.push(n / secs);
+  if (side.pid) side.cpu += cpuSecs(side.pid) - cpu0;
 }
 
 /** Sum of a counter family (all label sets) in a /metrics text. */
@@ -151,7 +163,14 @@ try {
     server: 'trusted_proxies = ["127.0.0.1/32"]',
   });
   servers.push(onMany);
-  const urls = [dist.url, off.url, on.url, onMany.url];
+  const offMany = await startServer({
+    unchecked: true,
+    productionFlags: true,
+    server: 'trusted_proxies = ["127.0.0.1/32"]',
+  });
+  servers.push(offMany);
+  const urls = [dist.url, off.url, on.url, offMany.url, onMany.url];
+  const manyIps = (i: number) => `10.${(i % IPS) >> 8}.${(i % IPS) & 0xff}.1`;
   let digest = "";
   let blobs: string[] = [];
   for (const u of urls) ({ digest, blobs } = await pushImage(u));
@@ -164,6 +183,7 @@ try {
       seconds: 0,
       rates: [],
       metrics: false,
+      cpu: 0,
     },
     {
       name: "wharf, limits off",
@@ -173,6 +193,8 @@ try {
       seconds: 0,
       rates: [],
       metrics: true,
+      pid: off.pid,
+      cpu: 0,
     },
     {
       name: "wharf, limits on (1 client IP)",
@@ -182,15 +204,30 @@ try {
       seconds: 0,
       rates: [],
       metrics: true,
+      pid: on.pid,
+      cpu: 0,
     },
     {
-      name: `wharf, limits on (${IPS} client IPs)`,
-      url: onMany.url,
-      ip: (i) => `10.${(i % IPS) >> 8}.${(i % IPS) & 0xff}.1`,
+      name: `wharf, limits off (${IPS} client IPs)`,
+      url: offMany.url,
+      ip: manyIps,
       pulls: 0,
       seconds: 0,
       rates: [],
       metrics: true,
+      pid: offMany.pid,
+      cpu: 0,
+    },
+    {
+      name: `wharf, limits on (${IPS} client IPs)`,
+      url: onMany.url,
+      ip: manyIps,
+      pulls: 0,
+      seconds: 0,
+      rates: [],
+      metrics: true,
+      pid: onMany.pid,
+      cpu: 0,
     },
   ];
   // Warm-up: connections, JIT, first bucket loads.
@@ -208,16 +245,18 @@ try {
   await new Promise((r) => setTimeout(r, 1500));
   const after = await Promise.all(sides.map((s) => s.metrics ? scrape(s.url) : null));
   const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
-  const base = median(sides[1].rates);
+  // Each "on" side against the "off" side with the same clients (one IP, or 1,000 through a
+  // trusted proxy, whose X-Forwarded-For handling costs on its own).
+  const baseOf = (i: number) => median(sides[i <= 2 ? 1 : 3].rates);
   console.log(
     `rate limit bench: ${CONCURRENCY} concurrent pulls (manifest + config + 64 KiB layer), ` +
       `${ROUNDS} rounds of ${ROUND_SECS} s per side, taking turns; median round ` +
       `(busy shared 2-core machine)\n`,
   );
   console.log(
-    "| side | pulls/s | vs wharf off | limiter KV ops / request | all KV ops / request |",
+    "| side | pulls/s | vs limits off | server CPU ms / pull | limiter KV ops / request | all KV ops / request |",
   );
-  console.log("|---|---:|---:|---:|---:|");
+  console.log("|---|---:|---:|---:|---:|---:|");
   for (const [i, s] of sides.entries()) {
     const rate = median(s.rates);
     const b = before[i];
@@ -226,8 +265,10 @@ try {
     const reqs = s.pulls * 3;
     const lim = a && b ? ((a.limiterOps - b.limiterOps) / reqs).toFixed(4) : "–";
     const all = a && b ? ((a.kvOps - b.kvOps) / reqs).toFixed(3) : "–";
+    const base = baseOf(i);
     const vs = i === 0 ? "–" : `${(((rate - base) / base) * 100).toFixed(1)}%`;
-    console.log(`| ${s.name} | ${rate.toFixed(0)} | ${vs} | ${lim} | ${all} |`);
+    const cpu = s.pid ? ((s.cpu / s.pulls) * 1000).toFixed(3) : "–";
+    console.log(`| ${s.name} | ${rate.toFixed(0)} | ${vs} | ${cpu} | ${lim} | ${all} |`);
   }
 } finally {
   for (const s of servers) await s.stop().catch(() => {});

@@ -1,8 +1,9 @@
 // Token buckets shared by every process on one KV, at a bounded KV cost. Each process decides
-// from its own view of a bucket (loaded from the KV the first time it sees it: one get) and
-// settles what it took with the KV once per sync interval, ten buckets per atomic commit (the
-// strictest backend's check limit), each commit a versionstamp-checked read-merge-write. A
-// request itself never waits on the KV except that first load.
+// from its own view of a bucket, read from the KV when it is older than one sync interval (one
+// getMany for a request's buckets), and settles what it took once per sync interval, ten buckets
+// per atomic commit (the strictest backend's check limit), each commit checked against the
+// versionstamps it last saw (a conflict reads and merges again). A request waits on the KV only
+// for that read.
 //
 // Over-admission (docs/operations.md, "Rate limits"): processes that have not yet seen each
 // other's takes each admit from the same tokens, so P processes can together admit up to
@@ -19,8 +20,11 @@ interface Entry {
   /** takes not yet settled with the KV */
   pending: number;
   periodMs: number;
-  /** when this view last read the KV (a load or a settle) */
+  /** when this view last matched the KV (a read, or a settle whose check passed) */
   syncedAt: number;
+  /** the KV's value and versionstamp as last read or written here (0/null: absent) */
+  stored: number;
+  versionstamp: string | null;
   /** set while a load from the KV runs */
   loading: Promise<void> | null;
 }
@@ -124,6 +128,8 @@ export class SharedBuckets {
         pending: 0,
         periodMs: b.periodMs,
         syncedAt: 0,
+        stored: 0,
+        versionstamp: null,
         loading: null,
       };
       this.entries.set(k, e);
@@ -135,10 +141,7 @@ export class SharedBuckets {
     try {
       this.count("gets");
       const got = await this.kv.getMany<number[]>(es.map((e) => e.key));
-      es.forEach((e, i) => {
-        const v = got[i].value;
-        if (typeof v === "number") e.tat = merge(v, e.tat, e.pending, e.periodMs);
-      });
+      es.forEach((e, i) => this.adopt(e, got[i]));
     } catch (err) {
       // The KV unreachable: decide from this process's view alone rather than fail requests.
       this.onError(err);
@@ -180,39 +183,55 @@ export class SharedBuckets {
     }
   }
 
+  /** Takes in what the KV holds for `e`, on top of this process's unsettled takes. */
+  private adopt(e: Entry, got: Deno.KvEntryMaybe<number>): void {
+    const v = typeof got.value === "number" ? got.value : 0;
+    e.tat = merge(v, e.tat, e.pending, e.periodMs);
+    e.stored = v;
+    e.versionstamp = got.versionstamp;
+  }
+
+  /**
+   * One checked commit against the versionstamps this process last saw (its request-path read
+   * or its previous settle): no read when nobody else wrote the buckets meanwhile. A conflict
+   * reads them again and retries.
+   */
   private async settleBatch(batch: Entry[]): Promise<void> {
     for (let attempt = 1; attempt <= SETTLE_ATTEMPTS; attempt++) {
-      let stored: Deno.KvEntryMaybe<number>[];
-      try {
-        this.count("gets");
-        stored = await this.kv.getMany<number[]>(batch.map((e) => e.key));
-      } catch (err) {
-        this.onError(err);
-        break;
+      if (attempt > 1) {
+        try {
+          this.count("gets");
+          const got = await this.kv.getMany<number[]>(batch.map((e) => e.key));
+          batch.forEach((e, i) => this.adopt(e, got[i]));
+        } catch (err) {
+          this.onError(err);
+          break;
+        }
       }
       const now = Date.now();
       const taken = batch.map((e) => e.pending);
-      const merged = batch.map((e, i) => {
-        const s = stored[i].value;
-        return merge(typeof s === "number" ? s : 0, e.tat, taken[i], e.periodMs);
-      });
-      const op = this.kv.atomic();
-      batch.forEach((e, i) => {
-        op.check(stored[i]);
-        // Kept until the bucket has refilled (plus a minute): a full bucket is an absent key.
-        op.set(e.key, merged[i], { expireIn: Math.max(0, merged[i] - now) + 60_000 });
-      });
-      let ok = false;
+      const seen = batch.map((e) => e.versionstamp);
+      const merged = batch.map((e, i) => merge(e.stored, e.tat, taken[i], e.periodMs));
+      let res: Deno.KvCommitResult | Deno.KvCommitError;
       try {
+        const op = this.kv.atomic();
+        batch.forEach((e, i) => {
+          op.check({ key: e.key, versionstamp: seen[i] });
+          // Kept until the bucket has refilled (plus a minute): a full bucket is an absent key.
+          op.set(e.key, merged[i], { expireIn: Math.max(0, merged[i] - now) + 60_000 });
+        });
         this.count("commits");
-        ok = (await op.commit()).ok;
+        res = await op.commit();
       } catch (err) {
         this.onError(err);
         break;
       }
-      if (ok) {
+      if (res.ok) {
+        const versionstamp = res.versionstamp;
         batch.forEach((e, i) => {
           e.pending -= taken[i];
+          e.stored = merged[i];
+          e.versionstamp = versionstamp;
           // Takes made while the commit ran sit on top of the merged value.
           e.tat = Math.max(e.tat, merged[i] + e.pending * e.periodMs);
           e.syncedAt = now;

@@ -82,3 +82,43 @@ Deno.test("settles commit at most 10 buckets (checks) each", async () => {
     assert.equal(keys, 25);
   });
 });
+
+Deno.test("settles racing on one bucket: the loser reads again, both processes' takes count", async () => {
+  await withKv(async (kv) => {
+    const a = new SharedBuckets(kv, () => 10_000);
+    const b = new SharedBuckets(kv, () => 10_000);
+    const big = { periodMs: 1000, capacity: 1000 };
+    for (let i = 0; i < 5; i++) await a.take("*", "pulls", "id:r", big);
+    for (let i = 0; i < 7; i++) await b.take("*", "pulls", "id:r", big);
+    await Promise.all([a.flush(), b.flush()]);
+    assert.equal(a.kvCounts.conflicts + b.kvCounts.conflicts, 1);
+    const stored = (await kv.get<number>(["ratelimit", "*", "pulls", "id:r"])).value!;
+    const ahead = stored - Date.now();
+    // 12 takes from a full bucket: 12 periods ahead of the first take (within the test's runtime).
+    assert.ok(ahead > 11_000 && ahead <= 12_000, `TAT ${ahead} ms ahead`);
+  });
+});
+
+Deno.test("a KV that fails: decisions go on from this process's view, errors reported", async () => {
+  await withKv(async (real) => {
+    const broken = new Proxy(real, {
+      get(t, p) {
+        if (p === "getMany" || p === "atomic" || p === "get") {
+          return () => {
+            throw new Error("kv down");
+          };
+        }
+        return Reflect.get(t, p);
+      },
+    });
+    const errors: unknown[] = [];
+    const a = new SharedBuckets(broken, () => 20, (e) => errors.push(e));
+    const small = { periodMs: 60_000, capacity: 2 };
+    const oks = [];
+    for (let i = 0; i < 3; i++) oks.push((await a.take("*", "pulls", "id:k", small)).ok);
+    assert.deepEqual(oks, [true, true, false], "still limited, per process");
+    await a.flush();
+    assert.ok(errors.length >= 2, `errors ${errors.length}`);
+    assert.match(String(errors[0]), /kv down/);
+  });
+});

@@ -4,7 +4,6 @@ export { type RunResult, SYNC_KIND, Syncer, syncLockKey } from "./syncer.ts";
 export { type SyncStatus, syncStatus } from "./status.ts";
 export { localNamespace, matchesPlatform, matchesTag } from "./select.ts";
 export { MAX_WAIT_SECS, RateLimited } from "./rate_gate.ts";
-export { parseRateLimit, UpstreamTags } from "./upstream_tags.ts";
 export { syncLeaseMs } from "./state.ts";
 
 import type { SyncRunRecord } from "../metadata/mod.ts";

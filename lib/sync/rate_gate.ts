@@ -4,7 +4,7 @@
 // rate-limited and the next run is scheduled after the wait. A `ratelimit-remaining` the
 // upstream announced is a budget of manifest GETs: the run stops when it is spent.
 import { isUpstreamError, type UpstreamError } from "../upstream/mod.ts";
-import type { RateLimitHint } from "./upstream_tags.ts";
+import type { RateLimitHint } from "../upstream/mod.ts";
 
 /** The longest single wait a run sits through; longer ones end the run. */
 export const MAX_WAIT_SECS = 300;

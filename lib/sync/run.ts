@@ -12,7 +12,6 @@ import { ContentFetcher } from "./content.ts";
 import { RateGate, RateLimited } from "./rate_gate.ts";
 import { localNamespace, matchesTag } from "./select.ts";
 import type { SyncState } from "./state.ts";
-import { UpstreamTags } from "./upstream_tags.ts";
 
 export interface RunOptions {
   dryRun: boolean;
@@ -165,19 +164,16 @@ export class SyncRun {
   /** The upstream's tags, from the first upstream that answers; null after an error. */
   private async listTags(ns: string, upstreamNs: string): Promise<string[] | null> {
     const failures: string[] = [];
-    for (const u of this.rc.upstreams!) {
+    for (const [i, u] of this.rc.upstreams!.entries()) {
       const name = upstreamName(this.rc.name, ns, u.url);
       if (name === null) continue;
-      const client = new UpstreamTags(u);
       try {
-        const listing = await this.gate.call(() => client.list(name));
+        const listing = await this.gate.call(() => this.up.clients[i].listTags(name));
         this.gate.learn(listing.rateLimit);
         return listing.tags;
       } catch (e) {
         if (e instanceof RateLimited) throw e;
         failures.push(e instanceof Error ? e.message : String(e));
-      } finally {
-        client.close();
       }
     }
     this.error(`${upstreamNs}: tag list unusable, nothing changed: ${failures.join("; ")}`);

@@ -15,6 +15,7 @@ import { isUpstreamError, UpstreamError, type UpstreamErrorKind } from "./errors
 import { declaredLength } from "./body.ts";
 import { apiUrl, pullScope } from "./paths.ts";
 import { nextPage, referrersPage } from "./referrers.ts";
+import { parseRateLimit, type TagListing, tagsPage } from "./tags.ts";
 import { TokenCache } from "./token_cache.ts";
 import { type Exchange, readBounded, Transport } from "./transport.ts";
 import { manifestDigest, namesOtherContent } from "./verify.ts";
@@ -27,6 +28,7 @@ export type UpstreamOp =
   /** a getBlob body, observed when it ends (its seconds include the transfer) */
   | "blob-body"
   | "get-referrers"
+  | "list-tags"
   | "token";
 
 export type UpstreamOutcome = "ok" | UpstreamErrorKind;
@@ -77,6 +79,9 @@ export interface BlobResponse {
 
 const DEFAULT_MAX_MANIFEST_BYTES = 4 * 1024 * 1024;
 const MAX_REFERRER_PAGES = 100;
+const TAG_PAGE_SIZE = 1000;
+const TAG_PAGE_MAX_BYTES = 4 * 1024 * 1024;
+const MAX_TAG_PAGES = 200;
 
 export class UpstreamClient {
   /** the configured URL, without trailing slashes */
@@ -252,6 +257,35 @@ export class UpstreamClient {
         url = nextPage(this.t, ex, this.origin, what);
       }
       return artifactType === undefined ? out : out.filter((d) => d.artifactType === artifactType);
+    });
+  }
+
+  /**
+   * Every tag of `name`, in the upstream's order, following its pages (a loop, another origin or
+   * more than MAX_TAG_PAGES pages fail the listing), with the last rate-limit hint it sent.
+   */
+  listTags(name: string): Promise<TagListing> {
+    return this.observed("list-tags", async () => {
+      const what = `GET tags ${name}`;
+      this.checkName(name);
+      const tags: string[] = [];
+      const seen = new Set<string>();
+      let url: URL | null = apiUrl(this.url, name, "tags", "list");
+      url.searchParams.set("n", String(TAG_PAGE_SIZE));
+      let rateLimit: TagListing["rateLimit"] = null;
+      for (let page = 0; url !== null; page++) {
+        if (page === MAX_TAG_PAGES) {
+          throw this.t.error("invalid", `${what}: more than ${MAX_TAG_PAGES} pages`);
+        }
+        if (seen.has(url.href)) throw this.t.error("invalid", `${what}: pagination loops`);
+        seen.add(url.href);
+        const ex = await this.request("GET", url, { accept: "application/json" }, name, what);
+        rateLimit = parseRateLimit(ex.response.headers) ?? rateLimit;
+        const bytes = await readBounded(this.t, ex, TAG_PAGE_MAX_BYTES, what);
+        tags.push(...tagsPage(this.t, bytes, what, page));
+        url = nextPage(this.t, ex, this.origin, what);
+      }
+      return { tags, rateLimit };
     });
   }
 

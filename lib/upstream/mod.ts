@@ -21,6 +21,7 @@ export {
 } from "./errors.ts";
 export { pullScope, upstreamName } from "./paths.ts";
 export { UpstreamSet } from "./set.ts";
+export { parseRateLimit, type RateLimitHint, type TagListing } from "./tags.ts";
 export { type IssuedToken, TokenCache } from "./token_cache.ts";
 export { verifyDigest } from "./verify.ts";
 // The HTTP layer, shared with replication's downstream client (which writes as well).

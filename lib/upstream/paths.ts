@@ -31,7 +31,7 @@ export const pullScope = (name: string): string => `repository:${name}:pull`;
 export function apiUrl(
   upstreamUrl: string,
   name: string,
-  kind: "manifests" | "blobs" | "referrers",
+  kind: "manifests" | "blobs" | "referrers" | "tags",
   ref: string,
 ): URL {
   return new URL(`/v2/${name}/${kind}/${ref}`, new URL(upstreamUrl).origin);

@@ -12,8 +12,8 @@ import { type Distribution, startDistribution } from "../tests/e2e/_distribution
 
 const small = Deno.args.includes("--small");
 const CONCURRENCY = 8;
-const ROUND_SECS = small ? 2 : 5;
-const ROUNDS = small ? 2 : 4;
+const ROUND_SECS = small ? 2 : 3;
+const ROUNDS = small ? 2 : 8;
 const LAYER_BYTES = 256 * 1024;
 const MANIFEST = "application/vnd.oci.image.manifest.v1+json";
 

@@ -37,6 +37,15 @@ export interface Unsupported {
 const ERROR_BODY_MAX = 16 * 1024;
 const TAGS_PAGE_MAX = 4 * 1024 * 1024;
 
+/** What a HEAD of a downstream manifest accepts: every manifest kind replication sends. */
+export const MANIFEST_ACCEPT = [
+  "application/vnd.oci.image.index.v1+json",
+  "application/vnd.oci.image.manifest.v1+json",
+  "application/vnd.docker.distribution.manifest.list.v2+json",
+  "application/vnd.docker.distribution.manifest.v2+json",
+  "*/*",
+].join(", ");
+
 export class DownstreamClient {
   readonly name: string;
   readonly url: string;
@@ -257,31 +266,32 @@ export class DownstreamClient {
     await put.discard();
   }
 
-  /** The digest the downstream holds for `ref`, null when it has none. */
-  async manifestDigest(name: string, ref: string, accept: string): Promise<string | null> {
-    const what = `HEAD manifest ${name}:${ref}`;
+  /** The downstream's answer to a HEAD of manifest `ref`; null for a 404. */
+  private async headManifest(name: string, ref: string, what: string): Promise<Response | null> {
     const ex = await this.request("HEAD", this.api(name, `manifests/${ref}`), name, what, {
-      headers: { accept },
+      headers: { accept: MANIFEST_ACCEPT },
     });
     await ex.discard();
     if (ex.response.status === 404) return null;
     if (ex.response.status !== 200) throw this.t.statusError(what, ex.response);
-    return ex.response.headers.get("docker-content-digest");
+    return ex.response;
+  }
+
+  /** The digest the downstream holds for `ref`, null when it has none. */
+  async manifestDigest(name: string, ref: string): Promise<string | null> {
+    const res = await this.headManifest(name, ref, `HEAD manifest ${name}:${ref}`);
+    return res?.headers.get("docker-content-digest") ?? null;
   }
 
   /**
    * The digest `ref` resolves to downstream, null when it has none; a 200 without a usable
    * Docker-Content-Digest is an error (a delete must not guess what it removes).
    */
-  async resolve(name: string, ref: string, accept: string): Promise<string | null> {
+  async resolve(name: string, ref: string): Promise<string | null> {
     const what = `HEAD manifest ${name}:${ref}`;
-    const ex = await this.request("HEAD", this.api(name, `manifests/${ref}`), name, what, {
-      headers: { accept },
-    });
-    await ex.discard();
-    if (ex.response.status === 404) return null;
-    if (ex.response.status !== 200) throw this.t.statusError(what, ex.response);
-    const digest = ex.response.headers.get("docker-content-digest");
+    const res = await this.headManifest(name, ref, what);
+    if (res === null) return null;
+    const digest = res.headers.get("docker-content-digest");
     if (digest === null || !parseDigest(digest)) {
       throw this.t.error(
         "invalid",

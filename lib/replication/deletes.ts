@@ -24,14 +24,6 @@ export interface DeleteResult {
   detail?: string;
 }
 
-const ACCEPT = [
-  "application/vnd.oci.image.index.v1+json",
-  "application/vnd.oci.image.manifest.v1+json",
-  "application/vnd.docker.distribution.manifest.list.v2+json",
-  "application/vnd.docker.distribution.manifest.v2+json",
-  "*/*",
-].join(", ");
-
 interface Target {
   cfg: DownstreamConfig;
   client: DownstreamClient;
@@ -60,7 +52,7 @@ export class DownstreamDeletes {
       refused = r.unsupported;
       await this.state.learn(t.cfg.name, t.cfg.url, { tagDelete: false });
     }
-    const digest = await t.client.resolve(t.name, tag, ACCEPT);
+    const digest = await t.client.resolve(t.name, tag);
     if (digest === null) return { outcome: "deleted" };
     const need = await this.neededLocally(ns, digest);
     if (need !== null) {

@@ -29,13 +29,6 @@ export interface ReconcileSummary {
   errors: Record<string, string>;
 }
 
-const ACCEPT = [
-  "application/vnd.oci.image.index.v1+json",
-  "application/vnd.oci.image.manifest.v1+json",
-  "application/vnd.docker.distribution.manifest.list.v2+json",
-  "application/vnd.docker.distribution.manifest.v2+json",
-].join(", ");
-
 export async function reconcile(
   cfg: Config,
   kv: Deno.Kv,
@@ -88,7 +81,7 @@ async function reconcileOne(
   for (const tag of tags) {
     const t = await meta.tag(ns, tag);
     if (!t) continue;
-    const there = await client.manifestDigest(name, tag, ACCEPT);
+    const there = await client.manifestDigest(name, tag);
     if (there === t.digest) continue;
     opts.report?.(`push ${ns}:${tag} -> ${d.name} ${name}:${tag} (${there ?? "missing"})`);
     sum.pushes++;

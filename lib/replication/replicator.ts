@@ -46,13 +46,6 @@ export interface ReplicationEvents {
 
 /** Referrers of referrers (a signature of an SBOM) are followed this deep. */
 const REFERRER_DEPTH = 2;
-const ACCEPT = [
-  "application/vnd.oci.image.index.v1+json",
-  "application/vnd.oci.image.manifest.v1+json",
-  "application/vnd.docker.distribution.manifest.list.v2+json",
-  "application/vnd.docker.distribution.manifest.v2+json",
-  "*/*",
-].join(", ");
 /** Remembered blob locations per downstream (for mounts): bounded, oldest dropped. */
 const MOUNT_HINTS_MAX = 10_000;
 
@@ -223,7 +216,7 @@ export class Replicator {
     m: Local,
     signal: AbortSignal,
   ): Promise<void> {
-    if (await d.client.manifestDigest(name, m.digest, ACCEPT) === m.digest) return;
+    if (await d.client.manifestDigest(name, m.digest) === m.digest) return;
     await this.pushTree(d, ns, name, m, signal);
     await d.client.putManifest(name, m.digest, m.bytes, m.mediaType, null);
   }

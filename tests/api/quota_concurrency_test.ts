@@ -153,3 +153,60 @@ Deno.test(
     }
   },
 );
+
+Deno.test(
+  "quota: random concurrent writes never pass the quota, fail 5xx or drift",
+  serverTestOpts,
+  async () => {
+    const MAX = 20_000;
+    await withServer({ config: `[repository."mix".quota]\nmax_bytes = ${MAX}\n` }, async (s) => {
+      const NS = ["mix/a", "mix/b", "mix/c"];
+      const blobs = await Promise.all(Array.from({ length: 8 }, async (_, i) => {
+        const b = enc.encode(`mix blob ${i} ${"y".repeat(1500 + 700 * i)}`);
+        return { b, d: await sha256(b) };
+      }));
+      const pick = <T>(a: T[]): T => a[Math.floor(Math.random() * a.length)];
+      assert.equal((await manifestPut(s, "mix/a", "base", [enc.encode("absent")])).status, 201);
+      const fiveXX: string[] = [];
+      let peak = 0;
+      let denied = 0;
+      const end = Date.now() + 4_000;
+      const client = async () => {
+        while (Date.now() < end) {
+          const ns = pick(NS);
+          const bl = pick(blobs);
+          const roll = Math.random();
+          let r: Response;
+          if (roll < 0.35) r = await postBlob(s, ns, bl.d, bl.b);
+          else if (roll < 0.5) {
+            r = await req(s, `/v2/${ns}/blobs/uploads/?mount=${bl.d}&from=${pick(NS)}`, {
+              method: "POST",
+            });
+          } else if (roll < 0.7) {
+            r = await req(s, `/v2/${ns}/blobs/${bl.d}`, { method: "DELETE" });
+          } else if (roll < 0.9) {
+            const m = await manifestPut(s, ns, pick(["t1", "t2"]), [bl.b, pick(blobs).b]);
+            if (m.status >= 500) fiveXX.push(`manifest PUT ${m.status}`);
+            continue;
+          } else {
+            r = await req(s, `/v2/${ns}/manifests/${pick(["t1", "t2"])}`, { method: "DELETE" });
+          }
+          const text = await r.text();
+          if (r.status >= 500) fiveXX.push(`${roll.toFixed(2)} ${r.status} ${text}`);
+          if (r.status === 403) denied++;
+        }
+      };
+      const watch = async () => {
+        while (Date.now() < end) {
+          peak = Math.max(peak, await used(s, "mix"));
+          await new Promise((r) => setTimeout(r, 50));
+        }
+      };
+      await Promise.all([...Array.from({ length: 12 }, client), watch()]);
+      assert.deepEqual(fiveXX, []);
+      assert.ok(peak <= MAX, `usage peaked at ${peak}`);
+      assert.ok(await used(s, "mix") <= MAX);
+      assert.equal((await scrubDrift(s)).drifted, 0);
+    });
+  },
+);

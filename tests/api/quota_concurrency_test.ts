@@ -187,6 +187,7 @@ Deno.test(
           } else if (roll < 0.9) {
             const m = await manifestPut(s, ns, pick(["t1", "t2"]), [bl.b, pick(blobs).b]);
             if (m.status >= 500) fiveXX.push(`manifest PUT ${m.status}`);
+            if (m.status === 403) denied++;
             continue;
           } else {
             r = await req(s, `/v2/${ns}/manifests/${pick(["t1", "t2"])}`, { method: "DELETE" });
@@ -204,6 +205,7 @@ Deno.test(
       };
       await Promise.all([...Array.from({ length: 12 }, client), watch()]);
       assert.deepEqual(fiveXX, []);
+      assert.ok(denied > 0, "the quota was reached and refused writes");
       assert.ok(peak <= MAX, `usage peaked at ${peak}`);
       assert.ok(await used(s, "mix") <= MAX);
       assert.equal((await scrubDrift(s)).drifted, 0);

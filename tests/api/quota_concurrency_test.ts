@@ -212,3 +212,42 @@ Deno.test(
     });
   },
 );
+
+Deno.test(
+  "quota: two processes on one KV keep usage exact; overshoot bounded by the other's in-flight uploads",
+  serverTestOpts,
+  async () => {
+    const SIZE = 10_000;
+    const MAX = 5 * SIZE + 5_000;
+    const PER = 10;
+    const config = `[repository."race".quota]\nmax_bytes = ${MAX}\n`;
+    const a = await startServer({ config });
+    let b: TestServer | null = null;
+    try {
+      b = await startServer({ config, dataDir: a.dataDir });
+      const m = await manifestPut(a, "race/x", "base", [enc.encode("absent")]);
+      assert.equal(m.status, 201);
+      const base = await used(a, "race");
+      const blobs = Array.from({ length: 2 * PER }, () => randomBytes(SIZE));
+      const statuses = await Promise.all(blobs.map(async (blob, i) => {
+        const r = await postBlob(i % 2 ? b! : a, "race/x", await sha256(blob), blob);
+        await r.body?.cancel();
+        return r.status;
+      }));
+      assert.ok(statuses.every((x) => x === 201 || x === 403), statuses.join());
+      const ok = statuses.filter((x) => x === 201).length;
+      const total = await used(b, "race");
+      assert.equal(total, base + ok * SIZE, "every accepted upload counted once, across processes");
+      console.log(`two processes: ${ok} of ${2 * PER} uploads accepted, usage ${total} of ${MAX}`);
+      // Each process keeps the quota for itself; together they can pass it only by uploads the
+      // other process had admitted and not yet committed (docs/operations.md).
+      assert.ok(total <= MAX + PER * SIZE, `${total}`);
+      assert.ok(ok >= Math.floor((MAX - base) / SIZE), `${ok} accepted`);
+      assert.equal((await scrubDrift(a)).drifted, 0);
+    } finally {
+      await b?.stop();
+      await a.stop();
+      await Deno.remove(a.dataDir, { recursive: true }).catch(() => {});
+    }
+  },
+);

@@ -258,6 +258,7 @@ export class Scrubber {
    */
   private async recountUsage(dryRun: boolean, graceMs: number, s: ScrubSummary): Promise<void> {
     const usage = new UsageMeta(this.kv);
+    const blobs = new BlobMeta(this.kv, new UsageLedger(this.kv, quotaPolicy(() => this.cfg)));
     const { namespaces, repositories } = await usage.inventory();
     const byRepo = new Map<string, string[]>([...repositories].map((r) => [r, []]));
     for (const ns of namespaces) {
@@ -268,7 +269,9 @@ export class Scrubber {
       if (maxBytesOf(this.cfg, repo) === null && !this.cfg.repositories.get(repo)?.maxCacheBytes) {
         continue;
       }
-      for (const ns of list) s.usageUnlinked += await this.unlinkUnreferenced(ns, graceMs, dryRun);
+      for (const ns of list) {
+        s.usageUnlinked += await this.unlinkUnreferenced(blobs, ns, graceMs, dryRun);
+      }
     }
     for (const [repo, list] of byRepo) {
       const r = await usage.recount(repo, list, dryRun);
@@ -287,8 +290,12 @@ export class Scrubber {
    * committed meanwhile keeps the blob), and links younger than the grace period are left to
    * the push that uploaded them.
    */
-  private async unlinkUnreferenced(ns: string, graceMs: number, dryRun: boolean): Promise<number> {
-    const blobs = new BlobMeta(this.kv, new UsageLedger(this.kv, quotaPolicy(() => this.cfg)));
+  private async unlinkUnreferenced(
+    blobs: BlobMeta,
+    ns: string,
+    graceMs: number,
+    dryRun: boolean,
+  ): Promise<number> {
     const now = Date.now();
     let n = 0;
     for await (const e of this.kv.list<LinkRecord>({ prefix: [...K.linksAll(), ns] })) {

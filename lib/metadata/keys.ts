@@ -34,6 +34,8 @@
 //                                                           revisions of (lib/metadata/usage.ts)
 //   qref/<repository>/<digest>            → KvU64           links + revisions of the digest in
 //                                                           the repository (it counts once)
+//   qwriter/<repository>                  → process id      the last process that committed growth
+//                                                           checking the total (blind sums check it)
 //
 //   ratelimit/<scope>/<class>/<who>       → number (ms)     a token bucket's theoretical arrival
 //                                                           time (GCRA), settled by lib/ratelimit
@@ -124,6 +126,7 @@ export const K = {
   usageAll: () => ["usage"],
   qref: (repository: string, digest: string) => ["qref", repository, digest],
   qrefsOf: (repository: string) => ["qref", repository],
+  qwriter: (repository: string) => ["qwriter", repository],
   replCaps: (downstream: string) => ["repl", downstream, "caps"],
   replCount: (downstream: string, outcome: string) => ["repl", downstream, "count", outcome],
   replCounts: (downstream: string) => ["repl", downstream, "count"],

@@ -10,7 +10,12 @@
 //
 // Under a quota a growing commit either checks the usage entry it compared against the limit and
 // sets the new total, or, admitted with room to spare in this process (`admit`), adds to it
-// blindly like every commit without a quota: blind sums never conflict.
+// blindly: blind sums never conflict. A blind commit instead checks `qwriter/<repository>`, the
+// process that made the last checked commit there: every checked commit of another process
+// rewrites it (when it named someone else), so a blind commit lands only if no other process
+// committed growth since it read the total, and this process's own writes in between are
+// covered by its reservations. So the quota holds across processes sharing a KV as well; two
+// processes pushing into one repository at once take the key over in turn (conflicts, retried).
 import { AsyncLocalStorage } from "node:async_hooks";
 import { RegistryError } from "../oci/errors.ts";
 import { K } from "./keys.ts";
@@ -99,6 +104,9 @@ export class UsageLedger {
   /** the last total read per repository (a hint only: see `admit`) */
   private readonly seen = new Map<string, number>();
 
+  /** names this process in `qwriter/<repository>` */
+  private readonly id = crypto.randomUUID();
+
   constructor(private readonly kv: Deno.Kv, readonly policy: QuotaPolicy) {}
 
   /**
@@ -149,36 +157,47 @@ export class UsageLedger {
     const repo = this.policy.repositoryOf(ns);
     const a = admissions.getStore();
     const mine = a?.repo === repo && size <= a.size ? a : null;
-    let [qref, usage] = await getAll(this.kv, [K.qref(repo, digest), K.usage(repo)]);
+    const keys = [K.qref(repo, digest), K.usage(repo), K.qwriter(repo)];
+    let [qref, usage, writer] = await getAll(this.kv, keys);
     let count = usageValue(qref);
     const max = count === 0 ? this.policy.maxBytes(repo) : null;
     let used = usageValue(usage);
     this.seen.set(repo, used);
-    let checked = max !== null;
+    // Blind only while this process is the repository's last quota writer (see `qwriter`).
+    const owner = writer.value === this.id;
+    let blind = false;
     if (max !== null && mine) {
-      if (used + mine.before + size <= max) checked = false;
+      // Roomy: fits beside every write this process admitted before (all in `before`).
+      const roomy = used + mine.before + size <= max;
+      if (roomy) blind = owner;
       else if (mine.earlier.length > 0) {
         // Near the limit: let the writes admitted before this one land, then compare afresh.
         await Promise.allSettled(mine.earlier);
         mine.earlier = [];
-        [qref, usage] = await getAll(this.kv, [K.qref(repo, digest), K.usage(repo)]);
+        [qref, usage, writer] = await getAll(this.kv, keys);
         count = usageValue(qref);
         used = usageValue(usage);
-        if (count > 0) checked = false;
       }
     }
+    const grows = max !== null && count === 0;
+    const checked = grows && !blind;
     if (checked && used + size > max!) throw quotaExceeded(repo, used, max!, size);
     return {
       fits: (b) =>
         b.check(K.qref(repo, digest)) && b.set(K.qref(repo, digest), ZERO) &&
-        (!checked || b.check(K.usage(repo))) && b.set(K.usage(repo), ZERO),
+        (!grows || (b.check(K.usage(repo)) && b.set(K.qwriter(repo), this.id))) &&
+        b.set(K.usage(repo), ZERO),
       apply: (op) => {
         op.check(qref).set(K.qref(repo, digest), u64(count + 1));
         if (count > 0) return;
-        if (checked) op.check(usage).set(K.usage(repo), u64(used + size));
-        else op.sum(K.usage(repo), wrapped(size));
+        if (blind) op.check(writer).sum(K.usage(repo), wrapped(size));
+        else if (checked) {
+          op.check(usage).set(K.usage(repo), u64(used + size));
+          // Any other process's blind commits in flight fail on this and re-plan.
+          if (writer.value !== this.id) op.set(K.qwriter(repo), this.id);
+        } else op.sum(K.usage(repo), wrapped(size));
       },
-      pause: checked ? jitter : noPause,
+      pause: grows ? jitter : noPause,
     };
   }
 

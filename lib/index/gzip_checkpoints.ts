@@ -12,6 +12,17 @@
 // padded with empty blocks to end k bits into its last byte, and that byte is merged with the
 // blob's: the rest of the range is passed on untouched.
 //
+// zlib-ng's level 1 (deflate_quick, Deno's own node:zlib too) writes one static-Huffman block for
+// as long as its input compresses well (96 MiB of LCG output was one block), so inside a fixed
+// block the pass also takes a checkpoint at the first symbol boundary after 4 MiB of output: the
+// code there is fixed, so a read needs no tables, only a fixed-block header before the blob's
+// bits (`fixed`). To make those positions a function of the stream alone (not of how it was cut
+// into chunks, and the same in the native pass), the output is capped so inflate stops exactly 4
+// MiB after the last checkpoint, then steps a byte at a time out of a match that straddles it,
+// and the checkpoint goes where the next literal or length code begins (never an end-of-block
+// code: that boundary is the block's, taken as before). Dynamic blocks get none: their tables
+// would have to be stored, and real encoders end them within a few MiB.
+//
 // The pass uses pako's inflate with Z_BLOCK: node:zlib (much faster) cannot stop at block
 // boundaries or say how many bits of the last byte are unused. It runs off the main thread
 // (checkpoint_worker.ts) while node:zlib inflates the same bytes for the tar walk.
@@ -39,6 +50,19 @@ export interface Checkpoint {
    * bit `8 - bits`. Always 0 at a member start.
    */
   bits: number;
+  /**
+   * Inside a fixed-Huffman block: the bits at `coff`/`bits` are its next literal or length code
+   * rather than a block header. Set only on such checkpoints.
+   */
+  fixed?: boolean;
+  /** With `fixed`: that block is the member's last (BFINAL). */
+  final?: boolean;
+}
+
+/** Where a checkpoint at absolute bit position `pos` of the blob goes: `coff` and `bits`. */
+export function bitPosition(pos: number): { coff: number; bits: number } {
+  const bits = (8 - (pos % 8)) % 8;
+  return { coff: (pos + bits) / 8, bits };
 }
 
 interface PakoStream {
@@ -50,8 +74,23 @@ interface PakoStream {
   avail_out: number;
   data_type: number;
   msg: string;
-  state: { window: Uint8Array | null };
+  state: {
+    window: Uint8Array | null;
+    mode: number;
+    last: boolean | number;
+    bits: number;
+    back: number;
+    length: number;
+    was: number;
+    lencode: unknown;
+    lendyn: unknown;
+  };
 }
+
+// pako 2.1.0's inflate modes (lib/zlib/inflate.js): LEN_ to LIT are those inside a Huffman block.
+const LEN_ = 16199;
+const MATCH = 16204;
+const LIT = 16205;
 
 /** Feeds compressed chunks in order; `finish` returns the checkpoints. Memory: ~100 KiB. */
 export class CheckpointBuilder {
@@ -112,6 +151,7 @@ export class CheckpointBuilder {
         });
         this.lastCheckpoint = this.uout;
       }
+      zs.avail_out = Math.min(this.out.length, this.cap());
       const r = zinf.inflate(zs, Z_BLOCK);
       this.drain();
       if (r === Z_STREAM_END) {
@@ -132,10 +172,46 @@ export class CheckpointBuilder {
           bits: zs.data_type & 7,
         });
         this.lastCheckpoint = this.uout;
+      } else if (this.due() && this.inFixed() && this.atCode()) {
+        // the code just decoded (not yet written) starts `back` bits before the input position
+        const st = zs.state;
+        this.record({
+          uoff: this.uout,
+          ...bitPosition((this.cin + zs.next_in) * 8 - st.bits - st.back),
+          window: this.window(),
+          member: false,
+          fixed: true,
+          final: Boolean(st.last),
+        });
+        this.lastCheckpoint = this.uout;
       }
     }
     // Compressed bytes of earlier chunks; within the current one the position is next_in.
     this.cin += chunk.length;
+  }
+
+  private due(): boolean {
+    return this.uout - this.lastCheckpoint >= this.spacing;
+  }
+
+  private inFixed(): boolean {
+    const st = this.zs.state;
+    return st.mode >= LEN_ && st.mode <= LIT && st.lencode !== st.lendyn;
+  }
+
+  /** A literal or length code is decoded and nothing of it written: a symbol boundary. */
+  private atCode(): boolean {
+    const st = this.zs.state;
+    return st.back > 0 && (st.mode !== MATCH || st.length === st.was);
+  }
+
+  /** The output the next inflate call may write (see the file's head). */
+  private cap(): number {
+    if (!this.due()) return this.lastCheckpoint + this.spacing - this.uout;
+    if (!this.inFixed()) return Infinity;
+    const st = this.zs.state;
+    // mid-match: a byte at a time to its end; else decode the next code without writing it
+    return st.mode === MATCH && st.length !== st.was ? 1 : 0;
   }
 
   private drain(): void {
@@ -196,10 +272,12 @@ export class CheckpointBuilder {
 // --- storage format -----------------------------------------------------------------------
 // [u32 count] then per checkpoint [f64 uoff][f64 coff][u32 flags][u32 window length], then the
 // windows in order. A 1 GiB layer has ~256 checkpoints: ~8 MiB, read one window at a time.
-// flags: bit 0 a member start; bits 8-10 the unused bits before `coff` (INDEX_VERSION 1 tables
-// have none there: they read as aligned checkpoints, which they were).
+// flags: bit 0 a member start; bit 1 inside a fixed block, bit 2 that block is final; bits 8-10
+// the unused bits before `coff` (INDEX_VERSION 1 tables have none there: they read as aligned
+// checkpoints, which they were; version 2 tables have no bit 1: all at block boundaries).
 
-const flagsOf = (c: Checkpoint) => (c.member ? 1 : 0) | ((c.bits & 7) << 8);
+const flagsOf = (c: Checkpoint) =>
+  (c.member ? 1 : 0) | (c.fixed ? 2 : 0) | (c.fixed && c.final ? 4 : 0) | ((c.bits & 7) << 8);
 
 const ENTRY = 24;
 
@@ -245,6 +323,9 @@ export interface CheckpointRef {
   coff: number;
   member: boolean;
   bits: number;
+  /** as Checkpoint's: present only on checkpoints inside a fixed block */
+  fixed?: boolean;
+  final?: boolean;
   /** where its window lies in the encoded file */
   windowAt: number;
   windowLength: number;
@@ -268,14 +349,19 @@ export function decodeTable(bytes: Uint8Array, separate = false): CheckpointRef[
     const at = 4 + i * ENTRY;
     const windowLength = dv.getUint32(at + 20, true);
     const flags = dv.getUint32(at + 16, true);
-    out.push({
+    const ref: CheckpointRef = {
       uoff: dv.getFloat64(at, true),
       coff: dv.getFloat64(at + 8, true),
       member: (flags & 1) === 1,
       bits: (flags >>> 8) & 7,
       windowAt: w,
       windowLength,
-    });
+    };
+    if (flags & 2) {
+      ref.fixed = true;
+      ref.final = (flags & 4) !== 0;
+    }
+    out.push(ref);
     w += windowLength;
   }
   return out;
@@ -296,19 +382,34 @@ export function nearest(table: CheckpointRef[], uoff: number): CheckpointRef | n
   return best;
 }
 
-/** The first checkpoint after `uoff` (it bounds the compressed bytes a read needs), or null. */
-export function following(table: CheckpointRef[], uoff: number): CheckpointRef | null {
+/**
+ * The first checkpoint after `uoff` (it bounds the compressed bytes a read needs), or null. With
+ * `from` (the read's checkpoint), a member start between the two is returned instead: a cut
+ * range is inflated raw, which cannot go on into another member (a read from one member into the
+ * next then runs to the blob's end, the way that reads members).
+ */
+export function following(
+  table: CheckpointRef[],
+  uoff: number,
+  from?: Pick<CheckpointRef, "uoff" | "coff">,
+): CheckpointRef | null {
   let lo = 0;
   let hi = table.length - 1;
-  let best: CheckpointRef | null = null;
+  let at = -1;
   while (lo <= hi) {
     const mid = (lo + hi) >>> 1;
     if (table[mid].uoff > uoff) {
-      best = table[mid];
+      at = mid;
       hi = mid - 1;
     } else lo = mid + 1;
   }
-  return best;
+  if (at < 0) return null;
+  if (from) {
+    for (let k = at - 1; k >= 0 && table[k].uoff >= from.uoff; k--) {
+      if (table[k].member && table[k].coff > from.coff) return table[k];
+    }
+  }
+  return table[at];
 }
 
 // A final, empty stored block: appended where a read's compressed range stops at a byte-aligned
@@ -387,13 +488,18 @@ function emptyDynamicBlock(w: BitWriter): void {
 /**
  * The raw deflate prefix that puts `window` in the inflater's history and ends `bits` short of
  * a byte boundary, as the checkpoint's block starts in the blob's byte: its last byte is partial
- * (used bits low) when `bits` > 0.
+ * (used bits low) when `bits` > 0. With `fixed` (a checkpoint inside a fixed block) it ends with
+ * that block's 3-bit header, so the blob's bits that follow are read as the block's next code.
  */
-export function resumePrefix(window: Uint8Array, bits: number): Uint8Array {
+export function resumePrefix(
+  window: Uint8Array,
+  bits: number,
+  fixed?: { final: boolean },
+): Uint8Array {
   const stored = storedWindow(window);
-  if (!bits) return stored;
+  if (!bits && !fixed) return stored;
   const w = new BitWriter();
-  const s = 8 - bits;
+  const s = (8 - bits + (fixed ? 5 : 0)) % 8;
   // fixed blocks add 2 bits mod 8, the dynamic one 7
   if (s % 2 === 0) {
     for (let i = 0; i < s / 2; i++) emptyFixedBlock(w);
@@ -401,6 +507,7 @@ export function resumePrefix(window: Uint8Array, bits: number): Uint8Array {
     emptyDynamicBlock(w);
     for (let i = 0; i < ((s - 7 + 8) % 8) / 2; i++) emptyFixedBlock(w);
   }
+  if (fixed) w.put(fixed.final ? 1 : 0, 1).put(1, 2);
   const pad = w.finish();
   const out = new Uint8Array(stored.length + pad.length);
   out.set(stored);
@@ -408,10 +515,27 @@ export function resumePrefix(window: Uint8Array, bits: number): Uint8Array {
   return out;
 }
 
-/** The end of a range cut `bits` short of a byte boundary: `last` keeps its used bits, then a final empty block. */
-function finalBlockAfter(last: number, bits: number): Uint8Array {
-  if (!bits) return Uint8Array.from([last, ...FINAL_EMPTY_BLOCK]);
-  return new BitWriter(last, 8 - bits).put(1, 1).put(1, 2).put(0, 7).finish();
+/**
+ * The end of a range cut `bits` short of a byte boundary: `last` keeps its used bits (none when
+ * negative: the range was empty), then a final empty block. A cut inside a fixed block (`next`
+ * fixed) first ends that block (end-of-block is 7 zero bits in the fixed code); when it is the
+ * last block, that ends the stream.
+ */
+function finalBlockAfter(
+  last: number,
+  bits: number,
+  next: Pick<CheckpointRef, "fixed" | "final">,
+): Uint8Array {
+  if (!next.fixed) {
+    if (last < 0) return FINAL_EMPTY_BLOCK;
+    if (!bits) return Uint8Array.from([last, ...FINAL_EMPTY_BLOCK]);
+    return new BitWriter(last, 8 - bits).put(1, 1).put(1, 2).put(0, 7).finish();
+  }
+  const w = bits && last >= 0 ? new BitWriter(last, 8 - bits) : new BitWriter();
+  w.put(0, 7);
+  if (!next.final) w.put(1, 1).put(1, 2).put(0, 7);
+  const end = w.finish();
+  return !bits && last >= 0 ? Uint8Array.from([last, ...end]) : end;
 }
 
 /**
@@ -423,8 +547,9 @@ function spliced(
   prefix: Uint8Array,
   bits: number,
   compressed: ReadableStream<Uint8Array>,
-  nextBits: number | null,
+  next: Pick<CheckpointRef, "bits" | "fixed" | "final"> | null,
 ): ReadableStream<Uint8Array> {
+  const nextBits = next === null ? null : next.bits;
   const reader = compressed.getReader();
   const keep = bits ? (1 << (8 - bits)) - 1 : 0;
   let first = true;
@@ -445,9 +570,7 @@ function spliced(
           done = true;
           if (first && bits) throw new Error("gzip: compressed range cut short");
           if (first) send(prefix);
-          if (nextBits !== null) {
-            send(held < 0 ? FINAL_EMPTY_BLOCK : finalBlockAfter(held, nextBits));
-          }
+          if (next !== null) send(finalBlockAfter(held, next.bits, next));
           return c.close();
         }
         let v = r.value;
@@ -493,22 +616,25 @@ function spliced(
  */
 export function inflateFrom(
   window: Uint8Array,
-  cp: Pick<CheckpointRef, "member" | "bits">,
+  cp: Pick<CheckpointRef, "member" | "bits" | "fixed" | "final">,
   compressed: ReadableStream<Uint8Array>,
-  next: Pick<CheckpointRef, "bits"> | null = null,
+  next: Pick<CheckpointRef, "bits" | "fixed" | "final"> | null = null,
 ): ReadableStream<Uint8Array> {
   const member = cp.member;
   const bits = member ? 0 : cp.bits;
+  // Inside the last block, the prefix's header is final too: the stream then ends where the
+  // blob's does, before its trailer (to the blob's end), or at a cut's end-of-block.
+  const fixed = !member && cp.fixed ? { final: cp.final === true } : undefined;
   if (next === null) {
     if (member) return pipeNode(compressed, zlib.createGunzip({ chunkSize: 256 * 1024 }), 0);
-    const raw = bits
-      ? spliced(resumePrefix(window, bits), bits, compressed, null)
+    const raw = bits || fixed
+      ? spliced(resumePrefix(window, bits, fixed), bits, compressed, null)
       : concatStreams(storedWindow(window), compressed);
     return rawThenMembers(window.length, raw);
   }
   const body = member ? skipGzipHeader(compressed) : compressed;
-  const raw = bits || next.bits
-    ? spliced(resumePrefix(window, bits), bits, body, next.bits)
+  const raw = bits || next.bits || fixed || next.fixed
+    ? spliced(resumePrefix(window, bits, fixed), bits, body, next)
     : concatStreams(member ? new Uint8Array(0) : storedWindow(window), body, FINAL_EMPTY_BLOCK);
   let skip = member ? 0 : window.length;
   return raw.pipeThrough(

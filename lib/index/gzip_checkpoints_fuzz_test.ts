@@ -69,7 +69,7 @@ async function rangedRead(
   const cp = nearest(table, start) ??
     { uoff: 0, coff: 0, member: true, bits: 0, windowAt: 0, windowLength: 0 };
   const window = file.subarray(cp.windowAt, cp.windowAt + cp.windowLength);
-  const next = following(table, end);
+  const next = following(table, end, cp);
   const r = compressedRange(cp, next, blob.length);
   const compressed = blob.subarray(r.start, r.end + 1);
   const chunks: Uint8Array[] = [];
@@ -128,7 +128,9 @@ Deno.test("fuzz gzip: the table encodings round-trip", () => {
     member: fc.boolean(),
     bits: fc.integer({ min: 0, max: 7 }),
     window: fc.uint8Array({ maxLength: 64 }),
-  });
+    fixed: fc.boolean(),
+    final: fc.boolean(),
+  }, { requiredKeys: ["uoff", "coff", "member", "bits", "window"] });
   fc.assert(
     fc.property(fc.array(cp, { maxLength: 20 }), (cps: Checkpoint[]) => {
       const whole = decodeTable(encodeCheckpoints(cps));
@@ -136,7 +138,13 @@ Deno.test("fuzz gzip: the table encodings round-trip", () => {
       let at = 4 + 24 * cps.length;
       let w = 0;
       cps.forEach((c, i) => {
-        const base = { uoff: c.uoff, coff: c.coff, member: c.member, bits: c.bits };
+        const base = {
+          uoff: c.uoff,
+          coff: c.coff,
+          member: c.member,
+          bits: c.bits,
+          ...(c.fixed ? { fixed: true, final: c.final === true } : {}),
+        };
         assert.deepEqual(whole[i], { ...base, windowAt: at, windowLength: c.window.length });
         assert.deepEqual(separate[i], { ...base, windowAt: w, windowLength: c.window.length });
         at += c.window.length;

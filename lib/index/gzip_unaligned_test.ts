@@ -22,7 +22,7 @@ import {
 } from "./gzip_checkpoints.ts";
 import { NativeCheckpointBuilder, nativeZlibAvailable } from "./native_checkpoints.ts";
 import { indexLayer } from "./indexer.ts";
-import { LayerReader, readAllStream } from "./layer_store.ts";
+import { files, LayerReader, readAllStream } from "./layer_store.ts";
 import { FsBlobStore } from "../storage/mod.ts";
 import { buildConfig } from "../config/mod.ts";
 import { fc, fuzzParams } from "../../tests/helpers/fuzz.ts";
@@ -95,7 +95,7 @@ async function read(
   const cp: CheckpointRef = nearest(table, start) ??
     { uoff: 0, coff: 0, member: true, bits: 0, windowAt: 0, windowLength: 0 };
   const window = file.subarray(cp.windowAt, cp.windowAt + cp.windowLength);
-  const next = following(table, end);
+  const next = following(table, end, cp);
   const r = compressedRange(cp, next, gz.length);
   const chunks: Uint8Array[] = [];
   for (let at = r.start; at <= r.end; at += piece) {
@@ -243,6 +243,66 @@ Deno.test("the prefix for each bit offset inflates to the window in every inflat
   }
 });
 
+Deno.test("the prefix inside a fixed block, each bit offset: the blob's next code follows it", async () => {
+  const window = text(32768, 4);
+  for (let bits = 0; bits < 8; bits++) {
+    for (const final of [false, true]) {
+      // the prefix, then the fixed block's next codes as a blob would have them: a literal 'x'
+      // (0x30 + 0x78, 8 bits, MSB first), end-of-block, then a final empty block if not final
+      const p = resumePrefix(window, bits, { final });
+      const used = (8 - bits) % 8;
+      const w: number[] = [...p.slice(0, used ? p.length - 1 : p.length)];
+      let acc = used ? p[p.length - 1] : 0;
+      let n = used;
+      const put = (v: number, len: number) => {
+        for (let i = 0; i < len; i++) {
+          acc |= ((v >>> i) & 1) << n;
+          if (++n === 8) {
+            w.push(acc);
+            acc = 0;
+            n = 0;
+          }
+        }
+      };
+      const lit = 0x30 + 0x78;
+      for (let i = 7; i >= 0; i--) put((lit >>> i) & 1, 1);
+      put(0, 7);
+      if (!final) put(1, 1), put(1, 2), put(0, 7);
+      if (n) w.push(acc);
+      const whole = Uint8Array.from(w);
+      const want = concat(window, Uint8Array.of(0x78));
+      assert.ok(equal(new Uint8Array(zlib.inflateRawSync(whole)), want), `node: ${bits} ${final}`);
+      const web = await readAllStream(
+        ReadableStream.from([whole]).pipeThrough(new DecompressionStream("deflate-raw")),
+      );
+      assert.ok(equal(web, want), `DecompressionStream: ${bits} ${final}`);
+    }
+  }
+});
+
+Deno.test("a version 2 table (no fixed-block flag) still decodes, as block-boundary checkpoints", () => {
+  const cps: Checkpoint[] = [
+    { uoff: 0, coff: 10, member: true, bits: 0, window: new Uint8Array(0) },
+    { uoff: 5_000_000, coff: 123_456, member: false, bits: 3, window: new Uint8Array(32768) },
+  ];
+  const t = decodeTable(encodeTable(cps, [0, 32768]), true);
+  assert.deepEqual(t.map((c) => [c.member, c.bits, c.fixed, c.final]), [
+    [true, 0, undefined, undefined],
+    [false, 3, undefined, undefined],
+  ]);
+  // as version 2 wrote them: the member bit and the unused bits alone
+  assert.equal(
+    new DataView(encodeTable(cps, [0, 32768]).buffer).getUint32(4 + 24 + 16, true),
+    3 << 8,
+  );
+  const inside = { ...cps[1], fixed: true, final: true };
+  const bytes = encodeTable([inside, { ...inside, final: false }], [32768, 32768]);
+  assert.deepEqual(decodeTable(bytes, true).map((c) => [c.bits, c.fixed, c.final]), [
+    [3, true, true],
+    [3, true, false],
+  ]);
+});
+
 Deno.test("a version 1 table (flags 0 or 1) still decodes, as aligned checkpoints", () => {
   const cps: Checkpoint[] = [
     { uoff: 0, coff: 10, member: true, bits: 0, window: new Uint8Array(0) },
@@ -314,26 +374,160 @@ Deno.test("fuzz: random data, compressors and ranges read back exactly (pako and
 });
 
 // zlib-ng's level 1 (deflate_quick, Deno's own node:zlib among others) writes one static-Huffman
-// block for as long as its input compresses well: 96 MiB of LCG output became one block. Such a
-// layer is indexed; checkpoints can only sit at block boundaries, so a read in it inflates from
-// the block's start (docs/operations.md: bounded by the layer's size and the ratio budget).
-Deno.test("one deflate block of 96 MiB of output: indexed, and a read at its end is exact", async () => {
+// block for as long as its input compresses well: 96 MiB of LCG output became one block. The
+// pass takes checkpoints inside fixed blocks, at the first code after each 4 MiB of output.
+
+/** Words drawn by an LCG: compressible enough for zlib-ng's level 1 to write one block. */
+function words(size: number, seed: number): Uint8Array {
+  const out = new Uint8Array(size);
+  let x = seed;
+  const w = new TextEncoder().encode("alpha beta gamma delta layer tar gzip zstd wharf ");
+  for (let i = 0; i < size; i++) {
+    x = (x * 1103515245 + 12345) >>> 0;
+    out[i] = w[(x >>> 16) % w.length];
+  }
+  return out;
+}
+
+/**
+ * Reads from each checkpoint of `p`: a range cut at the next one (its whole interval), and to the
+ * data's end from the last two. Returns the most output a read within one interval inflated.
+ */
+async function readEach(gz: Uint8Array, raw: Uint8Array, p: Pass): Promise<number> {
+  const table = decodeTable(p.file);
+  let most = 0;
+  for (let i = 0; i < table.length; i++) {
+    const start = table[i].uoff;
+    const ends = i + 1 < table.length ? [table[i + 1].uoff - 1] : [];
+    if (i >= table.length - 2) ends.push(raw.length - 1);
+    for (const end of ends) {
+      if (end < start) continue;
+      const got = await read(gz, p.file, start, end, 1 + (i * 7919) % 200_000);
+      assert.ok(equal(got.bytes, raw.subarray(start, end + 1)), `from ${start} to ${end}`);
+      if (end < (table[i + 1]?.uoff ?? Infinity)) most = Math.max(most, got.inflated);
+    }
+  }
+  return most;
+}
+
+/** Both passes: identical checkpoints, one at most 4 MiB plus a match after the last. */
+function fixedPasses(gz: Uint8Array, size: number, spacing = CHECKPOINT_SPACING): Pass {
+  const passes = [pass(gz, false, spacing)];
+  if (hasNative) passes.push(pass(gz, true, spacing));
+  if (passes.length === 2) assert.deepEqual(passes[1].checkpoints, passes[0].checkpoints);
+  const cps = passes[0].checkpoints;
+  assert.ok(cps.length >= Math.floor(size / (spacing + 258)), `${cps.length} checkpoints`);
+  for (let i = 1; i < cps.length; i++) {
+    const gap = cps[i].uoff - cps[i - 1].uoff;
+    assert.ok(gap >= spacing && gap <= spacing + 258, `gap ${gap}`);
+  }
+  assert.ok(size - cps[cps.length - 1].uoff <= spacing + 258);
+  return passes[0];
+}
+
+Deno.test("one fixed block of 96 MiB of output: a checkpoint every ~4 MiB inside, every read exact and short", async () => {
   const gen = join(import.meta.dirname!, "../../tests/fixtures/hostile_layers.py");
   const out = await Deno.makeTempFile({ prefix: "wharf-long-block-" });
   try {
     const r = await new Deno.Command("python3", { args: [gen, "long_block", out] }).output();
     assert.ok(r.success, new TextDecoder().decode(r.stderr));
     const gz = await Deno.readFile(out);
-    const size = 96 * 1024 * 1024 + 512 + 1024;
-    assert.equal(zlib.gunzipSync(gz).length, size);
-    for (const p of hasNative ? [pass(gz, false), pass(gz, true)] : [pass(gz, false)]) {
-      // only the member's start: no block boundary after the tar header's
-      assert.ok(p.checkpoints.length <= 2, `${p.checkpoints.length} checkpoints`);
-      const at = size - 1024 - 100;
-      const { bytes } = await read(gz, p.file, at, at + 99);
-      assert.ok(equal(bytes, new Uint8Array(100)));
-    }
+    const raw = new Uint8Array(zlib.gunzipSync(gz));
+    assert.equal(raw.length, 96 * 1024 * 1024 + 512 + 1024);
+    const p = fixedPasses(gz, raw.length);
+    // the tar header's block, then the one fixed block: every checkpoint after the first in it
+    assert.ok(p.checkpoints.slice(1).every((c) => c.fixed && c.final));
+    const most = await readEach(gz, raw, p);
+    assert.ok(most <= CHECKPOINT_SPACING + 258, `a read inflated ${most}`);
   } finally {
     await Deno.remove(out);
+  }
+});
+
+Deno.test("node:zlib level 1 of 96 MiB of words: one block, checkpointed every ~4 MiB", async () => {
+  const raw = words(96 * 1024 * 1024, 7);
+  const gz = new Uint8Array(zlib.gzipSync(raw, { level: 1 }));
+  const p = fixedPasses(gz, raw.length);
+  assert.ok(p.checkpoints.length >= 24, `${p.checkpoints.length}`);
+  assert.ok(p.checkpoints.slice(1).every((c) => c.fixed));
+  const most = await readEach(gz, raw, p);
+  assert.ok(most <= CHECKPOINT_SPACING + 258, `a read inflated ${most}`);
+});
+
+Deno.test("checkpoints inside fixed blocks at every bit offset, last block or not, read back exactly", async () => {
+  const raw = words(3 * 1024 * 1024, 5);
+  const seen = new Set<string>();
+  for (
+    const gz of [
+      zlib.gzipSync(raw, { level: 1 }),
+      zlib.gzipSync(raw, { level: 6, strategy: zlib.constants.Z_FIXED }),
+      zlib.gzipSync(raw, { level: 9, strategy: zlib.constants.Z_FIXED }),
+      zlib.gzipSync(raw, { level: 3, strategy: zlib.constants.Z_FIXED }),
+    ]
+  ) {
+    const p = fixedPasses(new Uint8Array(gz), raw.length, 16384);
+    for (const c of p.checkpoints) if (c.fixed) seen.add(`${c.bits}${c.final ? "F" : "f"}`);
+    const most = await readEach(new Uint8Array(gz), raw, p);
+    assert.ok(most <= 16384 + 258, `a read inflated ${most}`);
+  }
+  assert.equal(seen.size, 16, `seen: ${[...seen]}`);
+});
+
+Deno.test("the index pass and LayerReader: reads at the end of one 96 MiB fixed block are short", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "wharf-static-" });
+  const kv = await Deno.openKv(join(dir, "kv"));
+  try {
+    const store = new FsBlobStore(join(dir, "store"));
+    await store.init();
+    const tail = words(100, 3);
+    const layer = tar([["words.txt", words(96 * 1024 * 1024, 9)], ["z.txt", tail]]);
+    const gz = new Uint8Array(zlib.gzipSync(layer, { level: 1 }));
+    const digest = `sha256:${"5f".repeat(32)}`;
+    await store.put(digest, gz);
+    const cfg = buildConfig({}, []);
+    cfg.global.index.maxUncompressedRatio = 100_000;
+    for (const inflater of hasNative ? ["native", "web"] as const : ["web"] as const) {
+      const { record } = await indexLayer(cfg, kv, store, digest, gz.length, undefined, inflater);
+      assert.equal(record.state, "ready", String(record.error));
+      const reader = new LayerReader(store);
+      let last = null;
+      for await (const e of reader.entries(record)) last = e;
+      assert.equal(last?.path, "z.txt");
+      // three at once: none needs the long-read slot (each inflates ~4 MiB, not 96)
+      const got = await Promise.all([0, 1, 2].map(async () =>
+        await readAllStream(
+          await reader.read(digest, gz.length, record, last.offset, last.offset + last.size - 1),
+        )
+      ));
+      for (const g of got) assert.ok(equal(g, tail));
+      if (inflater !== "web") continue;
+      // As a version 2 table was (no checkpoints inside the block), the long-read slot still
+      // bounds such reads: one at a time, the others 429. The fixed ones come last, so the
+      // windows file's offsets still hold for the rest.
+      const name = files.checkpoints(record.base);
+      const table = decodeTable(await readAllStream(await store.readDerived(name)), true);
+      const kept = table.filter((c) => !c.fixed);
+      assert.ok(kept.length < table.length && table.slice(kept.length).every((c) => c.fixed));
+      const v2 = encodeTable(
+        kept.map((c) => ({ ...c, window: new Uint8Array(0) })),
+        kept.map((c) => c.windowLength),
+      );
+      await store.writeDerived(name, ReadableStream.from([v2]));
+      const old = new LayerReader(store);
+      const three = await Promise.allSettled([0, 1, 2].map(async () =>
+        await readAllStream(
+          await old.read(digest, gz.length, record, last.offset, last.offset + last.size - 1),
+        )
+      ));
+      const refused = three.filter((r) => r.status === "rejected");
+      assert.ok(refused.length > 0 && refused.length < 3, `${refused.length} refused`);
+      for (const r of three) {
+        if (r.status === "fulfilled") assert.ok(equal(r.value, tail));
+        else assert.equal((r.reason as { code?: string }).code, "TOOMANYREQUESTS");
+      }
+    }
+  } finally {
+    kv.close();
+    await Deno.remove(dir, { recursive: true });
   }
 });

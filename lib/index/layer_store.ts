@@ -17,9 +17,11 @@ import { decodeFrames, decompressFrame, type Frame, frameAt } from "./zstd_frame
 /**
  * Bumped when the listing's content changes: older listings are served `refreshing`. 2: gzip
  * checkpoints at unaligned block boundaries too (a version 1 table still reads, its checkpoints
- * all aligned, but may have none for GiBs: re-indexing bounds its reads).
+ * all aligned, but may have none for GiBs: re-indexing bounds its reads). 3: checkpoints inside
+ * fixed-Huffman blocks too (a version 2 table still reads, but a read inside one of zlib-ng's
+ * long level-1 blocks inflates it from its start until the layer is re-indexed).
  */
-export const INDEX_VERSION = 2;
+export const INDEX_VERSION = 3;
 
 export type Compression = "gzip" | "zstd" | "none";
 
@@ -94,10 +96,11 @@ export async function readAllStream(s: ReadableStream<Uint8Array>): Promise<Uint
  */
 const LOOKUP_CACHE_ENTRIES = 400_000;
 /**
- * A gzip read that must inflate more than this from its checkpoint (a long deflate block:
- * zlib-ng's level 1 writes them, and a crafted layer can hold a 1 GiB one) takes the one
- * long-read slot of the process; another meanwhile is answered 429, so such a layer cannot
- * multiply its cost by concurrent requests.
+ * A gzip read that must inflate more than this from its checkpoint (a long dynamic or stored
+ * deflate block, which a crafted layer can make 1 GiB long, or a layer indexed before version 3:
+ * checkpoints inside fixed blocks bound those) takes the one long-read slot of the process;
+ * another meanwhile is answered 429, so such a layer cannot multiply its cost by concurrent
+ * requests.
  */
 export const LONG_READ_BYTES = 64 * 1024 * 1024;
 
@@ -267,7 +270,7 @@ export class LayerReader {
       : new Uint8Array(0);
     // The next checkpoint, when in the same member, bounds the compressed bytes this read needs:
     // a few MiB instead of the rest of the blob.
-    const next = following(table, end);
+    const next = following(table, end, cp);
     const range = compressedRange(cp, next, blobSize);
     const long = end - cp.uoff > LONG_READ_BYTES;
     if (long) {

@@ -4,13 +4,20 @@
 // at ~110 MB/s of output and was the gzip index pass's limit (bench/README.md "Layer index");
 // native zlib runs it at several times that. Without FFI permission or without libz the pass
 // falls back to pako (CheckpointBuilder), which yields identical checkpoints.
+//
+// Checkpoints inside fixed blocks (gzip_checkpoints.ts's head) need what pako's state shows and
+// zlib's hides: the block's type, and whether inflate is between codes. Z_TREES makes inflate stop
+// after each block header too, and a fixed block's header is exactly 3 bits (a stored one 35 or
+// more, a dynamic one 29 or more), so the distance from the block boundary says the type;
+// inflateMark() says how many bits back the code being processed began and how much of it was
+// written.
 import { ffiGranted, libraryPath } from "./native_libs.ts";
-import { type Checkpoint, CHECKPOINT_SPACING } from "./gzip_checkpoints.ts";
+import { bitPosition, type Checkpoint, CHECKPOINT_SPACING } from "./gzip_checkpoints.ts";
 
 const Z_OK = 0;
 const Z_STREAM_END = 1;
 const Z_BUF_ERROR = -5;
-const Z_BLOCK = 5;
+const Z_TREES = 6;
 const WINDOW = 32 * 1024;
 const OUT = 256 * 1024;
 
@@ -30,6 +37,7 @@ const SYMBOLS = {
   inflateReset: { parameters: ["pointer"], result: "i32" },
   inflateEnd: { parameters: ["pointer"], result: "i32" },
   inflateGetDictionary: { parameters: ["pointer", "pointer", "pointer"], result: "i32" },
+  inflateMark: { parameters: ["pointer"], result: "i64" },
 } as const;
 
 type Zlib = Deno.DynamicLibrary<typeof SYMBOLS>["symbols"];
@@ -83,6 +91,10 @@ export class NativeCheckpointBuilder {
   private lastCheckpoint = -Infinity;
   private ended = false;
   private closed = false;
+  /** bit position of the last block boundary (its header follows), -1 before the first */
+  private blockAt = -1;
+  /** the current block is a fixed-Huffman one (and its header is read) */
+  private inFixed = false;
   readonly checkpoints: Checkpoint[] = [];
   readonly lengths: number[] = [];
   error: string | null = null;
@@ -170,6 +182,8 @@ export class NativeCheckpointBuilder {
         z.inflateReset(strm);
         this.setInput(consumed);
         this.ended = false;
+        this.blockAt = -1;
+        this.inFixed = false;
         this.record({
           uoff: this.uout,
           coff: this.cin + consumed,
@@ -179,27 +193,35 @@ export class NativeCheckpointBuilder {
         });
         this.lastCheckpoint = this.uout;
       }
-      const room = OUT - this.outFill;
+      const room = Math.min(OUT - this.outFill, this.cap());
       dv.setBigUint64(NEXT_OUT, this.outAddr + BigInt(this.outFill), true);
       dv.setUint32(AVAIL_OUT, room, true);
-      const r = z.inflate(strm, Z_BLOCK);
+      const r = z.inflate(strm, Z_TREES);
       const produced = room - dv.getUint32(AVAIL_OUT, true);
       this.uout += produced;
       this.outFill += produced;
       // A full output buffer may leave output pending inside zlib with no input left.
-      this.pendingOutput = produced === room;
+      this.pendingOutput = room > 0 && produced === room;
       if (r === Z_STREAM_END) {
         this.ended = true;
         this.pendingOutput = false;
-      } else if (r === Z_BUF_ERROR) {
-        // No progress possible: the input is used up (the next chunk continues it).
-        if (produced === 0) this.pendingOutput = false;
-      } else if (r !== Z_OK) {
+      } else if (r !== Z_OK && r !== Z_BUF_ERROR) {
         this.error = `gzip: ${this.message() ?? `inflate error ${r}`}`;
       } else {
+        // Z_BUF_ERROR: no progress possible, the input is used up (the next chunk continues it);
+        // or a stop after a block header whose bits were already taken in
+        if (r === Z_BUF_ERROR && produced === 0) this.pendingOutput = false;
         const dataType = dv.getInt32(DATA_TYPE, true);
+        const pos = (this.cin + chunk.length - dv.getUint32(AVAIL_IN, true)) * 8 -
+          (dataType & 63);
+        if (dataType & 128) {
+          this.blockAt = pos;
+          this.inFixed = false;
+        } else if (dataType & 256) {
+          this.inFixed = this.blockAt >= 0 && pos - this.blockAt === 3;
+        }
         const atBoundary = (dataType & 128) !== 0 && (dataType & 64) === 0;
-        if (atBoundary && this.uout - this.lastCheckpoint >= this.spacing) {
+        if (atBoundary && this.due()) {
           this.record({
             uoff: this.uout,
             coff: this.cin + chunk.length - dv.getUint32(AVAIL_IN, true),
@@ -208,6 +230,20 @@ export class NativeCheckpointBuilder {
             bits: dataType & 7,
           });
           this.lastCheckpoint = this.uout;
+        } else if (this.inFixed && this.due()) {
+          const { back, emitted } = this.mark();
+          // a literal or length code decoded and nothing of it written: a symbol boundary
+          if (back > 0 && emitted === 0) {
+            this.record({
+              uoff: this.uout,
+              ...bitPosition(pos - back),
+              window: this.window(),
+              member: false,
+              fixed: true,
+              final: (dataType & 64) !== 0,
+            });
+            this.lastCheckpoint = this.uout;
+          }
         }
       }
       if (this.outFill === OUT) {
@@ -220,6 +256,23 @@ export class NativeCheckpointBuilder {
         }
       }
     }
+  }
+
+  private due(): boolean {
+    return this.uout - this.lastCheckpoint >= this.spacing;
+  }
+
+  private mark(): { back: number; emitted: number } {
+    const m = BigInt(this.z.inflateMark(Deno.UnsafePointer.of(this.strm)));
+    return { back: Number(m >> 16n), emitted: Number(m & 0xffffn) };
+  }
+
+  /** The output the next inflate call may write (as CheckpointBuilder's). */
+  private cap(): number {
+    if (!this.due()) return this.lastCheckpoint + this.spacing - this.uout;
+    if (!this.inFixed) return OUT;
+    // mid-match: a byte at a time to its end; else decode the next code without writing it
+    return this.mark().emitted > 0 ? 1 : 0;
   }
 
   /** The output not handed out yet (with `emit`), once the input is complete. */

@@ -84,7 +84,7 @@ async function checkGzip(raw: Uint8Array, gz: Uint8Array) {
       { uoff: 0, coff: 0, member: true, bits: 0, windowAt: 0, windowLength: 0 };
     const window = enc.subarray(cp.windowAt, cp.windowAt + cp.windowLength);
     // Both ways a read goes: to the blob's end, and cut at the next checkpoint of the member.
-    const next = following(table, off + len - 1);
+    const next = following(table, off + len - 1, cp);
     const cuts = next !== null && !next.member ? [false, true] : [false];
     for (const cut of cuts) {
       const r = compressedRange(cp, cut ? next : null, gz.length);

@@ -201,8 +201,8 @@ Deno.test({
         assert.ok(hits.includes(cases.nul_path.layer));
       }
 
-      // One deflate block of 96 MiB (zlib-ng's level 1 writes such blocks): indexed, and a read
-      // at its end, which inflates the whole block, is exact.
+      // One fixed-Huffman deflate block of 96 MiB (zlib-ng's level 1 writes such blocks): indexed
+      // with checkpoints inside it, so a read at its end is exact and inflates at most ~4 MiB.
       {
         assert.equal((await settle(s, entries(cases.long_block))).status, 200);
         const r = await req(s, file(cases.long_block, "zeros"), {
@@ -210,21 +210,15 @@ Deno.test({
         });
         assert.equal(r.status, 206);
         assert.deepEqual(new Uint8Array(await r.arrayBuffer()), new Uint8Array(16));
-        // One such read at a time per process (each inflates ~96 MiB, a few hundred ms): of three
-        // sent at once some are 429, then the slot is free again.
+        // Such reads are short, so none takes the long-read slot: three at once are all answered.
         const range = { headers: { Range: `bytes=${96 * 1024 * 1024 - 16}-` } };
         const three = await Promise.all(
           [0, 1, 2].map(() => req(s, file(cases.long_block, "zeros"), range)),
         );
-        const codes = [];
         for (const r of three) {
-          codes.push(r.status);
-          if (r.status === 429) {
-            assert.equal(r.headers.get("retry-after"), "1");
-            assert.equal((await r.json()).errors[0].code, "TOOMANYREQUESTS");
-          } else assert.equal((await r.arrayBuffer()).byteLength, 16);
+          assert.equal(r.status, 206);
+          assert.equal((await r.arrayBuffer()).byteLength, 16);
         }
-        assert.ok(codes.includes(206) && codes.includes(429), `${codes}`);
         const again = await req(s, file(cases.long_block, "zeros"), range);
         assert.equal(again.status, 206);
         await again.body?.cancel();

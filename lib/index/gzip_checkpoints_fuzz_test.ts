@@ -192,6 +192,15 @@ Deno.test("fuzz gzip: regressions", async () => {
   const file = encodeCheckpoints(build(blob, 1024, []).checkpoints);
   assert.deepEqual(await rangedRead(blob, file, start, end), new Uint8Array(6).fill(32));
 
+  // Two members of 1,033 and 1,034 zeros (level 1: one fixed block each), bytes 0-1033: the
+  // checkpoint after the read's end was inside the second member's block, and the range cut there
+  // went on raw past the first member's end ("failed to write whole buffer").
+  const zeros = new Uint8Array(2067);
+  const two = gzip(zeros, 1, 2);
+  const cps = build(two, 1024, []).checkpoints;
+  assert.ok(cps.some((c) => c.fixed), "a checkpoint inside the second member's block");
+  assert.deepEqual(await rangedRead(two, encodeCheckpoints(cps), 0, 1033), zeros.subarray(0, 1034));
+
   assert.throws(() => decodeTable(REGRESSION_TABLE_HUGE_COUNT), /cut short/);
   assert.throws(() => decodeTable(new Uint8Array(0)), /cut short/);
 });

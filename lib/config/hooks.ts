@@ -2,6 +2,7 @@
 // Types and their TOML readers live here so load.ts only calls in; a problem names its key path.
 // CEL rules are only syntax-checked later, where the functions they call are defined
 // (lib/retention): config imports no CEL environment.
+import { type Fail, int, only, strings, type Table, table } from "./table_readers.ts";
 
 export const EVENT_KINDS = [
   "manifest.push",
@@ -62,12 +63,6 @@ export interface RetentionScheduleConfig {
 export const EVENT_WEBHOOK_DEFAULTS = { timeoutMs: 5000, maxRetries: 10 } as const;
 export const AUTH_WEBHOOK_DEFAULTS = { timeoutMs: 2000, cacheTtlSecs: 60 } as const;
 
-type Table = Record<string, unknown>;
-type Fail = (key: string, msg: string) => never;
-
-const isTable = (v: unknown): v is Table =>
-  typeof v === "object" && v !== null && !Array.isArray(v) && !(v instanceof Date);
-
 const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 
 function webhookUrl(v: unknown, key: string, fail: Fail): string {
@@ -83,35 +78,6 @@ function webhookUrl(v: unknown, key: string, fail: Fail): string {
   }
   if (u!.username || u!.password) fail(key, "must not carry credentials");
   return v as string;
-}
-
-function only(t: Table, path: string, allowed: string[], fail: Fail) {
-  for (const k of Object.keys(t)) if (!allowed.includes(k)) fail(`${path}.${k}`, "unknown key");
-}
-
-function int(t: Table, k: string, path: string, min: number, max: number, fail: Fail) {
-  const v = t[k];
-  if (v === undefined) return undefined;
-  const n = typeof v === "bigint" ? Number(v) : v;
-  if (typeof n !== "number" || !Number.isSafeInteger(n) || n < min || n > max) {
-    fail(`${path}.${k}`, `must be an integer from ${min} to ${max}`);
-  }
-  return n as number;
-}
-
-function strings(t: Table, k: string, path: string, fail: Fail): string[] | undefined {
-  const v = t[k];
-  if (v === undefined) return undefined;
-  if (!Array.isArray(v) || v.some((x) => typeof x !== "string")) {
-    fail(`${path}.${k}`, "must be an array of strings");
-  }
-  return v as string[];
-}
-
-function table(v: unknown, path: string, fail: Fail): Table {
-  if (v === undefined) return {};
-  if (!isTable(v)) fail(path, "must be a table");
-  return v as Table;
 }
 
 /** `[event_webhook.<name>]` tables. */

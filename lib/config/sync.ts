@@ -3,9 +3,7 @@
 // that can backtrack exponentially (a quantified group that itself repeats or alternates:
 // `(a+)+`, `(a|aa)*`) or that needs a backreference or lookaround is refused at startup,
 // naming its key; tags are at most 128 characters, so what is left stays polynomial and small.
-
-type Table = Record<string, unknown>;
-type Fail = (key: string, msg: string) => never;
+import { bool, type Fail, int, strings, type Table } from "./table_readers.ts";
 
 export interface SyncConfig {
   /** upstream namespaces, e.g. `library/alpine` (as named on the first upstream) */
@@ -99,32 +97,6 @@ export function unsafePattern(src: string): string | null {
     }
   }
   return frames.length === 1 ? null : "unbalanced (";
-}
-
-function strings(t: Table, k: string, path: string, fail: Fail): string[] | undefined {
-  const v = t[k];
-  if (v === undefined) return undefined;
-  if (!Array.isArray(v) || v.some((x) => typeof x !== "string")) {
-    fail(`${path}.${k}`, "must be an array of strings");
-  }
-  return v as string[];
-}
-
-function int(t: Table, k: string, path: string, min: number, max: number, fail: Fail) {
-  const v = t[k];
-  if (v === undefined) return undefined;
-  const n = typeof v === "bigint" ? Number(v) : v;
-  if (typeof n !== "number" || !Number.isSafeInteger(n) || n < min || n > max) {
-    fail(`${path}.${k}`, `must be an integer from ${min} to ${max}`);
-  }
-  return n as number;
-}
-
-function bool(t: Table, k: string, path: string, fail: Fail): boolean | undefined {
-  const v = t[k];
-  if (v === undefined) return undefined;
-  if (typeof v !== "boolean") fail(`${path}.${k}`, "must be true or false");
-  return v as boolean;
 }
 
 /** `[[repository."<name>".sync]]` entries (`path` names the key in errors). */

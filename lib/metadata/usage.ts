@@ -16,7 +16,6 @@
 // committed growth since it read the total, and this process's own writes in between are
 // covered by its reservations. So the quota holds across processes sharing a KV as well; two
 // processes pushing into one repository at once take the key over in turn (conflicts, retried).
-import { AsyncLocalStorage } from "node:async_hooks";
 import { RegistryError } from "../oci/errors.ts";
 import { K } from "./keys.ts";
 import { getAll } from "./kv_util.ts";
@@ -94,13 +93,13 @@ interface Admission {
   earlier: Promise<unknown>[];
 }
 
-const admissions = new AsyncLocalStorage<Admission>();
-
 export class UsageLedger {
   /** bytes of admitted writes in flight in this process, per repository */
   private readonly pending = new Map<string, number>();
   /** admitted writes in flight, per repository */
   private readonly running = new Map<string, Set<Promise<unknown>>>();
+  /** admitted writes in flight by `ns\0digest` */
+  private readonly admitted = new Map<string, Admission[]>();
   /** the last total read per repository (a hint only: see `admit`) */
   private readonly seen = new Map<string, number>();
 
@@ -122,6 +121,7 @@ export class UsageLedger {
    */
   async admit<T>(
     ns: string,
+    digest: string,
     size: number,
     write: (likely: boolean) => Promise<T>,
   ): Promise<T> {
@@ -135,11 +135,19 @@ export class UsageLedger {
     const seen = this.seen.get(repo);
     const likely = seen !== undefined && seen + before + size <= max;
     const admission: Admission = { repo, size, before, earlier: [...running] };
-    const p = admissions.run(admission, () => write(likely));
+    // Found by the plans of this write by its namespace and digest (several writes of one blob
+    // to one namespace are alike: any of them serves).
+    const key = `${ns}\0${digest}`;
+    const same = this.admitted.get(key) ?? [];
+    same.push(admission);
+    this.admitted.set(key, same);
+    const p = write(likely);
     running.add(p);
     try {
       return await p;
     } finally {
+      same.splice(same.indexOf(admission), 1);
+      if (same.length === 0 && this.admitted.get(key) === same) this.admitted.delete(key);
       running.delete(p);
       if (running.size === 0 && this.running.get(repo) === running) this.running.delete(repo);
       const left = (this.pending.get(repo) ?? size) - size;
@@ -155,8 +163,8 @@ export class UsageLedger {
    */
   async planAdd(ns: string, digest: string, size: number): Promise<UsagePlan> {
     const repo = this.policy.repositoryOf(ns);
-    const a = admissions.getStore();
-    const mine = a?.repo === repo && size <= a.size ? a : null;
+    const a = this.admitted.get(`${ns}\0${digest}`)?.[0];
+    const mine = a && a.repo === repo && size <= a.size ? a : null;
     const keys = [K.qref(repo, digest), K.usage(repo), K.qwriter(repo)];
     let [qref, usage, writer] = await getAll(this.kv, keys);
     let count = usageValue(qref);

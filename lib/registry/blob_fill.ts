@@ -200,7 +200,7 @@ export class BlobFill {
       const size = this.size;
       const link = () =>
         blobs.addLink(this.ns, this.digest, size, reserved, () => store.exists(this.digest));
-      await (this.deps.usage ? this.deps.usage.admit(this.ns, size, link) : link());
+      await (this.deps.usage ? this.deps.usage.admit(this.ns, this.digest, size, link) : link());
       this.state = "done";
       this.window = [];
       this.unwritten = 0;

@@ -144,7 +144,7 @@ export class Manifests {
     const scan = this.scanTriggers?.plan(ns, digest, parsed) ?? [];
     let scanPlanned = false;
     const commit = (w: ManifestWrite) =>
-      this.admitted(ns, w.record.size, () => this.meta.commit(w));
+      this.admitted(ns, w.digest, w.record.size, () => this.meta.commit(w));
     await commit({
       ns,
       digest,
@@ -290,7 +290,7 @@ export class Manifests {
       guard: () => {},
       newRevisionJobs: () => index.mutations,
     };
-    await this.admitted(ns, record.size, () => this.meta.commit(w));
+    await this.admitted(ns, digest, record.size, () => this.meta.commit(w));
     this.indexTriggers?.committed();
     if (index.after.length) await this.indexTriggers!.enqueue(index.after).catch(() => {});
     return record;
@@ -308,8 +308,13 @@ export class Manifests {
     }
   }
 
-  private admitted<T>(ns: string, size: number, commit: () => Promise<T>): Promise<T> {
-    return this.usage ? this.usage.admit(ns, size, commit) : commit();
+  private admitted<T>(
+    ns: string,
+    digest: string,
+    size: number,
+    commit: () => Promise<T>,
+  ): Promise<T> {
+    return this.usage ? this.usage.admit(ns, digest, size, commit) : commit();
   }
 
   /** Whether a tag of `ns` may not move: repository setting over global, minus exclusions. */

@@ -111,6 +111,7 @@ export class Uploads {
       const size = this.d.usage ? (await this.d.blobs.blob(digest))?.size ?? 0 : 0;
       return await this.admitted(
         ns,
+        digest,
         size,
         () => this.d.blobs.mount(ns, digest, jobsOf(input, digest)),
       );
@@ -170,7 +171,7 @@ export class Uploads {
       }
       const reserved = await this.d.blobs.reserve(d.value, declared);
       await this.d.store.commitUpload(uuid, d.value, declared);
-      await this.admitted(ns, declared, () =>
+      await this.admitted(ns, d.value, declared, () =>
         this.d.blobs.addLink(
           ns,
           d.value,
@@ -187,10 +188,11 @@ export class Uploads {
   /** A linking commit adding up to `size` bytes, admitted by the quota ledger (usage.ts). */
   private admitted<T>(
     ns: string,
+    digest: string,
     size: number,
     commit: (likely: boolean) => Promise<T>,
   ): Promise<T> {
-    return this.d.usage ? this.d.usage.admit(ns, size, commit) : commit(true);
+    return this.d.usage ? this.d.usage.admit(ns, digest, size, commit) : commit(true);
   }
 
   /** 403 DENIED (quota) when `size` more bytes of `digest` do not fit `ns`'s repository. */
@@ -371,7 +373,7 @@ export class Uploads {
         this.hashers.put(uuid, offset, hasher);
         throw new RegistryError("DIGEST_INVALID", `uploaded content does not hash to ${d.value}`);
       }
-      const done = await this.admitted(ns, offset, async (likely) => {
+      const done = await this.admitted(ns, d.value, offset, async (likely) => {
         // Past the quota the session stays as it is: the client may free room and PUT again.
         if (!likely) await this.quotaRoom(ns, d.value, offset);
         const reserved = await this.d.blobs.reserve(d.value, offset);

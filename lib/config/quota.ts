@@ -1,6 +1,7 @@
 // `[global.quota]`, `[repository."<name>".quota]` and `max_cache_bytes` (issue 26, parts 1–2):
 // storage limits per repository. Types and the TOML reader live here so load.ts only calls in;
 // a problem names its key path.
+import { type Fail, isTable, only, type Table } from "./table_readers.ts";
 
 export interface QuotaConfig {
   /** a repository's limit when neither its own table nor a pattern sets one; null = none */
@@ -11,16 +12,6 @@ export interface QuotaConfig {
 
 export function defaultQuotaConfig(): QuotaConfig {
   return { defaultMaxBytes: null, namespaces: [] };
-}
-
-type Table = Record<string, unknown>;
-type Fail = (key: string, msg: string) => never;
-
-const isTable = (v: unknown): v is Table =>
-  typeof v === "object" && v !== null && !Array.isArray(v) && !(v instanceof Date);
-
-function only(t: Table, path: string, keys: string[], fail: Fail): void {
-  for (const k of Object.keys(t)) if (!keys.includes(k)) fail(`${path}.${k}`, "unknown key");
 }
 
 /** A byte count: an integer from 0 (0 refuses every new byte). */

@@ -2,5 +2,5 @@
 // subprocesses (docs/design.md).
 export { BudgetExceededError, SandboxError } from "./errors.ts";
 export { processUsage, type SandboxSpec } from "./process.ts";
-export { ChildError, runSandboxed, runSandboxedJson } from "./run.ts";
+export { ChildError, isSandboxVerdict, runSandboxed, runSandboxedJson } from "./run.ts";
 export { childArgs, childInput, childMain } from "./child.ts";

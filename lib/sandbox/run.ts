@@ -18,6 +18,17 @@ export class ChildError extends Error {
   }
 }
 
+/**
+ * A verdict on the input rather than a fault of this side: a budget passed, the sandbox died, or
+ * the child named an error. The same bytes would end the same way, so a caller records the
+ * outcome instead of failing (and retrying) its job.
+ */
+export function isSandboxVerdict(
+  e: unknown,
+): e is BudgetExceededError | SandboxError | ChildError {
+  return e instanceof BudgetExceededError || e instanceof SandboxError || e instanceof ChildError;
+}
+
 /** Runs a child written with `childMain` and returns its result. */
 export async function runSandboxedJson<T>(spec: SandboxSpec): Promise<T> {
   const text = await runSandboxed(spec);

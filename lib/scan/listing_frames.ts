@@ -13,6 +13,13 @@ import {
 } from "../index/mod.ts";
 import type { SandboxMode } from "../config/mod.ts";
 
+/**
+ * Listings of at most this many entries (an image, or an image pair for a diff) are merged in
+ * the serving process (tens of milliseconds, in steps between listing reads) rather than paying
+ * a process start.
+ */
+export const INLINE_MERGE_ENTRIES = 50_000;
+
 /** What the child is told about its listings (part of its arguments). */
 export interface ListingsInput {
   /** layers per group */

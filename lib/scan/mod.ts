@@ -10,9 +10,9 @@ import { INDEX_VERSION, indexKey, type IndexRecord, LayerReader } from "../index
 import { indexLayerJob, tarLayers } from "../registry/mod.ts";
 import { diffImages, type ImageDiff } from "./image_diff.ts";
 import { mergeLayers } from "./merged_fs.ts";
-import { listingsFor } from "./listing_frames.ts";
+import { INLINE_MERGE_ENTRIES, listingsFor } from "./listing_frames.ts";
 import type { DiffArgs } from "./diff_child.ts";
-import { BudgetExceededError, ChildError, runSandboxedJson, SandboxError } from "../sandbox/mod.ts";
+import { isSandboxVerdict, runSandboxedJson } from "../sandbox/mod.ts";
 import { log } from "../log.ts";
 import { type AdvisoryMeta, AdvisoryStore } from "./advisory_store.ts";
 import { type ImageReport, SCAN_VERSION, Scanner, type ScanRecord } from "./scanner.ts";
@@ -57,8 +57,6 @@ export const LOAD_KIND = "load-advisories";
 export const DIFF_DEFAULT_N = 1000;
 export const DIFF_MAX_N = 10_000;
 const DIFF_CHILD = new URL("./diff_child.ts", import.meta.url);
-/** Images listing at most this many entries together are compared in the serving process. */
-const INLINE_DIFF_ENTRIES = 50_000;
 /** DIFF_MAX_N entries in each of three lists, with paths of up to 16 KiB: far below this. */
 const MAX_DIFF_OUTPUT = 256 << 20;
 const LOAD_LOCK = "advisories";
@@ -383,7 +381,7 @@ export class Reports {
     const reader = new LayerReader(this.registry.store);
     const groups = recs.map((rs) => rs.map((rec) => rec.state === "unsupported" ? null : rec));
     const mode = this.cfg.scan.sandbox;
-    if (mode === "off" || total <= INLINE_DIFF_ENTRIES) {
+    if (mode === "off" || total <= INLINE_MERGE_ENTRIES) {
       const merged = [];
       for (const g of groups) {
         merged.push(
@@ -415,9 +413,7 @@ export class Reports {
       });
       return { status: 200, diff };
     } catch (e) {
-      if (
-        e instanceof BudgetExceededError || e instanceof SandboxError || e instanceof ChildError
-      ) {
+      if (isSandboxVerdict(e)) {
         throw new RegistryError("UNSUPPORTED", `the images could not be compared: ${e.message}`, {
           status: 404,
         });

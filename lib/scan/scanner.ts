@@ -20,7 +20,7 @@ import {
 export { type ConfigSecret, configSecrets } from "./config_secrets.ts";
 import type { ConfigSecret } from "./config_secrets.ts";
 import { planImage, type ScanPlan } from "./scan_plan.ts";
-import { listingsFor } from "./listing_frames.ts";
+import { INLINE_MERGE_ENTRIES, listingsFor } from "./listing_frames.ts";
 import type { PlanArgs } from "./plan_child.ts";
 import { type Affected, affects, SEVERITIES, type Severity } from "./osv.ts";
 import { type AdvisoryMeta, AdvisoryStore, lookupName } from "./advisory_store.ts";
@@ -32,7 +32,7 @@ import {
   decodeInput,
   encodeHeader,
 } from "./content_child.ts";
-import { BudgetExceededError, ChildError, runSandboxedJson, SandboxError } from "../sandbox/mod.ts";
+import { isSandboxVerdict, runSandboxedJson } from "../sandbox/mod.ts";
 import { concatBytes } from "../streams/mod.ts";
 import type { ScanConfig } from "../config/mod.ts";
 import { advisoryEcosystems, type OsInfo } from "./os_release.ts";
@@ -94,11 +94,6 @@ const MAX_CONTENT_OUTPUT = 256 << 20;
 const INLINE_CONFIG = 256 << 10;
 const CONTENT_CHILD = new URL("./content_child.ts", import.meta.url);
 const PLAN_CHILD = new URL("./plan_child.ts", import.meta.url);
-/**
- * An image listing at most this many entries is merged in the serving process (tens of
- * milliseconds, in steps between listing reads), rather than paying a process start.
- */
-const INLINE_PLAN_ENTRIES = 50_000;
 /** The plan's files and Python paths are bounded by max_packages: far below this. */
 const MAX_PLAN_OUTPUT = 64 << 20;
 
@@ -358,7 +353,7 @@ export class Scanner {
   ): Promise<ScanPlan> {
     const listed = recs.map((rec) => rec.state === "unsupported" ? null : rec);
     const entries = listed.reduce((n, r) => n + (r?.entries ?? 0), 0);
-    if (this.opts.sandbox === "off" || entries <= INLINE_PLAN_ENTRIES) {
+    if (this.opts.sandbox === "off" || entries <= INLINE_MERGE_ENTRIES) {
       const plan = await planImage(
         listed.map((rec) => () => rec ? this.reader.entries(rec) : (async function* () {})()),
         this.opts.maxPackages,
@@ -382,9 +377,7 @@ export class Scanner {
       warnings.push(...plan.warnings);
       return plan;
     } catch (e) {
-      const final = e instanceof BudgetExceededError || e instanceof SandboxError ||
-        e instanceof ChildError;
-      if (!final) throw e;
+      if (!isSandboxVerdict(e)) throw e;
       warnings.push(`the layers' files were not looked through: ${e.message}`);
       return { files: [], pythonPaths: [], warnings: [] };
     }
@@ -456,9 +449,7 @@ export class Scanner {
       if (feedError) throw feedError;
       // The same bytes would end the same way: the report says so, rather than the scan failing
       // (and every report request queueing it again).
-      const final = e instanceof BudgetExceededError || e instanceof SandboxError ||
-        e instanceof ChildError;
-      if (!final) throw e;
+      if (!isSandboxVerdict(e)) throw e;
       return {
         os: null,
         packages: [],

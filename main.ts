@@ -18,6 +18,7 @@ import { formatSyncRun, Syncer, syncStatus } from "./lib/sync/mod.ts";
 import { forgetLayerIndex, LayerIndex } from "./lib/index/mod.ts";
 import { advisoriesCommand, formatSnapshot, Reports, sweepReports } from "./lib/scan/mod.ts";
 import {
+  commitRetryCounts,
   countUploadSessions,
   instrumentKv,
   openMetadata,
@@ -233,6 +234,7 @@ async function serve(cfg: Config): Promise<void> {
   const rawKv = await openMetadata(cfg.metadataStore.url ?? cfg.metadataStore.path);
   const kv = instrumentKv(rawKv, metrics.observeKv);
   metrics.countUploadSessionsWith(() => countUploadSessions(rawKv));
+  metrics.commitRetriesFrom(commitRetryCounts);
   const jobs = jobQueues(cfg, kv, metrics);
   const registry = new Registry(cfg, kv, store, registryOptions(jobs, metrics));
   metrics.repositoryUsageWith(() => registry.usageFigures());

@@ -43,6 +43,14 @@ export {
   valueSize,
 } from "./kv_limits.ts";
 export { withBusyRetry } from "./kv_busy.ts";
+export {
+  type Attempt,
+  commitRetryCounts,
+  commitWithRetry,
+  conflictPause,
+  DEFAULT_COMMIT_ATTEMPTS,
+  type RetryOptions,
+} from "./commit_retry.ts";
 export { UpstreamChecks } from "./upstream_checks.ts";
 export {
   formatBytes,

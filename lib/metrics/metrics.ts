@@ -185,6 +185,13 @@ export class Metrics {
       STORE_BUCKETS,
     ),
   );
+  private readonly commitRetries = this.set.add(
+    new Gauge(
+      "wharf_kv_commit_retries",
+      "Conflicted KV commit attempts and given-up changes since the process started, by operation",
+      ["op", "outcome"],
+    ),
+  );
   readonly blobStoreDuration = this.set.add(
     new Histogram(
       "wharf_blob_store_operation_duration_seconds",
@@ -460,6 +467,16 @@ export class Metrics {
   /** Counted lazily at scrape time; the callback bounds its own work. */
   countUploadSessionsWith(count: () => Promise<number>): void {
     this.uploadSessions.collect = async () => this.uploadSessions.set(await count());
+  }
+
+  /** commitWithRetry's counters (lib/metadata), read at scrape time. */
+  commitRetriesFrom(read: () => ReadonlyMap<string, { conflicts: number; exhausted: number }>) {
+    this.commitRetries.collect = () => {
+      for (const [op, c] of read()) {
+        this.commitRetries.set(c.conflicts, [op, "conflict"]);
+        this.commitRetries.set(c.exhausted, [op, "exhausted"]);
+      }
+    };
   }
 
   /** The advisory snapshot's figures, read at scrape time (one KV get). */

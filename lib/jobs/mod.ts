@@ -18,6 +18,7 @@ export {
 } from "./queue.ts";
 export { type JobContext, type JobHandler, type JobOutcome, JobRunner } from "./runner.ts";
 export { isPermanent, JobTooLargeError, NotAJobError, PermanentJobError } from "./errors.ts";
+export { periodic, type PeriodicOptions } from "./periodic.ts";
 export { failedKey, isStorageKey, type JobRecord, type JobView, storageKey } from "./record.ts";
 
 export function isQueueName(s: string): s is QueueName {

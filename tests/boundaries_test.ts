@@ -10,12 +10,13 @@ const ALLOWED: Record<string, string[]> = {
   oci: [],
   config: ["oci"],
   streams: ["oci"],
-  storage: ["oci", "config", "streams"],
+  http: ["streams"],
+  storage: ["oci", "config", "streams", "http"],
   metadata: ["oci", "config"],
   jobs: ["oci", "config", "metadata"],
-  upstream: ["oci", "config", "streams"],
+  upstream: ["oci", "config", "streams", "http"],
   audit: ["oci", "config", "metadata", "jobs"],
-  events: ["oci", "config", "streams", "metadata", "jobs", "audit"],
+  events: ["oci", "config", "streams", "http", "metadata", "jobs", "audit"],
   quota: ["oci", "config", "metadata"],
   registry: [
     "oci",
@@ -57,7 +58,7 @@ const ALLOWED: Record<string, string[]> = {
   retention: ["oci", "config", "metadata", "jobs", "registry", "events"],
   policy: ["oci", "config"],
   ratelimit: ["oci", "config", "metadata", "policy"],
-  auth: ["oci", "config", "streams"],
+  auth: ["oci", "config", "streams", "http"],
 };
 
 async function* tsFiles(dir: string): AsyncGenerator<string> {

@@ -13,7 +13,7 @@ import {
 } from "jose";
 import type { OidcProviderConfig } from "../config/schema.ts";
 import { log } from "../log.ts";
-import { fetchGuarded, OutboundGuard, OutboundRefused } from "../streams/mod.ts";
+import { fetchGuarded, OutboundGuard, OutboundRefused } from "../http/mod.ts";
 import { AuthenticationError, type Identity } from "./identity.ts";
 
 export interface OidcVerifierOptions {

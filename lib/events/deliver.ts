@@ -5,7 +5,7 @@
 // delivery, whose reason says when it pointed at an address the outbound guard refuses.
 import { createHmac } from "node:crypto";
 import type { EventWebhookConfig } from "../config/mod.ts";
-import { Http1Client, Http1Error, OutboundGuard, proxyConfigured } from "../streams/mod.ts";
+import { Http1Client, Http1Error, OutboundGuard, proxyConfigured } from "../http/mod.ts";
 
 export const SIGNATURE_HEADER = "X-Svc-Signature-256";
 
@@ -80,7 +80,7 @@ function answerOf(a: { status: number; headers: Map<string, string> }) {
 }
 
 // Pooled connections, and no copy of the body or Response objects per delivery (see
-// lib/streams/http1_client.ts for what fetch costs here).
+// lib/http/http1_client.ts for what fetch costs here).
 const client = new Http1Client();
 const encoder = new TextEncoder();
 

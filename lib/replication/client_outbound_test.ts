@@ -3,7 +3,7 @@
 import assert from "node:assert/strict";
 import { DOWNSTREAM_DEFAULTS, UPSTREAM_DEFAULTS } from "../config/mod.ts";
 import { METADATA_TARGETS, startRedirector, startSink } from "../../tests/helpers/outbound.ts";
-import { OutboundRefused } from "../streams/mod.ts";
+import { OutboundRefused } from "../http/mod.ts";
 import { UpstreamError } from "../upstream/mod.ts";
 import { DownstreamClient } from "./client.ts";
 

@@ -6,7 +6,7 @@
 import { AwsV4Signer } from "aws4fetch";
 import { RegistryError } from "../oci/errors.ts";
 import { Presigner } from "./s3_presign.ts";
-import { Http1Client, proxyConfigured } from "../streams/mod.ts";
+import { Http1Client, proxyConfigured } from "../http/mod.ts";
 
 /** Bodies from this size go out through Http1Client (no copy); smaller ones through fetch. */
 const DIRECT_MIN = 256 * 1024;
@@ -134,7 +134,7 @@ export class S3Client {
         if (init.body && init.body.byteLength >= DIRECT_MIN && !proxyConfigured()) {
           // A part goes to the socket from its buffer: fetch would copy it first, and those
           // 8 MiB copies, freed late, were most of a pushing server's memory (+150 MiB with 4
-          // uploads in flight; see lib/streams/http1_client.ts).
+          // uploads in flight; see lib/http/http1_client.ts).
           const a = await this.http1.request({
             method,
             url: signed.url,

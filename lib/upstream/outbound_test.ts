@@ -5,7 +5,7 @@ import assert from "node:assert/strict";
 import { randomBytes as bytes } from "../../tests/helpers/fake_registry.ts";
 import { METADATA_TARGETS, startRedirector, startSink } from "../../tests/helpers/outbound.ts";
 import { startUpstream, upstreamError } from "../../tests/helpers/upstream_client.ts";
-import { OutboundRefused } from "../streams/mod.ts";
+import { OutboundRefused } from "../http/mod.ts";
 import { UpstreamError } from "./errors.ts";
 import { UpstreamClient } from "./client.ts";
 

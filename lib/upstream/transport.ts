@@ -2,7 +2,8 @@
 // followed by hand (so credentials stay on their origin, and every hop is vetted by the
 // outbound guard before it is contacted), the body guarded by body.ts.
 // Everything that goes wrong leaves as UpstreamError.
-import { concatBytes, OutboundGuard, OutboundRefused } from "../streams/mod.ts";
+import { concatBytes } from "../streams/mod.ts";
+import { OutboundGuard, OutboundRefused } from "../http/mod.ts";
 import { declaredLength, guardBody, networkReason, secs } from "./body.ts";
 import {
   parseRetryAfter,

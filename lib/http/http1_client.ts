@@ -16,7 +16,7 @@
 // once on a fresh one, so only idempotent or at-least-once requests belong here. Redirects are
 // not followed. With a proxy set in the environment, callers use fetch() (`proxyConfigured`).
 
-import { concatBytes } from "./concat.ts";
+import { concatBytes } from "../streams/mod.ts";
 
 export class Http1Error extends Error {
   constructor(message: string, readonly timedOut: boolean) {

@@ -12,7 +12,7 @@
 // mid-batch leaves them in place and its lease runs out; delivery is at least once.
 import type { Config, EventWebhookConfig, JobQueueConfig } from "../config/mod.ts";
 import { failedKey, type JobRecord, storageKey } from "../jobs/mod.ts";
-import type { PlannedMutation } from "../metadata/mod.ts";
+import { K, type PlannedMutation } from "../metadata/mod.ts";
 import { log } from "../log.ts";
 import { deliver } from "./deliver.ts";
 import type { WharfEvent } from "./event.ts";
@@ -29,8 +29,8 @@ export interface OutboxEntry {
   last_error?: string;
 }
 
-export const outboxKey = (webhook: string, sk: string): Deno.KvKey => ["evq", webhook, sk];
-const leaseKey = (webhook: string): Deno.KvKey => ["evlease", webhook];
+export const outboxKey = (webhook: string, sk: string): Deno.KvKey => K.outbox(webhook, sk);
+const leaseKey = (webhook: string): Deno.KvKey => K.outboxLease(webhook);
 
 /** Entries per batch: their deletes and moves stay far below a commit's 1,000 mutations. */
 const BATCH = 64;
@@ -163,7 +163,7 @@ export class OutboxDrainer {
     const end = outboxKey(hook.name, storageKey(now + 1, ""));
     const list = async (limit: number) => {
       const out: Deno.KvEntry<OutboxEntry>[] = [];
-      const sel = { prefix: ["evq", hook.name], end };
+      const sel = { prefix: K.outboxOf(hook.name), end };
       for await (const e of this.kv.list<OutboxEntry>(sel, { limit })) out.push(e);
       return out;
     };
@@ -253,7 +253,7 @@ export async function countOutbox(
   for (const h of cfg.eventWebhooks) {
     if (h.policy !== "async") continue;
     let n = 0;
-    for await (const _ of kv.list({ prefix: ["evq", h.name] }, { limit: cap })) n++;
+    for await (const _ of kv.list({ prefix: K.outboxOf(h.name) }, { limit: cap })) n++;
     out.set(h.name, n);
   }
   return out;

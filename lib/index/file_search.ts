@@ -7,20 +7,17 @@
 // reclaimed layer drops out of the answers at once.
 import { createHash } from "node:crypto";
 import type { IndexRecord, LayerReader } from "./layer_store.ts";
-import { BlobMeta, KV_LIMITS, ManifestMeta } from "../metadata/mod.ts";
+import { BlobMeta, type FileIndexFamily, K, KV_LIMITS, ManifestMeta } from "../metadata/mod.ts";
 import { utf8Length } from "./utf8.ts";
 
 export type SearchField = "sha256" | "path" | "name";
-const PREFIX: Record<SearchField, string> = { sha256: "fsha", path: "fpath", name: "fname" };
-/** Basenames reversed by code point: a pattern's literal end becomes a key prefix. */
-const REVERSED_NAME = "fnamer";
 /**
  * 2: paths up to MAX_PATH bytes are entered (1 KiB before), a long one under its hash.
  * 3: the reversed basename keys. Keys of earlier versions are unchanged, so rewriting an older
  * layer only adds keys.
  */
 export const FILE_INDEX_VERSION = 3;
-export const fileIndexDoneKey = (layer: string): Deno.KvKey => ["fidxdone", layer];
+export const fileIndexDoneKey = (layer: string): Deno.KvKey => K.fileIndexDone(layer);
 
 /**
  * Paths longer than this (UTF-8 bytes; Linux's PATH_MAX) are not entered: a hit's path must fit
@@ -300,7 +297,7 @@ export async function searchFiles(
     return await searchPattern(kv, pattern, n, cursor, expand);
   }
   const it = kv.list<IndexValue>(
-    { prefix: [PREFIX[field], field === "sha256" ? value : keyPart(value)] },
+    { prefix: K.fileIndex(field, field === "sha256" ? value : keyPart(value)) },
     // One more than a page: a next cursor only when there is more.
     { limit: n + 1, cursor, batchSize: Math.min(n + 1, 500) },
   );
@@ -334,12 +331,12 @@ async function searchPattern(
   cursor: string | undefined,
   expand: (layer: string, path: string, size: number, into: SearchHit[]) => Promise<void>,
 ): Promise<SearchPage> {
-  const head = pattern.range.reversed ? REVERSED_NAME : PREFIX.name;
+  const family: FileIndexFamily = pattern.range.reversed ? "reversedName" : "name";
   const { prefix } = pattern.range;
   // Names keyed by their hash (over INLINE_MAX bytes) are byte parts, outside this string range:
   // a pattern never finds them (an exact name still does).
   const it = kv.list<IndexValue>(
-    { start: [head, prefix], end: [head, prefix + TOP] },
+    { start: K.fileIndex(family, prefix), end: K.fileIndex(family, prefix + TOP) },
     { cursor, batchSize: 500 },
   );
   const results: SearchHit[] = [];
@@ -385,7 +382,7 @@ function entryMutations(
   // KV writes a lone surrogate in a key as U+FFFD; a value would keep it.
   const path = e.path.isWellFormed() ? e.path : e.path.toWellFormed();
   const value: IndexValue = { size: e.size, kind: e.kind };
-  const byPath: Deno.KvKey = [PREFIX.path, keyPart(path), layer];
+  const byPath = K.fileIndex("path", keyPart(path), layer);
   const out: Mutation[] = [{
     key: byPath,
     value,
@@ -413,9 +410,9 @@ function entryMutations(
     };
   };
   const name = basename(path);
-  out.push(ending([PREFIX.name, keyPart(name), layer]));
-  out.push(ending([REVERSED_NAME, keyPart(reversed(name)), layer]));
-  if (e.content?.sha256) out.push(ending([PREFIX.sha256, e.content.sha256, layer]));
+  out.push(ending(K.fileIndex("name", keyPart(name), layer)));
+  out.push(ending(K.fileIndex("reversedName", keyPart(reversed(name)), layer)));
+  if (e.content?.sha256) out.push(ending(K.fileIndex("sha256", e.content.sha256, layer)));
   return out;
 }
 

@@ -4,6 +4,7 @@
 // so a re-index never changes files a reader of the current record is using.
 import type { BlobStore } from "../storage/mod.ts";
 import { RegistryError } from "../oci/mod.ts";
+import { K } from "../metadata/mod.ts";
 import {
   type CheckpointRef,
   compressedRange,
@@ -40,7 +41,7 @@ export interface IndexRecord {
   base: string;
 }
 
-export const indexKey = (digest: string): Deno.KvKey => ["layeridx", digest];
+export const indexKey = (digest: string): Deno.KvKey => K.layerIndex(digest);
 
 /**
  * Where a new indexing run writes: the one of two slots the current record does not use. A run

@@ -1,15 +1,16 @@
-// One durable queue over KV records (DESIGN.md Jobs). The records are the only truth:
-// - pending jobs live under ["job", q, "q", storage_key], ordered by their not-before time;
-// - ["job", q, "lock", lock_key] points at the one unclaimed pending job of a lock key, so a
+// One durable queue over KV records (DESIGN.md Jobs; keys in lib/metadata/keys.ts). The records
+// are the only truth:
+// - pending jobs live under job/<q>/q/<storage key>, ordered by their not-before time;
+// - job/<q>/lock/<lock key> points at the one unclaimed pending job of a lock key, so a
 //   duplicate enqueue is a no-op; a claim removes the pointer, so a write that happens while
 //   its job runs enqueues a fresh one (which re-reads the state the first one may have missed);
 // - a claim rewrites the record under a key whose time is its lease's end (versionstamp
 //   checked, so one worker wins): a worker killed mid-job leaves a record that becomes due
 //   again when the lease runs out, and any worker takes it over;
-// - failures back off (exponential, jitter in [d/2, d]) or move to ["job", q, "f", key].
+// - failures back off (exponential, jitter in [d/2, d]) or move to job/<q>/f/<storage key>.
 // Every commit here carries at most 2 checks and 4 mutations.
 import type { JobQueueConfig, QueueName } from "../config/mod.ts";
-import { type PlannedMutation, valueSize } from "../metadata/mod.ts";
+import { K, type PlannedMutation, valueSize } from "../metadata/mod.ts";
 import { JobTooLargeError, NotAJobError } from "./errors.ts";
 import {
   dueEnd,
@@ -170,7 +171,7 @@ export class JobQueue {
     const now = this.now();
     const out: Claim[] = [];
     const iter = this.kv.list<unknown>(
-      { prefix: ["job", this.name, "q"], end: dueEnd(this.name, now) },
+      { prefix: K.jobsPending(this.name), end: dueEnd(this.name, now) },
       { limit: limit * 4 + 4 },
     );
     for await (const e of iter) {
@@ -370,7 +371,9 @@ export class JobQueue {
   }
 
   private async page(set: "pending" | "failed", after: string | null, n: number): Promise<Page> {
-    const prefix: Deno.KvKey = ["job", this.name, set === "pending" ? "q" : "f"];
+    const prefix: Deno.KvKey = set === "pending"
+      ? K.jobsPending(this.name)
+      : K.jobsFailed(this.name);
     const selector: Deno.KvListSelector = after === null
       ? { prefix }
       : { prefix, start: [...prefix, after + "\0"] };
@@ -448,7 +451,7 @@ export class JobQueue {
   async pendingRecords(limit: number): Promise<JobRecord[]> {
     const out: JobRecord[] = [];
     for await (
-      const e of this.kv.list({ prefix: ["job", this.name, "q"] }, { limit, batchSize: 500 })
+      const e of this.kv.list({ prefix: K.jobsPending(this.name) }, { limit, batchSize: 500 })
     ) {
       const r = parseRecord(e.value);
       if (r) out.push(r);
@@ -458,10 +461,10 @@ export class JobQueue {
 
   /** Pending and failed counts (each capped at `cap`) and the oldest due job's lag in seconds. */
   async counts(cap = 100_000): Promise<{ pending: number; failed: number; oldestDueSecs: number }> {
-    const count = async (set: string) => {
+    const count = async (prefix: Deno.KvKey) => {
       let n = 0;
       for await (
-        const _ of this.kv.list({ prefix: ["job", this.name, set] }, {
+        const _ of this.kv.list({ prefix }, {
           limit: cap,
           batchSize: 1000,
         })
@@ -469,10 +472,14 @@ export class JobQueue {
       return n;
     };
     let oldestDueSecs = 0;
-    for await (const e of this.kv.list({ prefix: ["job", this.name, "q"] }, { limit: 1 })) {
+    for await (const e of this.kv.list({ prefix: K.jobsPending(this.name) }, { limit: 1 })) {
       const t = parseInt(String(e.key[3]).slice(0, 16), 16);
       if (Number.isFinite(t)) oldestDueSecs = Math.max(0, (this.now() - t) / 1000);
     }
-    return { pending: await count("q"), failed: await count("f"), oldestDueSecs };
+    return {
+      pending: await count(K.jobsPending(this.name)),
+      failed: await count(K.jobsFailed(this.name)),
+      oldestDueSecs,
+    };
   }
 }

@@ -3,6 +3,7 @@
 // bounded `list` up to "now" finds exactly the due jobs, and the admin API's `not_before`
 // is decoded from the key rather than stored twice.
 import type { QueueName } from "../config/mod.ts";
+import { K } from "../metadata/mod.ts";
 
 export interface JobRecord {
   id: string;
@@ -22,13 +23,9 @@ export interface JobRecord {
   failed_at?: number;
 }
 
-export const PENDING = "q";
-export const FAILED = "f";
-export const LOCK = "lock";
-
-export const pendingKey = (q: QueueName, sk: string): Deno.KvKey => ["job", q, PENDING, sk];
-export const failedKey = (q: QueueName, sk: string): Deno.KvKey => ["job", q, FAILED, sk];
-export const lockKey = (q: QueueName, lk: string): Deno.KvKey => ["job", q, LOCK, lk];
+export const pendingKey = (q: QueueName, sk: string): Deno.KvKey => K.jobPending(q, sk);
+export const failedKey = (q: QueueName, sk: string): Deno.KvKey => K.jobFailed(q, sk);
+export const lockKey = (q: QueueName, lk: string): Deno.KvKey => K.jobLock(q, lk);
 
 const HEX16 = 16;
 const STORAGE_KEY = /^[0-9a-f]{16}-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;

@@ -43,7 +43,25 @@
 //
 //   upcheck/<ns>/<tag>                    → UpstreamCheck   when a pull-through tag was last checked
 //                                                           against its upstream (revalidate_secs)
-//   job/<queue>/…                         → lib/jobs owns this subtree (queues/keys.ts there)
+//
+//   job/<queue>/q/<storage key>           → JobRecord       a pending (or leased) job (lib/jobs);
+//                                                           the storage key orders it by due time
+//   job/<queue>/lock/<lock key>           → { key }         the one unclaimed job of a lock key
+//   job/<queue>/f/<storage key>           → JobRecord       a failed (dead-lettered) job
+//
+//   evq/<webhook>/<storage key>           → OutboxEntry     an event waiting for an async webhook
+//   evlease/<webhook>                     → { holder, until } one deliverer per webhook (lib/events)
+//
+//   layeridx/<digest>                     → IndexRecord     a layer's listing (lib/index)
+//   fidxdone/<layer>                      → { version, files } the layer's file index is written
+//   fsha/<sha256>/<layer>/<path|hash>     → { size, kind }  the file index (lib/index/file_search.ts),
+//   fpath/<path|hash>/<layer>             → …               by content digest, path, basename and
+//   fname/<name|hash>/<layer>/<path|hash> → …               basename reversed; a part too long for
+//   fnamer/<reversed>/<layer>/<path|hash> → …               a key is its sha256 as bytes
+//
+//   scanrep/<manifest digest>             → ScanRecord      where an image's scan report is (lib/scan)
+//   osvmeta                               → AdvisoryMeta    the current advisory snapshot
+//   osv/<snapshot>/<ecosystem>/<package>/<id> → Affected    one advisory's ranges for one package
 //
 //   repl/<downstream>/caps                → DownstreamCaps  what the downstream was seen to support
 //                                                           (tag delete, digest delete), per URL
@@ -137,7 +155,86 @@ export const K = {
   syncLast: (repository: string, n: number) => ["sync", repository, "last", n],
   audit: (timeKey: string) => ["audit", timeKey],
   auditAll: () => ["audit"],
+  jobPending: (queue: string, sk: string) => ["job", queue, "q", sk],
+  jobsPending: (queue: string) => ["job", queue, "q"],
+  jobFailed: (queue: string, sk: string) => ["job", queue, "f", sk],
+  jobsFailed: (queue: string) => ["job", queue, "f"],
+  jobLock: (queue: string, lockKey: string) => ["job", queue, "lock", lockKey],
+  outbox: (webhook: string, sk: string) => ["evq", webhook, sk],
+  outboxOf: (webhook: string) => ["evq", webhook],
+  outboxLease: (webhook: string) => ["evlease", webhook],
+  layerIndex: (digest: string) => ["layeridx", digest],
+  fileIndexDone: (layer: string) => ["fidxdone", layer],
+  /** a file index key or prefix: the family's first part, then what leads to the file */
+  fileIndex: (family: FileIndexFamily, ...rest: Deno.KvKeyPart[]) => [
+    FILE_INDEX_PREFIX[family],
+    ...rest,
+  ],
+  scanReport: (digest: string) => ["scanrep", digest],
+  scanReportsAll: () => ["scanrep"],
+  advisoryMeta: () => ["osvmeta"],
+  advisorySnapshot: (snapshot: string) => ["osv", snapshot],
+  advisoriesOf: (snapshot: string, ecosystem: string, pkg: string) => [
+    "osv",
+    snapshot,
+    ecosystem,
+    pkg,
+  ],
+} as const satisfies Record<string, (...args: never[]) => Deno.KvKey>;
+
+/** The file index's key families, by what leads a search to a file. */
+export const FILE_INDEX_PREFIX = {
+  sha256: "fsha",
+  path: "fpath",
+  name: "fname",
+  /** basenames reversed by code point: a pattern's literal end becomes a key prefix */
+  reversedName: "fnamer",
 } as const;
+export type FileIndexFamily = keyof typeof FILE_INDEX_PREFIX;
+
+/**
+ * The first part of every key above. A key starting with anything else was built outside this
+ * file: the strict KV wrapper tests run under refuses it (key_guard.ts).
+ */
+export const KEY_PREFIXES: ReadonlySet<string> = new Set([
+  "blob",
+  "owner",
+  "link",
+  "rev",
+  "tag",
+  "tagver",
+  "unlinkver",
+  "refver",
+  "tagrev",
+  "bref",
+  "mref",
+  "referrer",
+  "ns",
+  "upload",
+  "body",
+  "reclaim",
+  "scrublock",
+  "pull",
+  "pullc",
+  "lastpull",
+  "upcheck",
+  "ratelimit",
+  "usage",
+  "qref",
+  "qwriter",
+  "repl",
+  "sync",
+  "audit",
+  "job",
+  "evq",
+  "evlease",
+  "layeridx",
+  "fidxdone",
+  ...Object.values(FILE_INDEX_PREFIX),
+  "scanrep",
+  "osvmeta",
+  "osv",
+]);
 
 /** Who runs a repository's sync, until when (ms since epoch); renewed while it runs. */
 export interface SyncLease {

@@ -3,7 +3,7 @@ import type { Config } from "../config/schema.ts";
 import type { BlobStore } from "../storage/blob_store.ts";
 import { BlobMeta, ManifestMeta, UploadMeta } from "../metadata/mod.ts";
 import { PullMeta, SvcMeta, UpstreamChecks } from "../metadata/mod.ts";
-import { CacheMeta, UsageLedger } from "../metadata/mod.ts";
+import { CacheMeta, K, UsageLedger } from "../metadata/mod.ts";
 import { maxBytesOf, quotaPolicy, quotasConfigured } from "../quota/mod.ts";
 import { CacheCap } from "./cache_cap.ts";
 import { Pulls } from "./pulls.ts";
@@ -242,7 +242,7 @@ export class Registry {
 
   /** Readiness: one bounded KV listing, no namespace walk and no blob store probe. */
   async ready(): Promise<void> {
-    for await (const _ of this.kv.list({ prefix: ["ns"] }, { limit: 1 })) break;
+    for await (const _ of this.kv.list({ prefix: K.nsAll() }, { limit: 1 })) break;
   }
 }
 export {

@@ -8,6 +8,7 @@ import type { Config } from "../config/mod.ts";
 import type { Registry } from "../registry/mod.ts";
 import { type JobContext, PermanentJobError } from "../jobs/mod.ts";
 import { log } from "../log.ts";
+import { K } from "../metadata/mod.ts";
 import { AdvisoryFetcher, ecosystemsIn, type FetchOutcome } from "./advisory_fetch.ts";
 import { recordEcosystems } from "./ecosystems.ts";
 import { scanKey, type ScanRecord } from "./scanner.ts";
@@ -45,7 +46,7 @@ async function writeFetchRun(dir: string, run: FetchRun): Promise<void> {
 /** The ecosystems of every image with a report, plus the configured extras. */
 export async function neededEcosystems(kv: Deno.Kv, extras: readonly string[]): Promise<string[]> {
   const out = new Set(extras);
-  for await (const e of kv.list<ScanRecord>({ prefix: ["scanrep"] })) {
+  for await (const e of kv.list<ScanRecord>({ prefix: K.scanReportsAll() })) {
     for (const eco of recordEcosystems(e.value)) out.add(eco);
   }
   return [...out].sort();

@@ -8,7 +8,7 @@ import { createHash } from "node:crypto";
 import { type Affected, OsvError, parseOsv } from "./osv.ts";
 import { zipMembers, zipRead, ZipWindow } from "./zip.ts";
 import { Scavenger } from "../streams/scavenge.ts";
-import { keySize, KV_LIMITS } from "../metadata/mod.ts";
+import { K, keySize, KV_LIMITS } from "../metadata/mod.ts";
 import { normalizePypiName } from "./language_pkgs.ts";
 
 /**
@@ -33,13 +33,7 @@ export interface AdvisoryMeta {
   error_count: number;
 }
 
-export const metaKey: Deno.KvKey = ["osvmeta"];
-const entryPrefix = (snap: string, eco: string, pkg: string): Deno.KvKey => [
-  "osv",
-  snap,
-  eco,
-  pkg,
-];
+export const metaKey: Deno.KvKey = K.advisoryMeta();
 
 const MAX_RECORD_BYTES = 4 << 20;
 const MAX_FILES = 4_000_000;
@@ -167,7 +161,7 @@ export class AdvisoryStore {
       meta.records++;
       for (const a of entries) {
         const key = [
-          ...entryPrefix(snapshot, a.ecosystem, lookupName(a.ecosystem, a.package)),
+          ...K.advisoriesOf(snapshot, a.ecosystem, lookupName(a.ecosystem, a.package)),
           a.id,
         ];
         const k = keySize(key);
@@ -259,7 +253,9 @@ export class AdvisoryStore {
   async dropSnapshot(snapshot: string): Promise<void> {
     for (;;) {
       const keys: Deno.KvKey[] = [];
-      for await (const e of this.kv.list({ prefix: ["osv", snapshot] }, { limit: 1000 })) {
+      for await (
+        const e of this.kv.list({ prefix: K.advisorySnapshot(snapshot) }, { limit: 1000 })
+      ) {
         keys.push(e.key);
       }
       if (keys.length === 0) return;
@@ -284,7 +280,7 @@ export class AdvisoryStore {
   async lookup(snapshot: string, ecosystem: string, pkg: string): Promise<Affected[]> {
     const out: Affected[] = [];
     for await (
-      const e of this.kv.list<Affected>({ prefix: entryPrefix(snapshot, ecosystem, pkg) })
+      const e of this.kv.list<Affected>({ prefix: K.advisoriesOf(snapshot, ecosystem, pkg) })
     ) {
       out.push(e.value);
     }

@@ -2,7 +2,7 @@
 // watch, and the reads behind `/v2/<ns>/_svc/vulnerabilities/<digest>`.
 import type { Config } from "../config/mod.ts";
 import type { BlobStore } from "../storage/mod.ts";
-import { ManifestMeta } from "../metadata/mod.ts";
+import { K, ManifestMeta } from "../metadata/mod.ts";
 import { type JobContext, PermanentJobError } from "../jobs/mod.ts";
 import { isImage, type Registry, SCAN_KIND, scanImageJob } from "../registry/mod.ts";
 import { parseManifest, RegistryError, truncate } from "../oci/mod.ts";
@@ -89,7 +89,7 @@ export async function sweepReports(
   since: number,
 ): Promise<number> {
   let dropped = 0;
-  for await (const e of kv.list<ScanRecord>({ prefix: ["scanrep"] })) {
+  for await (const e of kv.list<ScanRecord>({ prefix: K.scanReportsAll() })) {
     const digest = e.key[1] as string;
     if (manifests.has(digest) || e.value.scanned_at >= since) continue;
     dropped++;

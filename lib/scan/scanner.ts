@@ -5,7 +5,7 @@
 // is a derived file of the blob store (two slots per image, like the layer index), pointed to
 // by a small KV record that names the advisory snapshot it used.
 import { addJobs, ManifestMeta, type PlannedMutation } from "../metadata/mod.ts";
-import { BlobMeta } from "../metadata/mod.ts";
+import { BlobMeta, K } from "../metadata/mod.ts";
 import { type JobContext, PermanentJobError } from "../jobs/mod.ts";
 import { indexLayerJob, type Registry, tarLayers } from "../registry/mod.ts";
 export { SCAN_KIND, scanImageJob } from "../registry/mod.ts";
@@ -40,7 +40,7 @@ import { compareVersions, type VersionScheme } from "./vercmp.ts";
 import { imageEcosystems } from "./ecosystems.ts";
 
 export const SCAN_VERSION = 1;
-export const scanKey = (digest: string): Deno.KvKey => ["scanrep", digest];
+export const scanKey = (digest: string): Deno.KvKey => K.scanReport(digest);
 
 /** The KV pointer to a stored report. */
 export interface ScanRecord {

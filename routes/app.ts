@@ -16,56 +16,19 @@ import { replicationStatusHandler } from "./replication_status.ts";
 import { healthHandler } from "./health.ts";
 import { Gate, type RequestContext } from "./authorize.ts";
 import { tokenHandler } from "./token.ts";
-import {
-  AuthenticationError,
-  type Authenticator,
-  AuthorizationWebhooks,
-  type ClientIpResolver,
-} from "../lib/auth/mod.ts";
-import type { CertificateSubject } from "../lib/auth/mod.ts";
-import type { PolicySet } from "../lib/policy/mod.ts";
-import type { Metrics } from "../lib/metrics/mod.ts";
-import type { LayerIndex } from "../lib/index/mod.ts";
+import { AuthenticationError, AuthorizationWebhooks } from "../lib/auth/mod.ts";
 import { layerHandler } from "./layers.ts";
 import { diffHandler, vulnerabilitiesHandler } from "./vulnerabilities.ts";
 import { filesSearchHandler } from "./files.ts";
-import type { Reports } from "../lib/scan/mod.ts";
 import { countAuth, instrumentFetch, metricsHandler, noteAction } from "./metrics.ts";
 import { uiAction, uiHandler } from "./ui.ts";
 import { applyRateLimit, rateLimiterFor } from "./rate_limit.ts";
 import { anonymousActor, identifyActor, withActor } from "../lib/events/mod.ts";
 import { auditAction, audited, auditHandler } from "./audit.ts";
+import { Query } from "./query.ts";
+import type { ConnEnv, Handler, RequestScope, Services } from "./scope.ts";
 
-export interface Services {
-  registry: Registry;
-  authenticator: Authenticator;
-  policies: PolicySet;
-  clientIp: ClientIpResolver;
-  /** absent: no instrumentation, /metrics answers 404 */
-  metrics?: Metrics;
-  /** absent: the layer endpoints answer 404 */
-  layers?: LayerIndex;
-  reports?: Reports;
-}
-
-/** What the listener knows about the connection (Deno.serve or the TLS listener). */
-export interface ConnEnv {
-  remoteAddr: string;
-  certificate: CertificateSubject | null;
-}
-
-/** Per-request authorization callbacks for handlers that consult other namespaces. */
-export interface Handlers {
-  canRead: (ns: string, digest: string) => boolean;
-  /**
-   * Mount rules 1-2: may the caller take `digest` from `ns`? Its `get-blob` there, by the
-   * policies and then the authorization webhook, as a GET of the blob would be.
-   */
-  canMountFrom: (ns: string, digest: string) => Promise<boolean>;
-  canListTags: (ns: string) => boolean;
-  /** who is pulling, as pull history records it: username, else id, else `anonymous` */
-  client: string;
-}
+export type { ConnEnv, Services } from "./scope.ts";
 
 const PULLS = new Set(["get-manifest", "get-blob", "list-tags", "get-referrers"]);
 /** Client writes: refused in a pull-through repository, which mirrors its upstreams. */
@@ -101,6 +64,7 @@ export function createApp(services: Services): Hono<{ Bindings: ConnEnv }> {
   const handle = async (c: Context<{ Bindings: ConnEnv }>) => {
     const req = c.req.raw;
     const url = new URL(req.url);
+    const query = new Query(url.searchParams);
     const action = parseAction(req.method, url.pathname) ??
       uiAction(reg.cfg.ui.enabled, req.method, url.pathname);
     if (!action) {
@@ -108,9 +72,10 @@ export function createApp(services: Services): Hono<{ Bindings: ConnEnv }> {
       throw notFound(req.method);
     }
     noteAction(req, action.name);
-    auditAction(action, action.name === "start-upload" ? url.searchParams.get("mount") : null);
+    const mount = action.name === "start-upload" ? query.first("mount") : null;
+    auditAction(action, mount);
     const extra = new Headers({ "Docker-Distribution-API-Version": "registry/2.0" });
-    applyNsParam(reg, action, url, extra);
+    applyNsParam(reg, action, query, extra);
     const env = c.env ?? { remoteAddr: "", certificate: null };
     const origin = services.clientIp.origin(env.remoteAddr, req.url, req.headers);
     let ctx: RequestContext;
@@ -137,17 +102,16 @@ export function createApp(services: Services): Hono<{ Bindings: ConnEnv }> {
       throw gate.unauthorized(action, e.message, origin);
     }
     // The namespaces listing names its repository in the query: let rules see it.
-    const repo = action.name === "list-namespaces" ? url.searchParams.get("repository") : null;
+    const repo = action.name === "list-namespaces" ? query.first("repository") : null;
     gate.check(
       ctx,
       action,
       repo && isValidName(repo)
         ? { repository: repo }
         : JOB_ACTIONS.has(action.name)
-        ? { queue: queueOf(url) }
+        ? { queue: queueOf(query) }
         : {},
     );
-    const mount = action.name === "start-upload" ? url.searchParams.get("mount") : null;
     if (mount !== null) {
       // Mount has its own action; the source's get-blob is checked by the mount itself.
       gate.check(ctx, { name: "mount-blob", namespace: action.namespace, digest: mount });
@@ -167,37 +131,28 @@ export function createApp(services: Services): Hono<{ Bindings: ConnEnv }> {
         throw e;
       }
     }
-    const h: Handlers = {
-      canRead: (ns, digest) => gate.allows(ctx, { name: "get-blob", namespace: ns, digest }),
-      canMountFrom: async (ns, digest) => {
-        const read: Action = { name: "get-blob", namespace: ns, digest };
-        return gate.allows(ctx, read) && await gate.webhookAllows(ctx, read, req.headers);
+    const scope: RequestScope = {
+      req,
+      url,
+      query,
+      action,
+      head: req.method === "HEAD",
+      registry: reg,
+      services,
+      headers: extra,
+      caller: ctx,
+      access: {
+        canRead: (ns, digest) => gate.allows(ctx, { name: "get-blob", namespace: ns, digest }),
+        canMountFrom: async (ns, digest) => {
+          const read: Action = { name: "get-blob", namespace: ns, digest };
+          return gate.allows(ctx, read) && await gate.webhookAllows(ctx, read, req.headers);
+        },
+        canListTags: (ns) => gate.allows(ctx, { name: "list-tags", namespace: ns }),
+        unauthorized: (detail) => gate.unauthorized(action, detail, origin),
       },
-      canListTags: (ns) => gate.allows(ctx, { name: "list-tags", namespace: ns }),
       client: ctx.auth.identity.username ?? ctx.auth.identity.id ?? "anonymous",
     };
-    if (action.name === "get-token") {
-      return await tokenHandler(
-        ctx,
-        services.authenticator,
-        () => gate.unauthorized(action, "registry tokens cannot be exchanged", origin),
-      );
-    }
-    if (action.name === "metrics") return await metricsHandler(req, services.metrics);
-    if (action.name === "ui-asset") return await uiHandler(req, url);
-    if (action.name === "get-report") {
-      return await vulnerabilitiesHandler(req, url, action, services.reports, extra, reg);
-    }
-    if (action.name === "search-files") {
-      return await filesSearchHandler(req, url, action, reg, extra, h.canRead, h.canListTags);
-    }
-    if (action.name === "diff-images") {
-      return await diffHandler(req, url, action, services.reports, extra);
-    }
-    if (action.resource?.startsWith("layer-")) {
-      return await layerHandler(req, url, action, services.layers, extra);
-    }
-    return await dispatch(req, url, action, reg, extra, h);
+    return await handlerFor(action)(scope);
   };
   if (services.metrics) {
     const inner = app.fetch;
@@ -216,69 +171,75 @@ function notFound(method: string): RegistryError {
 }
 
 /** `?ns=` on a pull names the registry namespace a mirroring client believes it addresses. */
-function applyNsParam(reg: Registry, a: Action, url: URL, extra: Headers): void {
+function applyNsParam(reg: Registry, a: Action, query: Query, extra: Headers): void {
   if (!PULLS.has(a.name)) return;
-  const ns = url.searchParams.get("ns");
+  const ns = query.first("ns");
   const mapped = resolveNsParam(reg.cfg, ns, a.namespace!);
   if (mapped === null) return;
   a.namespace = mapped;
   extra.set("OCI-Namespace", ns!);
 }
 
-function dispatch(
-  req: Request,
-  url: URL,
-  a: Action,
-  reg: Registry,
-  extra: Headers,
-  h: Handlers,
-): Promise<Response> | Response {
+function apiVersionHandler({ head, headers }: RequestScope): Response {
+  headers.set("Content-Type", "application/json");
+  return new Response(head ? null : "{}", { status: 200, headers });
+}
+
+/** The one dispatch: every action a request can parse to, to its handler. */
+function handlerFor(a: Action): Handler {
+  if (a.resource?.startsWith("layer-")) return layerHandler;
   switch (a.name) {
     case "get-api-version":
-      extra.set("Content-Type", "application/json");
-      return new Response(req.method === "HEAD" ? null : "{}", { status: 200, headers: extra });
+      return apiVersionHandler;
     case "get-blob":
     case "delete-blob":
-      return blobHandler(req, a, reg, extra);
+      return blobHandler;
     case "start-upload":
     case "get-upload":
     case "update-upload":
     case "complete-upload":
     case "cancel-upload":
-      return uploadHandler(req, url, a, reg, extra, h);
+      return uploadHandler;
     case "get-manifest":
     case "put-manifest":
     case "delete-manifest":
-      return manifestHandler(req, url, a, reg, extra, h);
+      return manifestHandler;
     case "list-tags":
     case "list-catalog":
     case "get-referrers":
-      return listingHandler(req, url, a, reg, extra, h);
+      return listingHandler;
     case "healthz":
     case "readyz":
-      return healthHandler(req, a, reg);
+      return healthHandler;
     case "list-repositories":
     case "list-namespaces":
     case "list-revisions":
     case "list-uploads":
     case "ui-config":
-      return svcHandler(req, url, a, reg, extra, h);
+      return svcHandler;
     case "list-jobs":
     case "list-failed-jobs":
     case "retry-job":
     case "delete-job":
-      return jobsHandler(req, url, a, reg, extra);
+      return jobsHandler;
     case "replication-status":
-      return replicationStatusHandler(req, url, reg, extra);
+      return replicationStatusHandler;
     case "list-audit":
-      return auditHandler(req, url, reg, extra);
-    case "mount-blob":
+      return auditHandler;
     case "get-token":
+      return tokenHandler;
     case "metrics":
-    case "get-report":
-    case "diff-images":
-    case "search-files":
+      return metricsHandler;
     case "ui-asset":
-      throw new Error(`${a.name} is not dispatched here`);
+      return uiHandler;
+    case "get-report":
+      return vulnerabilitiesHandler;
+    case "diff-images":
+      return diffHandler;
+    case "search-files":
+      return filesSearchHandler;
+    case "mount-blob":
+      // authorized inside start-upload, never a request's own action
+      throw new Error(`${a.name} is not dispatched`);
   }
 }

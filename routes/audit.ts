@@ -2,7 +2,6 @@
 // records of acts that are not registry writes (token issue, upload cancel, job admin) and of
 // refusals, and GET /v2/_svc/audit. Registry writes plan their own records (lib/events).
 import type { Action } from "./actions.ts";
-import type { Registry } from "../lib/registry/mod.ts";
 import { RegistryError, truncate } from "../lib/oci/mod.ts";
 import {
   type AuditContext,
@@ -15,6 +14,8 @@ import {
 } from "../lib/audit/mod.ts";
 import { currentActor } from "../lib/events/mod.ts";
 import { jsonResponse } from "./request.ts";
+import { extensionQueryError, Query } from "./query.ts";
+import type { RequestScope } from "./scope.ts";
 
 export const AUDIT_DEFAULT_N = 100;
 /** Larger pages are served at this size (with `next`), as the jobs listing does. */
@@ -91,46 +92,38 @@ function refusal(e: RegistryError, req: Request): boolean {
 
 function jobOf(req: Request, ctx: AuditContext): string | undefined {
   if (ctx.action !== "retry-job" && ctx.action !== "delete-job") return undefined;
-  const q = new URL(req.url).searchParams;
-  return `queue ${truncate(q.get("queue") ?? "cache", 32)} key ${truncate(q.get("key") ?? "", 80)}`;
+  const q = new Query(new URL(req.url).searchParams);
+  const queue = truncate(q.first("queue") ?? "cache", 32);
+  return `queue ${queue} key ${truncate(q.first("key") ?? "", 80)}`;
 }
 
-const badQuery = (detail: string) => new RegistryError("NAME_UNKNOWN", detail);
+const badQuery = extensionQueryError;
 const PARAMS = ["identity", "namespace", "action", "since", "until", "n", "next"];
 const RFC3339 = /^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:[Zz]|[+-]\d{2}:\d{2})$/;
 const ACTION = /^[a-z][a-z.-]{0,63}$/;
 const NS_PREFIX = /^[a-z0-9][a-z0-9._\/-]{0,254}$/;
 
 /** SPEC §Errors rule 4 as the other listings: a malformed filter is 404, never defaulted. */
-export function parseAuditQuery(url: URL): AuditQuery {
-  const p = url.searchParams;
-  for (const name of PARAMS) {
-    if (p.getAll(name).length > 1) throw badQuery(`${name} given more than once`);
-  }
-  const text = (name: string, re: RegExp, what: string) => {
-    const v = p.get(name);
-    if (v === null) return null;
-    if (!re.test(v)) throw badQuery(`${name} is not ${what}: ${truncate(v)}`);
-    return v;
-  };
+export function parseAuditQuery(p: Query): AuditQuery {
+  p.atMostOnce(PARAMS);
   const time = (name: string) => {
-    const v = text(name, RFC3339, "an RFC 3339 time");
+    const v = p.matching(name, RFC3339, "an RFC 3339 time");
     if (v === null) return null;
     const t = Date.parse(v);
     if (!Number.isFinite(t) || t < 0) throw badQuery(`${name} is not a usable time: ${v}`);
     return t;
   };
-  const identity = p.get("identity");
+  const identity = p.one("identity");
   if (identity !== null && (identity === "" || identity.length > 256)) {
     throw badQuery("identity must be 1 to 256 characters");
   }
-  const nRaw = text("n", /^\d{1,15}$/, "a non-negative integer");
-  const next = p.get("next");
+  const nRaw = p.matching("n", /^\d{1,15}$/, "a non-negative integer");
+  const next = p.one("next");
   if (next !== null && !isAuditId(next)) throw badQuery(`next is not an audit cursor`);
   const q: AuditQuery = {
     identity,
-    namespacePrefix: text("namespace", NS_PREFIX, "a namespace prefix"),
-    action: text("action", ACTION, "an action name"),
+    namespacePrefix: p.matching("namespace", NS_PREFIX, "a namespace prefix"),
+    action: p.matching("action", ACTION, "an action name"),
     since: time("since"),
     until: time("until"),
     n: nRaw === null ? AUDIT_DEFAULT_N : Math.min(Number(nRaw), AUDIT_MAX_N),
@@ -143,15 +136,12 @@ export function parseAuditQuery(url: URL): AuditQuery {
 }
 
 export async function auditHandler(
-  req: Request,
-  url: URL,
-  reg: Registry,
-  extra: Headers,
+  { req, query, registry: reg, headers: extra, head }: RequestScope,
 ): Promise<Response> {
   await req.body?.cancel();
   const trail = reg.events.audit;
   if (!trail.enabled) throw new RegistryError("NAME_UNKNOWN", "the audit trail is not enabled");
-  const q = parseAuditQuery(url);
+  const q = parseAuditQuery(query);
   const page = q.n === 0 ? { records: [] } : await trail.list(q);
-  return jsonResponse(page, extra, req.method === "HEAD");
+  return jsonResponse(page, extra, head);
 }

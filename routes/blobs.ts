@@ -1,13 +1,9 @@
-import type { Action } from "./actions.ts";
-import type { Registry } from "../lib/registry/mod.ts";
+import type { RequestScope } from "./scope.ts";
 import { RegistryError } from "../lib/oci/mod.ts";
 import { noRedirect } from "./request.ts";
 
 export async function blobHandler(
-  req: Request,
-  a: Action,
-  reg: Registry,
-  extra: Headers,
+  { req, action: a, registry: reg, headers: extra, head }: RequestScope,
 ): Promise<Response> {
   const ns = a.namespace!;
   const digest = a.digest!;
@@ -21,7 +17,6 @@ export async function blobHandler(
     ev.committed();
     return new Response(null, { status: 202, headers: extra });
   }
-  const head = req.method === "HEAD";
   // HEAD never redirects: it has no body to fetch elsewhere.
   const r = await reg.readBlob(ns, digest, req.headers.get("range"), !head, noRedirect(req));
   extra.set("Docker-Content-Digest", digest);

@@ -1,7 +1,6 @@
 // `GET /v2/_svc/files/search` (docs/api.md#file-search): which images anywhere hold a file,
 // by content digest, exact path, basename or basename pattern (`hello*`, `*.sh`). Each result is shown only to a caller who may read
 // the layer (get-blob) and list the namespace's tags (list-tags), as the catalog filters.
-import type { Action } from "./actions.ts";
 import { RegistryError } from "../lib/oci/mod.ts";
 import { type SearchField, searchFiles } from "../lib/index/mod.ts";
 import {
@@ -12,30 +11,20 @@ import {
   searchableLength,
 } from "../lib/index/file_search.ts";
 import { utf8Length } from "../lib/index/utf8.ts";
-import type { Registry } from "../lib/registry/mod.ts";
 import { jsonResponse } from "./request.ts";
+import { extensionQueryError } from "./query.ts";
+import type { RequestScope } from "./scope.ts";
 
-const badQuery = (detail: string) => new RegistryError("NAME_UNKNOWN", detail);
+const badQuery = extensionQueryError;
 export const SEARCH_DEFAULT_N = 100;
 export const SEARCH_MAX_N = 1000;
 
-function one(url: URL, name: string): string | null {
-  const all = url.searchParams.getAll(name);
-  if (all.length > 1) throw badQuery(`${name} given more than once`);
-  return all[0] ?? null;
-}
-
 export async function filesSearchHandler(
-  req: Request,
-  url: URL,
-  _a: Action,
-  reg: Registry,
-  extra: Headers,
-  canRead: (ns: string, digest: string) => boolean,
-  canListTags: (ns: string) => boolean,
+  { url, query, registry: reg, headers: extra, head, access }: RequestScope,
 ): Promise<Response> {
+  const { canRead, canListTags } = access;
   const given = (["sha256", "path", "name"] as SearchField[])
-    .map((f) => [f, one(url, f)] as const)
+    .map((f) => [f, query.one(f)] as const)
     .filter(([, v]) => v !== null) as [SearchField, string][];
   if (given.length !== 1) throw badQuery("exactly one of sha256, path or name is required");
   let [field, value] = given[0];
@@ -59,13 +48,8 @@ export async function filesSearchHandler(
       throw badQuery("a name pattern needs a literal start or end (hello*, *.sh)");
     }
   } else if (!searchableLength(value)) throw badQuery(`name is longer than ${MAX_PATH} bytes`);
-  const nRaw = one(url, "n");
-  let n = SEARCH_DEFAULT_N;
-  if (nRaw !== null) {
-    if (!/^\d{1,9}$/.test(nRaw) || Number(nRaw) < 1) throw badQuery("n must be a positive integer");
-    n = Math.min(Number(nRaw), SEARCH_MAX_N);
-  }
-  const next = one(url, "next");
+  const n = query.count("n", SEARCH_DEFAULT_N, { digits: 9, min: 1, max: SEARCH_MAX_N });
+  const next = query.one("next");
   if (next !== null && !/^[A-Za-z0-9+/=_-]{1,4096}$/.test(next)) throw badQuery("invalid next");
   let page;
   try {
@@ -89,5 +73,5 @@ export async function filesSearchHandler(
     u.searchParams.set("next", page.next);
     extra.set("Link", `<${u.pathname}${u.search}>; rel="next"`);
   }
-  return jsonResponse(page, extra, req.method === "HEAD");
+  return jsonResponse(page, extra, head);
 }

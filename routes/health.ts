@@ -1,10 +1,10 @@
-import type { Action } from "./actions.ts";
-import type { Registry } from "../lib/registry/mod.ts";
+import type { RequestScope } from "./scope.ts";
 
 const READY_TIMEOUT_MS = 2000;
 
-export async function healthHandler(req: Request, a: Action, reg: Registry): Promise<Response> {
-  const head = req.method === "HEAD";
+export async function healthHandler(
+  { action: a, registry: reg, head }: RequestScope,
+): Promise<Response> {
   const json = (status: number, body: unknown) =>
     new Response(head ? null : JSON.stringify(body), {
       status,

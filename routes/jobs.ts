@@ -6,6 +6,8 @@ import type { Registry } from "../lib/registry/mod.ts";
 import { RegistryError, truncate } from "../lib/oci/mod.ts";
 import { isQueueName, isStorageKey, type JobQueue, NotAJobError } from "../lib/jobs/mod.ts";
 import { jsonResponse } from "./request.ts";
+import type { Query } from "./query.ts";
+import type { RequestScope } from "./scope.ts";
 
 export const JOBS_DEFAULT_N = 100;
 /** Larger pages are served at this size (with `next`), as the catalog does. */
@@ -21,35 +23,29 @@ interface JobQuery {
 }
 
 /** The `queue` value CEL rules see: the named queue when valid, else the default. */
-export function queueOf(url: URL): string {
-  const q = url.searchParams.get("queue");
+export function queueOf(query: Query): string {
+  const q = query.first("queue");
   return q !== null && isQueueName(q) ? q : "cache";
 }
 
-function parse(url: URL, a: Action, reg: Registry): JobQuery {
+function parse(query: Query, a: Action, reg: Registry): JobQuery {
   const listing = a.name === "list-jobs" || a.name === "list-failed-jobs";
   const bad = (detail: string) =>
     listing
       ? new RegistryError("NAME_UNKNOWN", detail)
       : new RegistryError("UNSUPPORTED", detail, { status: 400 });
-  for (const name of PARAMS) {
-    if (url.searchParams.getAll(name).length > 1) throw bad(`${name} given more than once`);
-  }
-  const q = url.searchParams.get("queue") ?? "cache";
+  const p = query.refusing(bad);
+  p.atMostOnce(PARAMS);
+  const q = p.one("queue") ?? "cache";
   if (!isQueueName(q)) {
     throw bad(`unknown queue ${truncate(q)} (queues: cache, replication, scan, index, events)`);
   }
-  const nRaw = url.searchParams.get("n");
-  let n = JOBS_DEFAULT_N;
-  if (nRaw !== null) {
-    if (!/^\d{1,15}$/.test(nRaw)) throw bad("n must be a non-negative integer");
-    n = Math.min(Number(nRaw), JOBS_MAX_N);
-  }
-  const after = url.searchParams.get("after");
+  const n = p.count("n", JOBS_DEFAULT_N, { max: JOBS_MAX_N });
+  const after = p.one("after");
   if (after !== null && !isStorageKey(after)) {
     throw bad(`after is not a job key: ${truncate(after)}`);
   }
-  const key = url.searchParams.get("key");
+  const key = p.one("key");
   if (!listing) {
     if (key === null) throw bad("key is required");
     if (!isStorageKey(key)) throw bad(`key is not a job key: ${truncate(key)}`);
@@ -58,15 +54,10 @@ function parse(url: URL, a: Action, reg: Registry): JobQuery {
 }
 
 export async function jobsHandler(
-  req: Request,
-  url: URL,
-  a: Action,
-  reg: Registry,
-  extra: Headers,
+  { req, query, action: a, registry: reg, headers: extra, head }: RequestScope,
 ): Promise<Response> {
   await req.body?.cancel();
-  const q = parse(url, a, reg);
-  const head = req.method === "HEAD";
+  const q = parse(query, a, reg);
   switch (a.name) {
     case "list-jobs": {
       const page = await q.queue.listPending(q.after, q.n);

@@ -1,9 +1,10 @@
 // The layer endpoints (SPEC Layer entries 1–4, Layer file 1–7, §Layer file details): parse the
 // query, call lib/index, write the answer. Bad query values are 404, as on every extension GET.
-import type { Action } from "./actions.ts";
 import { RegistryError } from "../lib/oci/mod.ts";
-import { type LayerIndex, typeFromName } from "../lib/index/mod.ts";
+import { typeFromName } from "../lib/index/mod.ts";
 import { jsonResponse } from "./request.ts";
+import type { Query } from "./query.ts";
+import type { RequestScope } from "./scope.ts";
 
 /**
  * The `path` parameter in the listing's spelling: empty and `.` segments dropped, as the index
@@ -11,8 +12,8 @@ import { jsonResponse } from "./request.ts";
  * named (a hostile tar can carry `../../etc/passwd`) is never served, so no read even looks as
  * if it left the layer.
  */
-function path(url: URL): string {
-  const all = url.searchParams.getAll("path");
+function path(query: Query): string {
+  const all = query.all("path");
   if (all.length !== 1 || all[0] === "") {
     throw new RegistryError("NAME_UNKNOWN", "exactly one non-empty path is required");
   }
@@ -67,16 +68,11 @@ export function acceptsGzip(header: string | null): boolean {
 }
 
 export async function layerHandler(
-  req: Request,
-  url: URL,
-  a: Action,
-  layers: LayerIndex | undefined,
-  extra: Headers,
+  { req, query, action: a, services: { layers }, headers: extra, head }: RequestScope,
 ): Promise<Response> {
   if (!layers) throw new RegistryError("NAME_UNKNOWN", "layer browsing is not enabled");
   const ns = a.namespace!;
   const digest = a.digest!;
-  const head = req.method === "HEAD";
   switch (a.resource) {
     case "layer-entries": {
       const r = await layers.entries(ns, digest, acceptsGzip(req.headers.get("accept-encoding")));
@@ -96,8 +92,8 @@ export async function layerHandler(
       return new Response(head ? null : r.body, { status: 200, headers: extra });
     }
     case "layer-file": {
-      const p = path(url);
-      const download = url.searchParams.has("download");
+      const p = path(query);
+      const download = query.has("download");
       const f = await layers.file(ns, digest, p, req.headers.get("range"));
       extra.set("Content-Type", f.entry.content?.mime_type ?? typeFromName(p));
       extra.set("Content-Security-Policy", "sandbox");
@@ -113,6 +109,6 @@ export async function layerHandler(
       return new Response(head ? null : f.body, { status: 200, headers: extra });
     }
     default:
-      return jsonResponse(await layers.details(ns, digest, path(url)), extra, head);
+      return jsonResponse(await layers.details(ns, digest, path(query)), extra, head);
   }
 }

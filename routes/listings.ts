@@ -1,27 +1,21 @@
-import type { Action } from "./actions.ts";
-import type { Handlers } from "./app.ts";
-import type { Registry } from "../lib/registry/mod.ts";
-import { nextLink, OCI_INDEX, parsePageSize, RegistryError } from "../lib/oci/mod.ts";
+import type { RequestScope } from "./scope.ts";
+import { nextLink, OCI_INDEX, RegistryError } from "../lib/oci/mod.ts";
 import { jsonResponse } from "./request.ts";
 
-const badN = () => new RegistryError("UNSUPPORTED", "n must be a non-negative integer");
+/** OCI listings refuse a bad `n` with 400, and read the first of repeated values. */
+const unsupported = (detail: string) => new RegistryError("UNSUPPORTED", detail);
+const PAGE_DIGITS = 9;
 const CATALOG_DEFAULT_N = 100;
 const CATALOG_MAX_N = 10_000;
 
 export async function listingHandler(
-  req: Request,
-  url: URL,
-  a: Action,
-  reg: Registry,
-  extra: Headers,
-  h: Handlers,
+  { query, action: a, registry: reg, headers: extra, head, access }: RequestScope,
 ): Promise<Response> {
-  const head = req.method === "HEAD";
-  const last = url.searchParams.get("last");
+  const q = query.refusing(unsupported, false);
+  const last = q.first("last");
   switch (a.name) {
     case "list-tags": {
-      const n = parsePageSize(url.searchParams.get("n"), -1);
-      if (n === null) throw badN();
+      const n = q.count("n", -1, { digits: PAGE_DIGITS });
       const ns = a.namespace!;
       const page = await reg.listings.tags(ns, n < 0 ? null : n, last);
       if (page.more) {
@@ -30,11 +24,9 @@ export async function listingHandler(
       return jsonResponse({ name: ns, tags: page.tags }, extra, head);
     }
     case "list-catalog": {
-      const n = parsePageSize(url.searchParams.get("n"), CATALOG_DEFAULT_N);
-      if (n === null) throw badN();
-      const size = Math.min(n, CATALOG_MAX_N);
+      const size = q.count("n", CATALOG_DEFAULT_N, { digits: PAGE_DIGITS, max: CATALOG_MAX_N });
       // SPEC §Catalog: a namespace is listed only when the caller could list its tags.
-      const page = await reg.listings.catalog(size, last, h.canListTags);
+      const page = await reg.listings.catalog(size, last, access.canListTags);
       if (page.more) {
         extra.set("Link", nextLink("/v2/_catalog", { n: size, last: page.names.at(-1) }));
       }
@@ -42,7 +34,7 @@ export async function listingHandler(
     }
     default: {
       const ns = a.namespace!;
-      const artifactType = url.searchParams.get("artifactType");
+      const artifactType = q.first("artifactType");
       const subject = a.digest ?? a.reference!;
       const page = await reg.referrers(ns, subject, artifactType, last);
       if (artifactType !== null) extra.set("OCI-Filters-Applied", "artifactType");

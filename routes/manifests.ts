@@ -1,16 +1,9 @@
-import type { Action } from "./actions.ts";
-import type { Registry } from "../lib/registry/mod.ts";
-import type { Handlers } from "./app.ts";
+import type { RequestScope } from "./scope.ts";
 import { isValidTag, RegistryError, truncate } from "../lib/oci/mod.ts";
 import { bodyOf, contentLength, noRedirect } from "./request.ts";
 
 export async function manifestHandler(
-  req: Request,
-  url: URL,
-  a: Action,
-  reg: Registry,
-  extra: Headers,
-  h: Handlers,
+  { req, query, action: a, registry: reg, headers: extra, head, client }: RequestScope,
 ): Promise<Response> {
   const ns = a.namespace!;
   const ref = a.reference!;
@@ -22,7 +15,6 @@ export async function manifestHandler(
   }
   switch (a.name) {
     case "get-manifest": {
-      const head = req.method === "HEAD";
       const m = await reg.readManifest(
         ns,
         ref,
@@ -34,7 +26,7 @@ export async function manifestHandler(
       // A browsing read (the web UI's) says so; it is not a pull in the pull history.
       const pull = !req.headers.has("x-svc-no-pull-record");
       if (m.redirect) {
-        if (pull) reg.pulls.record(ns, ref, m.digest, h.client);
+        if (pull) reg.pulls.record(ns, ref, m.digest, client);
         extra.set("Docker-Content-Digest", m.digest);
         extra.set("Location", m.redirect);
         extra.set("Cache-Control", "no-store");
@@ -52,12 +44,12 @@ export async function manifestHandler(
           reference: ref,
           tag: a.tag ?? null,
         });
-        if (pull) reg.pulls.record(ns, ref, m.digest, h.client);
+        if (pull) reg.pulls.record(ns, ref, m.digest, client);
       }
       return new Response(head ? null : m.body as BodyInit, { status: 200, headers: extra });
     }
     case "put-manifest": {
-      const tags = a.digest ? url.searchParams.getAll("tag") : [];
+      const tags = a.digest ? query.all("tag") : [];
       for (const t of tags) {
         if (!isValidTag(t)) {
           throw new RegistryError("UNSUPPORTED", `invalid tag parameter ${truncate(t)}`);

@@ -3,6 +3,7 @@
 import { countingByteStream, countingStream, type Metrics } from "../lib/metrics/mod.ts";
 import type { AuthResult } from "../lib/auth/mod.ts";
 import { RegistryError } from "../lib/oci/mod.ts";
+import type { RequestScope } from "./scope.ts";
 
 /**
  * Bodies with a Content-Length are counted by it as the headers leave: wrapping them turns
@@ -81,9 +82,11 @@ export function countAuth(
   m.authAttempt(scheme === "basic" || scheme === "bearer" ? scheme : "other", "failed");
 }
 
-export async function metricsHandler(req: Request, m: Metrics | undefined): Promise<Response> {
+export async function metricsHandler(
+  { services: { metrics: m }, head }: RequestScope,
+): Promise<Response> {
   if (!m) throw new RegistryError("NAME_UNKNOWN", "metrics are not enabled");
   const headers = { "Content-Type": m.contentType, "Cache-Control": "no-store" };
-  if (req.method === "HEAD") return new Response(null, { status: 200, headers });
+  if (head) return new Response(null, { status: 200, headers });
   return new Response(await m.render(), { status: 200, headers });
 }

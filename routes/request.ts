@@ -16,10 +16,6 @@ export function bodyOf(req: Request): ReadableStream<Uint8Array> | null {
   return countedBody(req);
 }
 
-export function query(url: URL, key: string): string | null {
-  return url.searchParams.get(key);
-}
-
 /** A JSON 200 with its exact Content-Length; HEAD gets the headers only. */
 export function jsonResponse(
   body: unknown,

@@ -1,59 +1,38 @@
 // The `/v2/_svc/` listings: parse the query, call lib/registry, write JSON. SPEC §Errors rule 4:
 // a bad query value on an extension listing is 404, never 400 or 5xx.
-import type { Action } from "./actions.ts";
-import type { Handlers } from "./app.ts";
-import { PULLS_DEFAULT_N, type Registry } from "../lib/registry/mod.ts";
-import { isValidTag, parseDigest, RegistryError, truncate } from "../lib/oci/mod.ts";
+import { PULLS_DEFAULT_N } from "../lib/registry/mod.ts";
+import { isValidTag, parseDigest, truncate } from "../lib/oci/mod.ts";
+import { extensionQueryError, type Query } from "./query.ts";
+import type { RequestScope } from "./scope.ts";
 import { jsonResponse } from "./request.ts";
 
-const badQuery = (detail: string) => new RegistryError("NAME_UNKNOWN", detail);
-
-/** A parameter given at most once; repeated is as malformed as unparseable. */
-function single(url: URL, name: string): string | null {
-  const all = url.searchParams.getAll(name);
-  if (all.length > 1) throw badQuery(`${name} given more than once`);
-  return all[0] ?? null;
-}
-
-function count(url: URL, name: string, fallback: number): number {
-  const v = single(url, name);
-  if (v === null) return fallback;
-  if (!/^\d{1,15}$/.test(v)) throw badQuery(`${name} must be a non-negative integer`);
-  return Number(v);
-}
-
 /** Exactly one of `tag` or `digest`, well-formed. */
-function pullTarget(url: URL): string {
-  const tag = single(url, "tag");
-  const digest = single(url, "digest");
-  if (tag !== null && digest !== null) throw badQuery("give tag or digest, not both");
+function pullTarget(query: Query): string {
+  const bad = extensionQueryError;
+  const tag = query.one("tag");
+  const digest = query.one("digest");
+  if (tag !== null && digest !== null) throw bad("give tag or digest, not both");
   if (tag) {
-    if (!isValidTag(tag)) throw badQuery(`invalid tag ${truncate(tag)}`);
+    if (!isValidTag(tag)) throw bad(`invalid tag ${truncate(tag)}`);
     return tag;
   }
   if (digest) {
     const d = parseDigest(digest);
-    if (!d) throw badQuery(`invalid digest ${truncate(digest)}`);
+    if (!d) throw bad(`invalid digest ${truncate(digest)}`);
     return digest;
   }
-  throw badQuery("a tag or digest is required");
+  throw bad("a tag or digest is required");
 }
 
 export async function svcHandler(
-  req: Request,
-  url: URL,
-  a: Action,
-  reg: Registry,
-  extra: Headers,
-  h: Handlers,
+  { query, action: a, registry: reg, headers: extra, head, access }: RequestScope,
 ): Promise<Response> {
-  const head = req.method === "HEAD";
   switch (a.name) {
     case "list-repositories":
-      return jsonResponse(await reg.svc.repositories(h.canListTags), extra, head);
+      return jsonResponse(await reg.svc.repositories(access.canListTags), extra, head);
     case "list-namespaces":
       return jsonResponse(
-        await reg.svc.namespaces(single(url, "repository"), h.canListTags),
+        await reg.svc.namespaces(query.one("repository"), access.canListTags),
         extra,
         head,
       );
@@ -65,9 +44,9 @@ export async function svcHandler(
       if (a.resource !== "pulls") {
         return jsonResponse(await reg.svc.revisions(a.namespace!), extra, head);
       }
-      const target = pullTarget(url);
-      const n = count(url, "n", PULLS_DEFAULT_N);
-      const offset = count(url, "offset", 0);
+      const target = pullTarget(query);
+      const n = query.count("n", PULLS_DEFAULT_N);
+      const offset = query.count("offset", 0);
       return jsonResponse(await reg.pulls.list(a.namespace!, target, offset, n), extra, head);
     }
   }

@@ -6,6 +6,7 @@ import { lookup } from "mime-types";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Action } from "./actions.ts";
+import type { RequestScope } from "./scope.ts";
 
 const DIST = fileURLToPath(new URL("../ui/dist/", import.meta.url));
 
@@ -51,7 +52,7 @@ export function uiAction(enabled: boolean, method: string, path: string): Action
   return { name: "ui-asset" };
 }
 
-export async function uiHandler(req: Request, url: URL): Promise<Response> {
+export async function uiHandler({ req, url, head }: RequestScope): Promise<Response> {
   bundle ??= readBundle();
   const files = await bundle;
   let rel = "";
@@ -73,7 +74,7 @@ export async function uiHandler(req: Request, url: URL): Promise<Response> {
     return new Response(null, { status: 304, headers });
   }
   headers.set("content-length", String(asset.bytes.length));
-  return new Response(req.method === "HEAD" ? null : asset.bytes as BodyInit, {
+  return new Response(head ? null : asset.bytes as BodyInit, {
     status: 200,
     headers,
   });

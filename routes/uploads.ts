@@ -1,15 +1,9 @@
-import type { Action } from "./actions.ts";
-import type { Handlers } from "./app.ts";
-import { rangeHeaders, type Registry } from "../lib/registry/mod.ts";
-import { bodyOf, contentLength, query } from "./request.ts";
+import { rangeHeaders } from "../lib/registry/mod.ts";
+import type { RequestScope } from "./scope.ts";
+import { bodyOf, contentLength } from "./request.ts";
 
 export async function uploadHandler(
-  req: Request,
-  url: URL,
-  a: Action,
-  reg: Registry,
-  extra: Headers,
-  h: Handlers,
+  { req, query, action: a, registry: reg, headers: extra, access }: RequestScope,
 ): Promise<Response> {
   const ns = a.namespace!;
   const withHeaders = (hs: Record<string, string>) => {
@@ -20,16 +14,16 @@ export async function uploadHandler(
     case "start-upload": {
       // A monolithic upload or a mount links a blob at once: that is a blob.push, its
       // deliveries written in the link's commit.
-      const digest = query(url, "digest") ?? query(url, "mount");
+      const digest = query.first("digest") ?? query.first("mount");
       const ev = digest === null
         ? null
         : await reg.events.prepare("blob.push", { namespace: ns, digest });
       const r = await reg.uploads.start(ns, {
-        digest: query(url, "digest"),
-        digestAlgorithm: query(url, "digest-algorithm"),
-        mount: query(url, "mount"),
-        from: query(url, "from"),
-        canRead: h.canMountFrom,
+        digest: query.first("digest"),
+        digestAlgorithm: query.first("digest-algorithm"),
+        mount: query.first("mount"),
+        from: query.first("from"),
+        canRead: access.canMountFrom,
         body: bodyOf(req),
         contentLength: contentLength(req),
         linkJobs: ev ? (d) => ev.plan({ digest: d }) : undefined,
@@ -65,9 +59,9 @@ export async function uploadHandler(
     case "complete-upload": {
       const ev = await reg.events.prepare("blob.push", {
         namespace: ns,
-        digest: query(url, "digest"),
+        digest: query.first("digest"),
       });
-      const r = await reg.uploads.complete(ns, a.uuid!, query(url, "digest"), {
+      const r = await reg.uploads.complete(ns, a.uuid!, query.first("digest"), {
         body: bodyOf(req),
         contentLength: contentLength(req),
         contentRange: req.headers.get("content-range"),

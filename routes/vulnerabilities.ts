@@ -1,7 +1,6 @@
 // `/v2/<ns>/_svc/vulnerabilities/<digest|tag>` (image reports, docs/api.md#image-reports): parse
 // the query, call lib/scan, write the answer in the asked format. Bad query values are 404, as on
 // every extension GET.
-import type { Action } from "./actions.ts";
 import { isValidTag, parseDigest, RegistryError } from "../lib/oci/mod.ts";
 import {
   DIFF_DEFAULT_N,
@@ -10,24 +9,18 @@ import {
   type ImageReport,
   reportCsv,
   reportCycloneDx,
-  type Reports,
   reportSpdx,
   SEVERITIES,
   type Severity,
   SEVERITY_RANK,
 } from "../lib/scan/mod.ts";
-import type { Registry } from "../lib/registry/mod.ts";
 import { jsonResponse } from "./request.ts";
+import { extensionQueryError, type Query } from "./query.ts";
+import type { RequestScope } from "./scope.ts";
 
-const badQuery = (detail: string) => new RegistryError("NAME_UNKNOWN", detail);
+const badQuery = extensionQueryError;
 const FORMATS = ["json", "csv", "cyclonedx", "spdx"] as const;
 const SORTS = ["severity", "package", "id"] as const;
-
-function one(url: URL, name: string): string | null {
-  const all = url.searchParams.getAll(name);
-  if (all.length > 1) throw badQuery(`${name} given more than once`);
-  return all[0] ?? null;
-}
 
 export interface ReportQuery {
   format: typeof FORMATS[number];
@@ -35,12 +28,12 @@ export interface ReportQuery {
   sort: typeof SORTS[number];
 }
 
-export function parseReportQuery(url: URL): ReportQuery {
-  const format = (one(url, "format") ?? "json").toLowerCase();
+export function parseReportQuery(query: Query): ReportQuery {
+  const format = (query.one("format") ?? "json").toLowerCase();
   if (!(FORMATS as readonly string[]).includes(format)) {
     throw badQuery(`format must be one of ${FORMATS.join(", ")}`);
   }
-  const sev = one(url, "severity");
+  const sev = query.one("severity");
   let severities: Set<Severity> | null = null;
   if (sev !== null) {
     severities = new Set();
@@ -52,7 +45,7 @@ export function parseReportQuery(url: URL): ReportQuery {
       severities.add(v as Severity);
     }
   }
-  const sort = (one(url, "sort") ?? "severity").toLowerCase();
+  const sort = (query.one("sort") ?? "severity").toLowerCase();
   if (!(SORTS as readonly string[]).includes(sort)) {
     throw badQuery(`sort must be one of ${SORTS.join(", ")}`);
   }
@@ -77,16 +70,11 @@ function findingsOf(report: ImageReport, q: ReportQuery): Finding[] {
 }
 
 export async function vulnerabilitiesHandler(
-  req: Request,
-  url: URL,
-  a: Action,
-  reports: Reports | undefined,
-  extra: Headers,
-  reg: Registry,
+  { url, query, action: a, services: { reports }, registry: reg, headers: extra, head }:
+    RequestScope,
 ): Promise<Response> {
   if (!reports) throw new RegistryError("NAME_UNKNOWN", "image reports are not enabled");
-  const q = parseReportQuery(url);
-  const head = req.method === "HEAD";
+  const q = parseReportQuery(query);
   const digest = a.digest ?? (await reg.manifests.resolve(a.namespace!, a.tag!)).digest;
   const r = await reports.report(a.namespace!, digest);
   if (r.status === 202) {
@@ -129,27 +117,17 @@ export async function vulnerabilitiesHandler(
 
 /** `/v2/<ns>/_svc/diff?from=<ref>&to=<ref>[&n=]` (docs/api.md#image-diff). */
 export async function diffHandler(
-  req: Request,
-  url: URL,
-  a: Action,
-  reports: Reports | undefined,
-  extra: Headers,
+  { query, action: a, services: { reports }, headers: extra, head }: RequestScope,
 ): Promise<Response> {
   if (!reports) throw new RegistryError("NAME_UNKNOWN", "image reports are not enabled");
-  const from = one(url, "from"), to = one(url, "to");
+  const from = query.one("from"), to = query.one("to");
   if (from === null || to === null) throw badQuery("from and to are required");
   for (const ref of [from, to]) {
     if (!(ref.includes(":") ? parseDigest(ref) : isValidTag(ref))) {
       throw badQuery(`invalid reference ${JSON.stringify(ref.slice(0, 100))}`);
     }
   }
-  const nRaw = one(url, "n");
-  let n = DIFF_DEFAULT_N;
-  if (nRaw !== null) {
-    if (!/^\d{1,9}$/.test(nRaw) || Number(nRaw) < 1) throw badQuery("n must be a positive integer");
-    n = Math.min(Number(nRaw), DIFF_MAX_N);
-  }
-  const head = req.method === "HEAD";
+  const n = query.count("n", DIFF_DEFAULT_N, { digits: 9, min: 1, max: DIFF_MAX_N });
   const r = await reports.diff(a.namespace!, from, to, n);
   if (r.status === 202) {
     extra.set("Content-Type", "application/json");

@@ -108,3 +108,55 @@ Deno.test("routes/ reaches no storage or KV module directly", async () => {
   }
   assert.deepEqual(problems, []);
 });
+
+/** Each routes/ file (tests aside) → the routes/ files it imports, type-only imports included. */
+async function routesGraph(): Promise<Map<string, string[]>> {
+  const dir = join(ROOT, "routes");
+  const graph = new Map<string, string[]>();
+  for await (const file of tsFiles(dir)) {
+    const deps = imports(await Deno.readTextFile(file))
+      .filter((spec) => spec.startsWith("."))
+      .map((spec) => relative(dir, normalize(join(dirname(file), spec))))
+      .filter((target) => !target.startsWith(".."));
+    graph.set(relative(dir, file), deps);
+  }
+  return graph;
+}
+
+/** The first import cycle found, as the files along it, or null. */
+function findCycle(graph: Map<string, string[]>): string[] | null {
+  const state = new Map<string, "open" | "done">();
+  const path: string[] = [];
+  const visit = (node: string): string[] | null => {
+    if (state.get(node) === "done") return null;
+    if (state.get(node) === "open") return [...path.slice(path.indexOf(node)), node];
+    state.set(node, "open");
+    path.push(node);
+    for (const dep of graph.get(node) ?? []) {
+      const cycle = visit(dep);
+      if (cycle) return cycle;
+    }
+    path.pop();
+    state.set(node, "done");
+    return null;
+  };
+  for (const node of [...graph.keys()].sort()) {
+    const cycle = visit(node);
+    if (cycle) return cycle;
+  }
+  return null;
+}
+
+Deno.test("no routes/ file imports routes/app.ts (handlers get a RequestScope)", async () => {
+  const importers = [...(await routesGraph())]
+    .filter(([, deps]) => deps.includes("app.ts"))
+    .map(([file]) => file);
+  assert.deepEqual(importers, []);
+});
+
+Deno.test("routes/ files import each other without cycles", async () => {
+  assert.equal(findCycle(await routesGraph()), null);
+  // the check itself finds one
+  const circle = new Map([["a.ts", ["b.ts"]], ["b.ts", ["a.ts"]], ["c.ts", []]]);
+  assert.deepEqual(findCycle(circle), ["a.ts", "b.ts", "a.ts"]);
+});

@@ -1,0 +1,64 @@
+// What a handler is given: one RequestScope per request, built by app.ts once the request is
+// authenticated, authorized and admitted, so every handler has the same one-argument signature
+// and no route file needs app.ts.
+import type { Registry } from "../lib/registry/mod.ts";
+import type { Authenticator, CertificateSubject, ClientIpResolver } from "../lib/auth/mod.ts";
+import type { RegistryError } from "../lib/oci/mod.ts";
+import type { PolicySet } from "../lib/policy/mod.ts";
+import type { Metrics } from "../lib/metrics/mod.ts";
+import type { LayerIndex } from "../lib/index/mod.ts";
+import type { Reports } from "../lib/scan/mod.ts";
+import type { Action } from "./actions.ts";
+import type { RequestContext } from "./authorize.ts";
+import type { Query } from "./query.ts";
+
+export interface Services {
+  registry: Registry;
+  authenticator: Authenticator;
+  policies: PolicySet;
+  clientIp: ClientIpResolver;
+  /** absent: no instrumentation, /metrics answers 404 */
+  metrics?: Metrics;
+  /** absent: the layer endpoints answer 404 */
+  layers?: LayerIndex;
+  reports?: Reports;
+}
+
+/** What the listener knows about the connection (Deno.serve or the TLS listener). */
+export interface ConnEnv {
+  remoteAddr: string;
+  certificate: CertificateSubject | null;
+}
+
+/** Authorization questions a handler asks about other namespaces than its action's. */
+export interface Access {
+  canRead: (ns: string, digest: string) => boolean;
+  /**
+   * Mount rules 1-2: may the caller take `digest` from `ns`? Its `get-blob` there, by the
+   * policies and then the authorization webhook, as a GET of the blob would be.
+   */
+  canMountFrom: (ns: string, digest: string) => Promise<boolean>;
+  canListTags: (ns: string) => boolean;
+  /** 401 with the challenge for this request's action */
+  unauthorized: (detail: string) => RegistryError;
+}
+
+export interface RequestScope {
+  req: Request;
+  url: URL;
+  /** the request's query, refusing as extension endpoints do unless a handler says otherwise */
+  query: Query;
+  action: Action;
+  head: boolean;
+  registry: Registry;
+  services: Services;
+  /** headers every answer carries (API version, `OCI-Namespace`, rate limits): handlers add theirs */
+  headers: Headers;
+  /** the authenticated caller */
+  caller: RequestContext;
+  access: Access;
+  /** who is pulling, as pull history records it: username, else id, else `anonymous` */
+  client: string;
+}
+
+export type Handler = (s: RequestScope) => Promise<Response> | Response;

@@ -159,7 +159,7 @@ Deno.test("the index pass and LayerReader: a read at the end of 64 MiB of gzip -
     // 64 MiB from 64 KiB is past the default ratio budget; the read is what is under test
     cfg.global.index.maxUncompressedRatio = 100_000;
     for (const inflater of hasNative ? ["native", "web"] as const : ["web"] as const) {
-      const { record } = await indexLayer(cfg, kv, store, digest, gz.length, undefined, inflater);
+      const { record } = await indexLayer({ cfg, kv, store, digest, size: gz.length, inflater });
       assert.equal(record.state, "ready", String(record.error));
       const reader = new LayerReader(store);
       let last = null;
@@ -487,7 +487,7 @@ Deno.test("the index pass and LayerReader: reads at the end of one 96 MiB fixed 
     const cfg = buildConfig({}, []);
     cfg.global.index.maxUncompressedRatio = 100_000;
     for (const inflater of hasNative ? ["native", "web"] as const : ["web"] as const) {
-      const { record } = await indexLayer(cfg, kv, store, digest, gz.length, undefined, inflater);
+      const { record } = await indexLayer({ cfg, kv, store, digest, size: gz.length, inflater });
       assert.equal(record.state, "ready", String(record.error));
       const reader = new LayerReader(store);
       let last = null;

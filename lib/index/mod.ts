@@ -6,7 +6,8 @@ import { parseManifest, RegistryError, resolveRange, truncate } from "../oci/mod
 import { mimeType } from "./mime.ts";
 import { BlobMeta, ManifestMeta } from "../metadata/mod.ts";
 import { type JobContext, PermanentJobError } from "../jobs/mod.ts";
-import { INDEX_KIND, indexLayerJob, type Registry, tarLayers } from "../registry/mod.ts";
+import type { Registry } from "../registry/mod.ts";
+import { INDEX_KIND, indexLayerJob, tarLayers } from "./layer_jobs.ts";
 import { commitIndexRecord } from "./indexer.ts";
 import { walkSandboxed } from "./sandboxed_walk.ts";
 import { listingDocument } from "./listing_document.ts";
@@ -24,7 +25,17 @@ import { fileIndexCurrent, forgetLayer, writeFileIndex } from "./file_search.ts"
 import { beginMarkers, hasCertificate, type PemBlock, pemBlocks } from "./pem.ts";
 import { BudgetExceededError, runSandboxedJson, SandboxError } from "../sandbox/mod.ts";
 
-export { detectCompression, indexLayer } from "./indexer.ts";
+export { indexLayer } from "./indexer.ts";
+export {
+  INDEX_JOBS_IN_COMMIT,
+  INDEX_KIND,
+  indexesOnPush,
+  indexLayerJob,
+  isTarLayer,
+  tarLayers,
+} from "./layer_jobs.ts";
+export { IndexEffects } from "./write_effects.ts";
+export { detectCompression } from "./layer_decode.ts";
 export {
   FILE_INDEX_VERSION,
   type SearchField,
@@ -115,20 +126,20 @@ export class LayerIndex {
     const blob = await this.blobs.blob(digest);
     if (!blob) throw new PermanentJobError(`blob ${digest} is not stored`);
     const base = runBase(digest, current?.base);
-    const r = await commitIndexRecord(
-      this.registry.kv,
-      this.registry.store,
+    const r = await commitIndexRecord({
+      kv: this.registry.kv,
+      store: this.registry.store,
       digest,
-      await walkSandboxed(
-        this.cfg.global.index,
-        this.registry.store,
+      result: await walkSandboxed({
+        limits: this.cfg.global.index,
+        store: this.registry.store,
         digest,
-        blob.size,
+        size: blob.size,
         base,
-        job.signal,
-        this.cfg.blobStore,
-      ),
-    );
+        signal: job.signal,
+        blobStore: this.cfg.blobStore,
+      }),
+    });
     // A budget passed: the layer answers UNSUPPORTED with the budget named, and the job fails
     // at once (the same bytes would pass it again).
     if (r.failure) throw new PermanentJobError(r.failure.message);

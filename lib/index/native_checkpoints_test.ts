@@ -144,7 +144,7 @@ Deno.test({
       const run = async (gz: Uint8Array, inflater: "native" | "node") => {
         const digest = `sha256:${crypto.randomUUID().replaceAll("-", "").padEnd(64, "0")}`;
         await store.put(digest, gz);
-        const { record } = await indexLayer(cfg, kv, store, digest, gz.length, undefined, inflater);
+        const { record } = await indexLayer({ cfg, kv, store, digest, size: gz.length, inflater });
         const listing = new TextDecoder().decode(
           await new Response(await store.readDerived(files.listing(record.base))).arrayBuffer(),
         );

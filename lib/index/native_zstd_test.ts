@@ -109,15 +109,14 @@ Deno.test({
       const run = async (bytes: Uint8Array, inflater: "native" | "node") => {
         const digest = `sha256:${crypto.randomUUID().replaceAll("-", "").padEnd(64, "0")}`;
         await store.put(digest, bytes);
-        const { record } = await indexLayer(
+        const { record } = await indexLayer({
           cfg,
           kv,
           store,
           digest,
-          bytes.length,
-          undefined,
+          size: bytes.length,
           inflater,
-        );
+        });
         const listing = new TextDecoder().decode(
           await new Response(await store.readDerived(files.listing(record.base))).arrayBuffer(),
         );
@@ -166,7 +165,7 @@ Deno.test({
         const b = new Uint8Array(bytes);
         const digest = `sha256:${crypto.randomUUID().replaceAll("-", "").padEnd(64, "0")}`;
         await store.put(digest, b);
-        const { record } = await indexLayer(cfg, kv, store, digest, b.length);
+        const { record } = await indexLayer({ cfg, kv, store, digest, size: b.length });
         assert.equal(record.state, "ready");
         assert.equal(record.entries, 1);
       }

@@ -12,11 +12,12 @@ import {
   SandboxError,
   type SandboxSpec,
 } from "../sandbox/mod.ts";
-import { type IndexResult, unsupportedResult, walkLayer } from "./indexer.ts";
+import { type IndexResult, unsupportedResult, walkLayer, type WalkOptions } from "./indexer.ts";
 import { type IndexRecord, readAllStream } from "./layer_store.ts";
 import { findLibraryPaths } from "./native_libs.ts";
 import type { WalkArgs } from "./walk_child.ts";
-import { detectCompression, IndexError } from "./indexer.ts";
+import { detectCompression } from "./layer_decode.ts";
+import { IndexError } from "./walk_errors.ts";
 
 const CHILD = new URL("./walk_child.ts", import.meta.url);
 /** The walk's decoder worker is a module of this folder, loaded at run time: code, no data. */
@@ -92,19 +93,18 @@ async function walkInChild(
   return { record: out.record, error: out.error };
 }
 
-/** Walks `digest` into the run slot `base` (sandboxed unless `limits.sandbox` is "off"). */
-export async function walkSandboxed(
-  limits: IndexConfig,
-  store: BlobStore,
-  digest: string,
-  size: number,
-  base: string,
-  signal?: AbortSignal,
+export interface SandboxedWalkOptions extends Omit<WalkOptions, "inflater" | "rereadable"> {
+  store: BlobStore;
   /** the store's config, for a worker to open it (`sandbox = "worker"`) */
-  blobStore?: BlobStoreConfig,
-): Promise<IndexResult> {
+  blobStore?: BlobStoreConfig;
+}
+
+/** Walks `digest` into the run slot `base` (sandboxed unless `limits.sandbox` is "off"). */
+export async function walkSandboxed(o: SandboxedWalkOptions): Promise<IndexResult> {
+  const { limits, store, digest, size, base, signal, blobStore } = o;
+  const here = () => walkLayer({ limits, store, digest, size, base, signal });
   if (limits.sandbox === "off" || await endsAtTheHead(store, digest, size, limits)) {
-    return await walkLayer(limits, store, digest, size, base, signal);
+    return await here();
   }
   if (limits.sandbox === "worker" && blobStore) {
     // A worker shares this process's permissions: it opens the store itself and writes the run's
@@ -132,7 +132,7 @@ export async function walkSandboxed(
     if (!(e instanceof Deno.errors.NotCapable || e instanceof Deno.errors.PermissionDenied)) {
       throw e;
     }
-    return await walkLayer(limits, store, digest, size, base, signal);
+    return await here();
   }
   const scratch = join(root, crypto.randomUUID());
   await Deno.mkdir(scratch, { recursive: true });

@@ -114,16 +114,14 @@ if (import.meta.main) {
       await scratch.init();
       store = scratch;
     }
-    const r = await walkLayer(
-      a.limits,
+    const r = await walkLayer({
+      limits: a.limits,
       store,
-      a.digest,
-      a.size,
-      a.base,
-      undefined,
-      undefined,
-      a.blobStore !== undefined || a.blobPath !== undefined,
-    );
+      digest: a.digest,
+      size: a.size,
+      base: a.base,
+      rereadable: a.blobStore !== undefined || a.blobPath !== undefined,
+    });
     return {
       record: r.record,
       error: r.error,

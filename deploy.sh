@@ -88,7 +88,7 @@ image() {
   # The sources (tracked files only) and the built UI.
   if [ "$DRY" = 0 ]; then
     mkdir -p "$rootfs/app"
-    git ls-files -z -- main.ts deno.json deno.lock lib routes deploy | grep -zv '_test\.ts$' |
+    git ls-files -z -- main.ts deno.json deno.lock commands lib routes deploy | grep -zv '_test\.ts$' |
       xargs -0 -I{} install -D -m 0644 {} "$rootfs/app/{}"
     cp -r ui/dist "$rootfs/app/ui/"
     # npm packages resolved from deno.lock into the image's own cache (from the npm registry
@@ -154,7 +154,7 @@ deno_deploy() {
   # deployctl is not installable here (JSR/network); the command is what to run where it is.
   echo "# set WHARF_CONFIG (TOML with [blob_store.s3]) and AWS_* in the project's environment"
   DRY=1 run deployctl deploy --project="$project" --entrypoint=deploy/deno_deploy.ts \
-    --include=main.ts,deno.json,deno.lock,lib,routes,deploy,ui/dist --exclude='**/*_test.ts' --prod
+    --include=main.ts,deno.json,deno.lock,commands,lib,routes,deploy,ui/dist --exclude='**/*_test.ts' --prod
 }
 
 cmd="${1:-}"

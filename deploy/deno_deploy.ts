@@ -11,16 +11,9 @@
 //   (`sandbox = "worker"`, lib/sandbox/worker.ts) unless the config names a sandbox itself.
 import { buildConfig, type Config, loadConfigFiles } from "../lib/config/mod.ts";
 import { parse as parseToml } from "smol-toml";
-import { openBlobStore } from "../lib/storage/mod.ts";
-import { Metrics } from "../lib/metrics/mod.ts";
-import { Registry } from "../lib/registry/mod.ts";
-import { LayerIndex } from "../lib/index/mod.ts";
-import { Reports } from "../lib/scan/mod.ts";
-import { Authenticator, ClientIpResolver } from "../lib/auth/mod.ts";
 import { PolicySet } from "../lib/policy/mod.ts";
-import { strictIfRequested } from "../lib/metadata/mod.ts";
-import { createApp } from "../routes/app.ts";
-import { holderName, jobQueues, registerJobHandlers, registryOptions } from "../main.ts";
+import { holderName, openServices } from "../lib/services/mod.ts";
+import { httpApp } from "../commands/http_app.ts";
 
 export async function deployConfig(): Promise<Config> {
   const file = Deno.env.get("WHARF_CONFIG_FILE");
@@ -57,25 +50,12 @@ export function forceRedirects(req: Request): Request {
 if (import.meta.main) {
   const cfg = await deployConfig();
   const policies = new PolicySet(cfg);
-  const kv = strictIfRequested(await Deno.openKv(Deno.env.get("WHARF_KV_PATH") || undefined));
-  const store = await openBlobStore(cfg);
-  const metrics = new Metrics();
-  const jobs = jobQueues(cfg, kv, metrics);
-  const registry = new Registry(cfg, kv, store, registryOptions(jobs, metrics));
-  registerJobHandlers(cfg, registry, metrics);
-  const layers = new LayerIndex(cfg, registry);
-  layers.register();
-  const reports = new Reports(cfg, registry);
-  reports.register();
-  const app = createApp({
-    registry,
-    metrics,
-    policies,
-    authenticator: new Authenticator(cfg),
-    clientIp: new ClientIpResolver(cfg.server.trustedProxies),
-    layers,
-    reports,
+  const services = await openServices(cfg, {
+    role: "deploy",
+    deployKvPath: Deno.env.get("WHARF_KV_PATH"),
   });
+  const { jobs } = services;
+  const { app } = httpApp(services, policies);
   const drainMs = Number(Deno.env.get("WHARF_DRAIN_SECS") ?? "50") * 1000;
   Deno.cron("wharf drain job queues", "* * * * *", async () => {
     jobs.start(holderName("cron"));

@@ -61,6 +61,10 @@ const ALLOWED: Record<string, string[]> = {
   auth: ["oci", "config", "streams", "http"],
 };
 
+// The composition root (lib/services) may build from every other folder; none imports it back.
+ALLOWED.services = [...Deno.readDirSync(join(ROOT, "lib"))]
+  .filter((e) => e.isDirectory && e.name !== "services").map((e) => e.name);
+
 async function* tsFiles(dir: string): AsyncGenerator<string> {
   for await (const e of Deno.readDir(dir)) {
     const p = join(dir, e.name);
@@ -103,6 +107,52 @@ Deno.test("routes/ reaches no storage or KV module directly", async () => {
     for (const spec of imports(await Deno.readTextFile(file))) {
       if (/lib\/(storage|metadata)\//.test(spec)) {
         problems.push(`${relative(ROOT, file)} imports ${spec}`);
+      }
+    }
+  }
+  assert.deepEqual(problems, []);
+});
+
+Deno.test("no lib/ folder imports lib/services, the composition root", async () => {
+  const problems: string[] = [];
+  for await (const file of tsFiles(join(ROOT, "lib"))) {
+    const rel = relative(join(ROOT, "lib"), file);
+    if (rel.startsWith("services/")) continue;
+    for (const spec of imports(await Deno.readTextFile(file))) {
+      const target = relative(join(ROOT, "lib"), normalize(join(dirname(file), spec)));
+      if (spec.startsWith(".") && target.startsWith("services/")) {
+        problems.push(`${rel} → ${target}`);
+      }
+    }
+  }
+  assert.deepEqual(problems, []);
+});
+
+Deno.test("commands/ and deploy/ reach lib/ only through lib/*/mod.ts (or lib/log.ts)", async () => {
+  const problems: string[] = [];
+  for (const top of ["commands", "deploy"]) {
+    for await (const file of tsFiles(join(ROOT, top))) {
+      for (const spec of imports(await Deno.readTextFile(file))) {
+        if (!spec.startsWith(".")) continue;
+        const target = relative(ROOT, normalize(join(dirname(file), spec)));
+        if (target.startsWith("lib/") && !/^lib\/([a-z_]+\/mod|log)\.ts$/.test(target)) {
+          problems.push(`${relative(ROOT, file)} imports ${target}`);
+        }
+      }
+    }
+  }
+  assert.deepEqual(problems, []);
+});
+
+Deno.test("nothing in lib/ or routes/ imports commands/ or main.ts", async () => {
+  const problems: string[] = [];
+  for (const top of ["lib", "routes"]) {
+    for await (const file of tsFiles(join(ROOT, top))) {
+      for (const spec of imports(await Deno.readTextFile(file))) {
+        const target = relative(ROOT, normalize(join(dirname(file), spec)));
+        if (target === "main.ts" || target.startsWith("commands/")) {
+          problems.push(`${relative(ROOT, file)} imports ${target}`);
+        }
       }
     }
   }

@@ -1,5 +1,5 @@
 // `main.ts --help` and `main.ts COMMAND --help`: what each command does and takes (a leaf: main.ts
-// is its only reader).
+// and commands/cli.ts are its only readers).
 
 const CONFIG = `  -c, --config FILE   a TOML config file; may repeat, later files win key by key
                       (without one: port 5000, ./data, every request allowed, web UI on)

@@ -1,0 +1,85 @@
+// What `serve` runs on a timer besides the job queues: scrub, retention and the replication
+// reconcile, each one run at a time (lib/jobs/periodic.ts), each off unless configured.
+import { periodic } from "../jobs/mod.ts";
+import { formatSummary } from "../registry/mod.ts";
+import { reconcile } from "../replication/mod.ts";
+import { formatPrune, prune } from "../retention/mod.ts";
+import { auditedRun } from "../audit/mod.ts";
+import { log } from "../log.ts";
+import { scrubberFor } from "./scrubber.ts";
+import type { Services } from "./open.ts";
+
+/** The server's own lease name: a restarted server resumes the scrub lease of the one it replaces. */
+const SERVE_SCRUB_HOLDER = "wharf serve";
+
+/** Starts the configured schedules; they stop when `signal` aborts. */
+export function startSchedules(s: Services, signal: AbortSignal): void {
+  scheduleScrub(s, signal);
+  scheduleReconcile(s, signal);
+  schedulePrune(s, signal);
+}
+
+/** `[global.scrub] interval_secs`: scrub inside the server. */
+function scheduleScrub(s: Services, signal: AbortSignal): void {
+  const every = s.cfg.global.scrub.intervalSecs;
+  if (every === null) return;
+  const scrubber = scrubberFor(s, SERVE_SCRUB_HOLDER);
+  periodic("scheduled scrub", every * 1000, async () => {
+    const t0 = performance.now();
+    try {
+      const r = await scrubber.run();
+      if (!r) return;
+      log.info(formatSummary(r));
+      s.metrics.scrubFinished({
+        ok: true,
+        seconds: r.seconds,
+        reclaimed: {
+          blobs: r.blobs,
+          bytes: r.bytes,
+          uploads: r.uploads,
+          namespaces: r.namespaces,
+          pulls: r.pulls,
+        },
+      });
+    } catch (e) {
+      s.metrics.scrubFinished({
+        ok: false,
+        seconds: (performance.now() - t0) / 1000,
+        reclaimed: {},
+      });
+      throw e;
+    }
+  }, { signal });
+}
+
+/** Reconcile inside the server for downstreams whose mode includes it. */
+function scheduleReconcile(s: Services, signal: AbortSignal): void {
+  const intervals = [...s.cfg.repositories.values()].flatMap((r) =>
+    (r.downstreams ?? []).filter((d) => d.mode !== "event").map((d) => d.reconcileIntervalSecs)
+  );
+  if (intervals.length === 0) return;
+  periodic("reconcile", Math.min(...intervals) * 1000, async (signal) => {
+    const r = await reconcile(s.cfg, s.kv, s.jobs, s.replicator, { scheduledOnly: true, signal });
+    log.info("reconcile finished", { ...r, errors: JSON.stringify(r.errors) });
+  }, { signal });
+}
+
+/**
+ * `[global.retention_policy] interval_secs`: prune inside the server. The rules and dry_run are
+ * read on each run, so a reload that changes them applies to the next one.
+ */
+function schedulePrune(s: Services, signal: AbortSignal): void {
+  const { cfg, registry } = s;
+  const every = cfg.global.retentionSchedule.intervalSecs;
+  if (every === null) return;
+  periodic("scheduled prune", every * 1000, async (signal) => {
+    const dryRun = cfg.global.retentionSchedule.dryRun;
+    const r = await auditedRun(registry.events.audit, "prune.run", () =>
+      prune(cfg, registry, {
+        dryRun,
+        signal,
+        report: (line) => log.info(`retention: ${dryRun ? "would " : ""}${line}`),
+      }), (r) => formatPrune(r, dryRun));
+    log.info(formatPrune(r, dryRun));
+  }, { signal });
+}

@@ -8,6 +8,7 @@
 // value-carrying mutations (set, sum, min, max); its "total mutation size" counts every check
 // and mutation key, plus each value-carrying mutation's key and value once more.
 import { serialize } from "node:v8";
+import { enforceListedKeys } from "./key_guard.ts";
 
 export const KV_LIMITS = {
   checks: 10,
@@ -370,17 +371,21 @@ export function enforceKvLimits(kv: Deno.Kv, report: (msg: string) => void): Den
   });
 }
 
-/** The marker a server prints for a commit past the limits; the test harness fails on it. */
+/** The marker a server prints for a commit past the limits or a key outside keys.ts; the test harness fails on it. */
 export const KV_LIMIT_MARKER = "KV LIMIT VIOLATION";
 
-/** Under WHARF_STRICT_KV_LIMITS=1 (the test task sets it): `kv` with the limits enforced. */
+/**
+ * Under WHARF_STRICT_KV_LIMITS=1 (the test task sets it): `kv` with the limits enforced and
+ * every key checked against keys.ts (key_guard.ts).
+ */
 export function strictIfRequested(kv: Deno.Kv): Deno.Kv {
   let on = false;
   try {
     on = Deno.env.get("WHARF_STRICT_KV_LIMITS") === "1";
   } catch { /* no env permission: off */ }
   if (!on) return kv;
-  return enforceKvLimits(kv, (msg) => {
+  const report = (msg: string) => {
     console.error(`${KV_LIMIT_MARKER}: ${msg}\n${new Error().stack}`);
-  });
+  };
+  return enforceListedKeys(enforceKvLimits(kv, report), report);
 }

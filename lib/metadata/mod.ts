@@ -43,6 +43,7 @@ export {
   valueSize,
 } from "./kv_limits.ts";
 export { withBusyRetry } from "./kv_busy.ts";
+export { enforceListedKeys, unlistedKey, UnlistedKeyError } from "./key_guard.ts";
 export {
   type Attempt,
   commitRetryCounts,

@@ -6,6 +6,7 @@ import { countUploadSessions, instrumentKv, openMetadata } from "../lib/metadata
 import { type BlobStore, FsBlobStore, InstrumentedBlobStore } from "../lib/storage/mod.ts";
 import { Metrics } from "../lib/metrics/mod.ts";
 import { Registry } from "../lib/registry/mod.ts";
+import { allWriteEffects } from "../lib/services/mod.ts";
 import { Authenticator, ClientIpResolver } from "../lib/auth/mod.ts";
 import { PolicySet } from "../lib/policy/mod.ts";
 import { createApp } from "../routes/app.ts";
@@ -23,7 +24,7 @@ const store: BlobStore = metrics ? new InstrumentedBlobStore(fs, metrics.observe
 const kv = metrics ? instrumentKv(rawKv, metrics.observeKv) : rawKv;
 metrics?.countUploadSessionsWith(() => countUploadSessions(rawKv));
 const app = createApp({
-  registry: new Registry(cfg, kv, store),
+  registry: new Registry(cfg, kv, store, { effects: allWriteEffects(cfg) }),
   policies: new PolicySet(cfg),
   authenticator: new Authenticator(cfg),
   clientIp: new ClientIpResolver([]),

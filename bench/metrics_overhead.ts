@@ -7,6 +7,7 @@ import { instrumentKv, openMetadata } from "../lib/metadata/mod.ts";
 import { FsBlobStore, InstrumentedBlobStore } from "../lib/storage/mod.ts";
 import { Metrics } from "../lib/metrics/mod.ts";
 import { Registry } from "../lib/registry/mod.ts";
+import { allWriteEffects } from "../lib/services/mod.ts";
 import { Authenticator, ClientIpResolver } from "../lib/auth/mod.ts";
 import { PolicySet } from "../lib/policy/mod.ts";
 import { createApp } from "../routes/app.ts";
@@ -17,27 +18,34 @@ const fs = new FsBlobStore(`${dir}/blobs`);
 await fs.init();
 const kv = await openMetadata(`${dir}/kv`);
 const metrics = new Metrics();
+const effects = allWriteEffects(cfg);
 const base = {
   policies: new PolicySet(cfg),
   authenticator: new Authenticator(cfg),
   clientIp: new ClientIpResolver([]),
 };
-const mwOnly = createApp({ ...base, registry: new Registry(cfg, kv, fs), metrics: new Metrics() });
+const mwOnly = createApp({
+  ...base,
+  registry: new Registry(cfg, kv, fs, { effects }),
+  metrics: new Metrics(),
+});
 const storesOnly = createApp({
   ...base,
   registry: new Registry(
     cfg,
     instrumentKv(kv, metrics.observeKv),
     new InstrumentedBlobStore(fs, metrics.observeBlobStore),
+    { effects },
   ),
 });
-const off = createApp({ ...base, registry: new Registry(cfg, kv, fs) });
+const off = createApp({ ...base, registry: new Registry(cfg, kv, fs, { effects }) });
 const on = createApp({
   ...base,
   registry: new Registry(
     cfg,
     instrumentKv(kv, metrics.observeKv),
     new InstrumentedBlobStore(fs, metrics.observeBlobStore),
+    { effects },
   ),
   metrics,
 });

@@ -7,6 +7,7 @@ import { defaultConfig } from "../lib/config/mod.ts";
 import { FsBlobStore } from "../lib/storage/mod.ts";
 import { openMetadata } from "../lib/metadata/mod.ts";
 import { formatSummary, Registry, Scrubber } from "../lib/registry/mod.ts";
+import { allWriteEffects } from "../lib/services/mod.ts";
 
 const N = Number(Deno.args[0] ?? 10_000);
 const dir = await Deno.makeTempDir({ prefix: "wharf-scrub-bench-" });
@@ -15,7 +16,7 @@ cfg.blobStore.fs.rootDir = join(dir, "blobs");
 const store = new FsBlobStore(cfg.blobStore.fs.rootDir);
 await store.init();
 const kv = await openMetadata(join(dir, "kv.sqlite"));
-const reg = new Registry(cfg, kv, store);
+const reg = new Registry(cfg, kv, store, { effects: allWriteEffects(cfg) });
 
 const t0 = performance.now();
 const pushed: [string, string][] = [];

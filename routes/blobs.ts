@@ -8,13 +8,7 @@ export async function blobHandler(
   const ns = a.namespace!;
   const digest = a.digest!;
   if (a.name === "delete-blob") {
-    const ev = await reg.events.prepare("blob.delete", {
-      namespace: ns,
-      digest,
-      reference: digest,
-    });
-    await reg.blobs.delete(ns, digest, () => ev.plan());
-    ev.committed();
+    await reg.blobs.delete(ns, digest);
     return new Response(null, { status: 202, headers: extra });
   }
   // HEAD never redirects: it has no body to fetch elsewhere.

@@ -12,12 +12,6 @@ export async function uploadHandler(
   };
   switch (a.name) {
     case "start-upload": {
-      // A monolithic upload or a mount links a blob at once: that is a blob.push, its
-      // deliveries written in the link's commit.
-      const digest = query.first("digest") ?? query.first("mount");
-      const ev = digest === null
-        ? null
-        : await reg.events.prepare("blob.push", { namespace: ns, digest });
       const r = await reg.uploads.start(ns, {
         digest: query.first("digest"),
         digestAlgorithm: query.first("digest-algorithm"),
@@ -26,11 +20,7 @@ export async function uploadHandler(
         canRead: access.canMountFrom,
         body: bodyOf(req),
         contentLength: contentLength(req),
-        linkJobs: ev ? (d) => ev.plan({ digest: d }) : undefined,
       });
-      ev?.committed();
-      // The namespace had the blob already: nothing was written, the push still happened.
-      if (r.kind === "created" && !r.linked) await ev?.alone({ digest: r.digest });
       if (r.kind === "created") return created(ns, r.digest, extra);
       return new Response(null, {
         status: 202,
@@ -57,17 +47,11 @@ export async function uploadHandler(
       });
     }
     case "complete-upload": {
-      const ev = await reg.events.prepare("blob.push", {
-        namespace: ns,
-        digest: query.first("digest"),
-      });
       const r = await reg.uploads.complete(ns, a.uuid!, query.first("digest"), {
         body: bodyOf(req),
         contentLength: contentLength(req),
         contentRange: req.headers.get("content-range"),
-        linkJobs: (d) => ev.plan({ digest: d }),
       });
-      ev.committed();
       return created(ns, r.digest, extra);
     }
     default: {

@@ -1,9 +1,9 @@
 // Event webhooks (issue 14). A write that causes an event plans its async deliveries into the
-// write's own commit (plan, or prepare where the commit is built in lib/metadata: blob links,
-// scan reports): one outbox entry per webhook (outbox.ts), drained in batches, with retries,
-// backoff and dead letters in the `events` job queue. A pull writes nothing of its own (its
-// history is best effort, batched apart), so its event is the one commit it causes (emit). When more webhooks want an event than fit a commit comfortably, one fan-out job on the
-// `events` queue carries it and writes the entries when it runs, so a commit never grows with the
+// write's own commit (through its write effects, write_effects.ts): one outbox entry per webhook
+// (outbox.ts), drained in batches, with retries, backoff and dead letters in the `events` job
+// queue. A pull writes nothing of its own (its history is best effort, batched apart), so its
+// event is the one commit it causes (emit). When more webhooks want an event than fit a commit
+// comfortably, one fan-out job on the `events` queue carries it and writes the entries when it runs, so a commit never grows with the
 // number of webhooks. `required` webhooks are called before the operation (require) and a
 // failure fails it.
 import { type Config, type EventKind, type EventWebhookConfig } from "../config/mod.ts";
@@ -177,23 +177,6 @@ export class Events {
     }));
   }
 
-  /**
-   * For a write whose commit is built elsewhere (blob links and unlinks, scan reports): the
-   * `required` webhooks are asked now, before it; `plan` gives its async deliveries for that
-   * commit (called once per attempt: only the committed attempt's survive), and `committed`
-   * wakes the drainers after it. Nothing is planned when no webhook wants the event.
-   */
-  async prepare(kind: EventKind, f: EventFields, consultRequired = true): Promise<EventPlan> {
-    if (!this.wanted(kind, f.namespace)) return NO_EVENT;
-    if (consultRequired) await this.require(this.event(kind, f));
-    let last: PlannedMutation[] = [];
-    return {
-      plan: (fired = {}) => (last = this.plan(this.event(kind, { ...f, ...fired }))),
-      committed: () => this.committed(last),
-      alone: (fired = {}) => this.emit(this.event(kind, { ...f, ...fired })),
-    };
-  }
-
   /** An event after a read (manifest.pull): required webhooks, then async deliveries. */
   async notify(kind: EventKind, f: EventFields): Promise<void> {
     if (!this.wanted(kind, f.namespace)) return;
@@ -245,15 +228,6 @@ export class Events {
   }
 }
 
-/** An event's deliveries, planned into the causing write's commit (Events.prepare). */
-export interface EventPlan {
-  /** the mutations for the commit; `fired` overrides fields known only then (the digest) */
-  plan(fired?: Partial<EventFields>): PlannedMutation[];
-  committed(): void;
-  /** the deliveries in a commit of their own: the operation happened without a write */
-  alone(fired?: Partial<EventFields>): Promise<void>;
-}
-
 /** The kinds that are writes: recorded in the audit trail (pulls and scan results are not). */
 const AUDITED = new Set<EventKind>([
   "manifest.push",
@@ -277,8 +251,6 @@ function auditFields(ev: WharfEvent): AuditFields {
     at: Date.parse(ev.timestamp),
   };
 }
-
-const NO_EVENT: EventPlan = { plan: () => [], committed: () => {}, alone: async () => {} };
 
 function fanoutJob(ev: WharfEvent) {
   return { kind: FANOUT_KIND, payload: { event: ev }, lockKey: `fanout|${ev.id}` };

@@ -3,7 +3,7 @@
 // and a blob delete racing each other must not both succeed; both interleavings are forced here.
 import assert from "node:assert/strict";
 import { RegistryError } from "../oci/errors.ts";
-import { BlobMeta, K, ManifestMeta, type ManifestWrite } from "./mod.ts";
+import { BlobMeta, K, ManifestMeta, type ManifestWrite, NO_FACTS } from "./mod.ts";
 import { openTestKv } from "../../tests/helpers/kv.ts";
 
 const NS = "race/ns";
@@ -20,7 +20,7 @@ async function withKv(
     const blobs = new BlobMeta(kv);
     for (const d of [BLOB, CONFIG]) {
       const reserved = await blobs.reserve(d, 10);
-      await blobs.addLink(NS, d, 10, reserved, () => Promise.resolve(true));
+      await blobs.addLink(NS, d, 10, reserved, () => Promise.resolve(true), NO_FACTS);
     }
     await fn(kv, blobs, new ManifestMeta(kv));
     assert.deepEqual(t.violations, []);
@@ -55,11 +55,11 @@ Deno.test("a blob delete landing after the manifest read its links fails the man
     const owned = async () => {
       const read = await blobs.requireOwned(NS, [CONFIG, BLOB]);
       // The delete lands between the manifest's reads and its commit.
-      if (calls++ === 0) await blobs.unlink(NS, BLOB);
+      if (calls++ === 0) await blobs.unlink(NS, BLOB, NO_FACTS);
       return read;
     };
     await assert.rejects(
-      manifests.commit(write(owned)),
+      manifests.commit(write(owned), NO_FACTS),
       (e) => e instanceof RegistryError && e.code === "MANIFEST_BLOB_UNKNOWN",
     );
     assert.equal((await kv.get(K.rev(NS, MANIFEST))).value, null, "no revision was written");
@@ -76,7 +76,7 @@ Deno.test("a manifest push landing after a blob delete scanned for references fa
       await Array.fromAsync(kv.list({ prefix: K.brefs(NS, BLOB) })).then((l) => l.length),
       0,
     );
-    await manifests.commit(write(() => blobs.requireOwned(NS, [CONFIG, BLOB])));
+    await manifests.commit(write(() => blobs.requireOwned(NS, [CONFIG, BLOB])), NO_FACTS);
     // The link itself is untouched (a check on it alone would pass) …
     assert.equal((await kv.get(K.link(NS, BLOB))).versionstamp, seen.versionstamp);
     // … but the manifest commit rewrote refver, so unlink's guarded delete cannot go through…
@@ -84,7 +84,7 @@ Deno.test("a manifest push landing after a blob delete scanned for references fa
     assert.equal(stale.ok, false);
     // …and unlink, retrying, finds the reference and refuses.
     await assert.rejects(
-      blobs.unlink(NS, BLOB),
+      blobs.unlink(NS, BLOB, NO_FACTS),
       (e) => e instanceof RegistryError && e.code === "DENIED" && e.status === 405,
     );
     assert.ok((await kv.get(K.link(NS, BLOB))).value, "the namespace still owns the blob");

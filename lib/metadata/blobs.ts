@@ -2,7 +2,10 @@
 import { RegistryError } from "../oci/errors.ts";
 import { type BlobRecord, K, type LinkRecord } from "./keys.ts";
 import { getAll, hasAny } from "./kv_util.ts";
-import { addJobs, type PlannedMutation } from "./kv_limits.ts";
+import { addJobs } from "./kv_limits.ts";
+import { commitWithRetry } from "./commit_retry.ts";
+import { stamping } from "./commit_stamp.ts";
+import type { WriteFacts } from "./write_facts.ts";
 import { checkNotReclaiming, explainConflict, reclaimingError } from "./reclaim.ts";
 import type { UsageLedger, UsagePlan } from "./usage.ts";
 
@@ -76,32 +79,40 @@ export class BlobMeta {
    * digest in between, the record is gone and the link is refused instead of dangling.
    */
   async reserve(digest: string, size: number): Promise<string> {
-    for (let attempt = 0; attempt < 3; attempt++) {
+    const stamp: { versionstamp: string | null } = { versionstamp: null };
+    await commitWithRetry("blob reserve", () => {
       const op = this.kv.atomic().set(
         K.blob(digest),
         { size, at: Date.now() } satisfies BlobRecord,
       );
       checkNotReclaiming(op, digest);
-      const r = await op.commit();
-      if (r.ok) return r.versionstamp;
-      await explainConflict(this.kv, [digest]);
-    }
-    throw reclaimingError(digest);
+      return Promise.resolve({ op: stamping(op, stamp), value: undefined });
+    }, {
+      attempts: 3,
+      between: () => explainConflict(this.kv, [digest]),
+      exhausted: () => reclaimingError(digest),
+    });
+    return stamp.versionstamp!;
   }
 
-  /** Step 2, after the bytes are in place: `ns` owns them. One commit, with the jobs it causes. */
+  /**
+   * Step 2, after the bytes are in place: `ns` owns them. One commit, with the jobs it causes
+   * (`effects` hears `blob-linked`).
+   */
   async addLink(
     ns: string,
     digest: string,
     size: number,
     reserved: string,
     placed: BytesPlaced,
-    jobs: () => PlannedMutation[] = () => [],
+    effects: WriteFacts,
   ): Promise<void> {
     let guard = reserved;
-    for (let attempt = 0; attempt < RESERVED_WRITE_ATTEMPTS; attempt++) {
+    let usage: Pick<UsagePlan, "apply" | "pause"> | undefined;
+    await commitWithRetry("blob link", async () => {
+      effects.attempt();
       const now = Date.now();
-      const usage = await linkUsage(this.kv, this.usage, ns, digest, size);
+      usage = await linkUsage(this.kv, this.usage, ns, digest, size);
       const op = this.kv.atomic()
         .check({ key: K.blob(digest), versionstamp: guard })
         .set(K.blob(digest), { size, at: now } satisfies BlobRecord)
@@ -109,22 +120,27 @@ export class BlobMeta {
         .set(K.owner(digest, ns), true);
       checkNotReclaiming(op, digest);
       usage.apply(op);
-      if ((await addJobs(op, jobs()).commit()).ok) return;
-      await usage.pause(attempt);
-      guard = await reservationAfterConflict(this.kv, digest, placed);
-    }
-    throw reclaimingError(digest);
+      return {
+        op: addJobs(op, effects.mutationsFor({ kind: "blob-linked", ns, digest })),
+        value: undefined,
+      };
+    }, {
+      attempts: RESERVED_WRITE_ATTEMPTS,
+      between: async (attempt) => {
+        await usage?.pause(attempt);
+        guard = await reservationAfterConflict(this.kv, digest, placed);
+      },
+      exhausted: () => reclaimingError(digest),
+    });
+    effects.landed();
   }
 
   /** Links an existing blob into `ns` (mount); false when the blob record is gone. */
-  async mount(
-    ns: string,
-    digest: string,
-    jobs: () => PlannedMutation[] = () => [],
-  ): Promise<boolean> {
+  async mount(ns: string, digest: string, effects: WriteFacts): Promise<boolean> {
     const b = await this.kv.get<BlobRecord>(K.blob(digest));
     if (!b.value) return false;
     const usage = await linkUsage(this.kv, this.usage, ns, digest, b.value.size);
+    effects.attempt();
     const op = this.kv.atomic()
       .check(b)
       .set(K.link(ns, digest), { size: b.value.size, at: Date.now() } satisfies LinkRecord)
@@ -132,7 +148,10 @@ export class BlobMeta {
     // A mount racing reclamation of its source is simply unsatisfiable: the client uploads.
     checkNotReclaiming(op, digest);
     usage.apply(op);
-    return (await addJobs(op, jobs()).commit()).ok;
+    const facts = effects.mutationsFor({ kind: "blob-linked", ns, digest });
+    if (!(await addJobs(op, facts).commit()).ok) return false;
+    effects.landed();
+    return true;
   }
 
   /** Namespaces that own `digest`, in key order, at most `limit`. */
@@ -145,12 +164,9 @@ export class BlobMeta {
   }
 
   /** SPEC: DELETE blob → 405 DENIED while a manifest of the namespace references it. */
-  async unlink(
-    ns: string,
-    digest: string,
-    jobs: () => PlannedMutation[] = () => [],
-  ): Promise<void> {
-    for (let attempt = 0; attempt < RESERVED_WRITE_ATTEMPTS; attempt++) {
+  async unlink(ns: string, digest: string, effects: WriteFacts): Promise<void> {
+    await commitWithRetry("blob delete", async () => {
+      effects.attempt();
       const link = await this.kv.get<LinkRecord>(K.link(ns, digest));
       if (!link.value) throw new RegistryError("BLOB_UNKNOWN", digest);
       // Read before the scan: a commit adding references in ns after this read rewrites
@@ -166,10 +182,14 @@ export class BlobMeta {
       const op = this.kv.atomic().check(link).check(refver).delete(K.link(ns, digest))
         .delete(K.owner(digest, ns)).set(K.unlinkver(ns), true);
       (await this.usage?.planRemove(ns, digest, link.value.size))?.apply(op);
-      const r = await addJobs(op, jobs()).commit();
-      if (r.ok) return;
-    }
-    throw new RegistryError("INTERNAL_ERROR", "blob delete kept conflicting", { status: 503 });
+      const facts = effects.mutationsFor({ kind: "blob-unlinked", ns, digest });
+      return { op: addJobs(op, facts), value: undefined };
+    }, {
+      attempts: RESERVED_WRITE_ATTEMPTS,
+      exhausted: () =>
+        new RegistryError("INTERNAL_ERROR", "blob delete kept conflicting", { status: 503 }),
+    });
+    effects.landed();
   }
 
   /**

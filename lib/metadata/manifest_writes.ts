@@ -22,6 +22,9 @@ import { getAll } from "./kv_util.ts";
 import { CommitBudget, commitInBatches, type PlannedMutation } from "./kv_limits.ts";
 import { type BytesPlaced, reservationAfterConflict, RESERVED_WRITE_ATTEMPTS } from "./blobs.ts";
 import type { UsageLedger, UsagePlan } from "./usage.ts";
+import { commitWithRetry } from "./commit_retry.ts";
+import { stamping } from "./commit_stamp.ts";
+import type { WriteFacts } from "./write_facts.ts";
 
 /** A push naming at most this many tags checks each tag key; more are guarded by tagver. */
 const TAG_CHECKS_MAX = 3;
@@ -32,7 +35,7 @@ const DELETE_ATTEMPTS = 20;
  * checks the namespace's tagver, which every tag write bumps; retried at once, 20 attempts could
  * all lose to a stream of tag writes (16 clients on a few tags: a 503 once in CI's chaos test).
  */
-function conflictPause(attempt: number): Promise<void> {
+function deletePause(attempt: number): Promise<void> {
   const cap = Math.min(100, 2 ** attempt);
   return new Promise((r) => setTimeout(r, Math.random() * cap));
 }
@@ -60,14 +63,6 @@ export interface ManifestWrite {
    * (BlobMeta.requireOwned); the head commit checks it.
    */
   owned?: () => Promise<Deno.KvEntryMaybe<unknown>>;
-  /** jobs a tag change causes (replication), committed with that tag's mutations */
-  tagJobs?: (tag: string, existing: TagRecord | null) => PlannedMutation[];
-  /** jobs a new revision pushed without tags causes, committed with the revision */
-  revisionJobs?: () => PlannedMutation[];
-  /** jobs any new revision causes (layer indexing), committed with the revision */
-  newRevisionJobs?: () => PlannedMutation[];
-  /** jobs every push causes, new revision or not (event webhooks), in the head commit */
-  pushJobs?: () => PlannedMutation[];
 }
 
 /** Whether writing `tag` changes it: a write that changes nothing causes no job (no ping-pong). */
@@ -75,9 +70,17 @@ function tagChanges(w: ManifestWrite, existing: TagRecord | null): boolean {
   return !existing || existing.digest !== w.digest || existing.createdAt !== w.tagCreatedAt;
 }
 
-function tagUnit(w: ManifestWrite, tag: string, existing: TagRecord | null): PlannedMutation[] {
+function tagUnit(
+  w: ManifestWrite,
+  fx: WriteFacts,
+  tag: string,
+  existing: TagRecord | null,
+): PlannedMutation[] {
   const muts = tagMutations(w.ns, w.digest, tag, existing, w.tagCreatedAt);
-  if (w.tagJobs && tagChanges(w, existing)) muts.push(...w.tagJobs(tag, existing));
+  if (tagChanges(w, existing)) {
+    const { ns, digest } = w;
+    muts.push(...fx.mutationsFor({ kind: "tag-changed", ns, digest, tag, previous: existing }));
+  }
   return muts;
 }
 
@@ -132,6 +135,7 @@ function tagMutations(
 export async function commitManifest(
   kv: Deno.Kv,
   w: ManifestWrite,
+  fx: WriteFacts,
   usage?: UsageLedger,
 ): Promise<void> {
   const { ns, digest } = w;
@@ -143,106 +147,121 @@ export async function commitManifest(
   const oneByOne = w.tags.length <= TAG_CHECKS_MAX;
   let refsWritten = false;
   let reserved = w.reserved;
-  for (let attempt = 0; attempt < RESERVED_WRITE_ATTEMPTS; attempt++) {
-    const rev = await kv.get<RevisionRecord>(K.rev(ns, digest));
-    const tagver = await kv.get(K.tagver(ns));
-    const tagEntries = await getAll<TagRecord>(kv, w.tags.map((t) => K.tag(ns, t)));
-    const owned = w.owned && !rev.value ? await w.owned() : null;
-    const op = kv.atomic();
-    const budget = new CommitBudget();
-    budget.checkOn(op, rev);
-    if (w.tags.length > 0) {
-      if (oneByOne) { for (const e of tagEntries) budget.checkOn(op, e); }
-      else budget.checkOn(op, tagver);
-    }
-    const outOfLine = !rev.value && reserved !== null;
-    let plan: UsagePlan | undefined;
-    const fixed: PlannedMutation[] = [set(K.ns(ns), { at: Date.now() })];
-    if (w.tags.length > 0) fixed.push(set(K.tagver(ns), true));
-    if (!rev.value) {
-      fixed.push(set(K.rev(ns, digest), w.record), set(K.refver(ns), true));
-      if (outOfLine) {
-        // The body was just written to the blob store: keep scrub from reclaiming it.
-        budget.checkOn(op, { key: K.blob(digest), versionstamp: reserved });
-        budget.checkOn(op, { key: K.reclaim(digest), versionstamp: null });
-        fixed.push(set(K.body(digest, ns), true));
+  // What the last attempt read, for the step between attempts.
+  let last: { plan?: UsagePlan; outOfLine: boolean } = { outOfLine: false };
+  const stamp: { versionstamp: string | null } = { versionstamp: null };
+  const head = await commitWithRetry("manifest push", async () => {
+    for (;;) {
+      fx.attempt();
+      const rev = await kv.get<RevisionRecord>(K.rev(ns, digest));
+      const tagver = await kv.get(K.tagver(ns));
+      const tagEntries = await getAll<TagRecord>(kv, w.tags.map((t) => K.tag(ns, t)));
+      const owned = w.owned && !rev.value ? await w.owned() : null;
+      const op = kv.atomic();
+      const budget = new CommitBudget();
+      budget.checkOn(op, rev);
+      if (w.tags.length > 0) {
+        if (oneByOne) { for (const e of tagEntries) budget.checkOn(op, e); }
+        else budget.checkOn(op, tagver);
       }
-      // A blob delete in ns since `owned` was read fails this commit; one committed after it
-      // sees refver moved (or the references) and refuses (BlobMeta.unlink).
-      if (owned) budget.checkOn(op, owned);
-      if (w.parsed.subject) {
-        fixed.push(set(K.referrer(ns, w.parsed.subject, digest), referrerRecord(w)));
+      const outOfLine = !rev.value && reserved !== null;
+      let plan: UsagePlan | undefined;
+      const fixed: PlannedMutation[] = [set(K.ns(ns), { at: Date.now() })];
+      if (w.tags.length > 0) fixed.push(set(K.tagver(ns), true));
+      if (!rev.value) {
+        fixed.push(set(K.rev(ns, digest), w.record), set(K.refver(ns), true));
+        if (outOfLine) {
+          // The body was just written to the blob store: keep scrub from reclaiming it.
+          budget.checkOn(op, { key: K.blob(digest), versionstamp: reserved });
+          budget.checkOn(op, { key: K.reclaim(digest), versionstamp: null });
+          fixed.push(set(K.body(digest, ns), true));
+        }
+        // A blob delete in ns since `owned` was read fails this commit; one committed after it
+        // sees refver moved (or the references) and refuses (BlobMeta.unlink).
+        if (owned) budget.checkOn(op, owned);
+        if (w.parsed.subject) {
+          fixed.push(set(K.referrer(ns, w.parsed.subject, digest), referrerRecord(w)));
+        }
+        fixed.push(...fx.mutationsFor({ kind: "revision-added", ns, digest, parsed: w.parsed }));
+        // The revision is a new member of the repository's usage (403 DENIED past its quota).
+        plan = await usage?.planAdd(ns, digest, w.record.size);
+        if (plan && !plan.fits(budget)) throw new Error("manifest head commit exceeds KV limits");
+        plan?.apply(op);
       }
-      if (w.tags.length === 0 && w.revisionJobs) fixed.push(...w.revisionJobs());
-      if (w.newRevisionJobs) fixed.push(...w.newRevisionJobs());
-      // The revision is a new member of the repository's usage (403 DENIED past its quota).
-      plan = await usage?.planAdd(ns, digest, w.record.size);
-      if (plan && !plan.fits(budget)) throw new Error("manifest head commit exceeds KV limits");
-      plan?.apply(op);
+      fixed.push(...fx.mutationsFor({ kind: "manifest-pushed", ns, digest }));
+      if (!budget.addAll(op, fixed)) throw new Error("manifest head commit exceeds KV limits");
+      let t = 0;
+      for (; t < w.tags.length; t++) {
+        const e = tagEntries[t];
+        w.guard(w.tags[t], e.value);
+        if (!budget.addAll(op, tagUnit(w, fx, w.tags[t], e.value))) break;
+      }
+      if (!rev.value && !refsWritten && !(t === w.tags.length && budget.addAll(op, refs))) {
+        await commitInBatches(kv, refs, [set(K.refver(ns), true)]);
+        refsWritten = true;
+        continue; // rebuild the head without the references
+      }
+      last = { plan, outOfLine };
+      return {
+        op: stamping(op, stamp),
+        value: { t, revStamp: rev.value ? rev.versionstamp : null },
+      };
     }
-    if (w.pushJobs) fixed.push(...w.pushJobs());
-    if (!budget.addAll(op, fixed)) throw new Error("manifest head commit exceeds KV limits");
-    let t = 0;
-    for (; t < w.tags.length; t++) {
-      const e = tagEntries[t];
-      w.guard(w.tags[t], e.value);
-      if (!budget.addAll(op, tagUnit(w, w.tags[t], e.value))) break;
-    }
-    if (!rev.value && !refsWritten && !(t === w.tags.length && budget.addAll(op, refs))) {
-      await commitInBatches(kv, refs, [set(K.refver(ns), true)]);
-      refsWritten = true;
-      continue; // rebuild the head without the references
-    }
-    const r = await op.commit();
-    if (!r.ok) {
-      await plan?.pause(attempt);
-      if (outOfLine) reserved = await reservationAfterConflict(kv, digest, w.placed);
-      continue;
-    }
-    if (t < w.tags.length) {
-      const revStamp = rev.value ? rev.versionstamp : r.versionstamp;
-      await commitTailTags(kv, w, t, revStamp);
-    }
-    return;
+  }, {
+    attempts: RESERVED_WRITE_ATTEMPTS,
+    between: async (attempt) => {
+      await last.plan?.pause(attempt);
+      if (last.outOfLine) reserved = await reservationAfterConflict(kv, digest, w.placed);
+    },
+    exhausted: () =>
+      new RegistryError("INTERNAL_ERROR", "manifest commit kept conflicting", { status: 503 }),
+  });
+  fx.landed();
+  if (head.t < w.tags.length) {
+    await commitTailTags(kv, w, fx, head.t, head.revStamp ?? stamp.versionstamp!);
   }
-  throw new RegistryError("INTERNAL_ERROR", "manifest commit kept conflicting", { status: 503 });
 }
 
 /** Tags `w.tags[from..]` in budgeted commits, each checking the revision and tagver. */
 async function commitTailTags(
   kv: Deno.Kv,
   w: ManifestWrite,
+  fx: WriteFacts,
   from: number,
   revStamp: string,
 ): Promise<void> {
   const { ns, digest } = w;
-  for (let attempt = 0; attempt < RESERVED_WRITE_ATTEMPTS && from < w.tags.length;) {
-    const tagver = await kv.get(K.tagver(ns));
-    // A commit holds ~60 tags at most (80 KiB of keys); reading a few more costs nothing.
-    const slice = w.tags.slice(from, from + 80);
-    const entries = await getAll<TagRecord>(kv, slice.map((t) => K.tag(ns, t)));
-    const op = kv.atomic();
-    const budget = new CommitBudget();
-    budget.checkOn(op, { key: K.rev(ns, digest), versionstamp: revStamp });
-    budget.checkOn(op, tagver);
-    budget.addAll(op, [set(K.tagver(ns), true)]);
-    let n = 0;
-    for (; n < slice.length; n++) {
-      w.guard(slice[n], entries[n].value);
-      if (!budget.addAll(op, tagUnit(w, slice[n], entries[n].value))) break;
-    }
-    if ((await op.commit()).ok) {
-      from += n;
-      continue;
-    }
-    attempt++;
-    const rev = await kv.get(K.rev(ns, digest));
-    if (rev.versionstamp !== revStamp) {
-      throw new RegistryError("MANIFEST_UNKNOWN", `${digest} was deleted while being tagged`);
-    }
-  }
-  if (from < w.tags.length) {
-    throw new RegistryError("INTERNAL_ERROR", "tagging kept conflicting", { status: 503 });
+  while (from < w.tags.length) {
+    const n = await commitWithRetry("manifest tags", async () => {
+      fx.attempt();
+      const tagver = await kv.get(K.tagver(ns));
+      // A commit holds ~60 tags at most (80 KiB of keys); reading a few more costs nothing.
+      const slice = w.tags.slice(from, from + 80);
+      const entries = await getAll<TagRecord>(kv, slice.map((t) => K.tag(ns, t)));
+      const op = kv.atomic();
+      const budget = new CommitBudget();
+      budget.checkOn(op, { key: K.rev(ns, digest), versionstamp: revStamp });
+      budget.checkOn(op, tagver);
+      budget.addAll(op, [set(K.tagver(ns), true)]);
+      let n = 0;
+      for (; n < slice.length; n++) {
+        w.guard(slice[n], entries[n].value);
+        if (!budget.addAll(op, tagUnit(w, fx, slice[n], entries[n].value))) break;
+      }
+      return { op, value: n };
+    }, {
+      attempts: RESERVED_WRITE_ATTEMPTS,
+      between: async () => {
+        const rev = await kv.get(K.rev(ns, digest));
+        if (rev.versionstamp !== revStamp) {
+          throw new RegistryError("MANIFEST_UNKNOWN", `${digest} was deleted while being tagged`);
+        }
+      },
+      exhausted: () =>
+        new RegistryError("INTERNAL_ERROR", "tagging kept conflicting", { status: 503 }),
+    });
+    fx.landed();
+    from += n;
   }
 }
 
@@ -252,34 +271,44 @@ export async function deleteTag(
   ns: string,
   tag: string,
   guard: (t: TagRecord) => void,
-  jobs: () => PlannedMutation[] = () => [],
+  fx: WriteFacts,
 ): Promise<void> {
-  for (let attempt = 0; attempt < DELETE_ATTEMPTS; attempt++) {
+  await commitWithRetry("tag delete", async () => {
+    fx.attempt();
     const e = await kv.get<TagRecord>(K.tag(ns, tag));
     if (!e.value) throw new RegistryError("MANIFEST_UNKNOWN", `tag ${tag}`);
     guard(e.value);
+    const digest = e.value.digest;
     // tagver is rewritten in the same commit, so listTags' cached list is dropped with it.
     const op = kv.atomic();
     const budget = new CommitBudget();
     budget.checkOn(op, e);
     const muts = [
       del(K.tag(ns, tag)),
-      del(K.tagrev(ns, e.value.digest, tag)),
+      del(K.tagrev(ns, digest, tag)),
       set(K.tagver(ns), true),
-      ...jobs(),
+      ...fx.mutationsFor({ kind: "tag-deleted", ns, tag, digest }),
     ];
     if (!budget.addAll(op, muts)) throw new Error("tag delete exceeds KV limits");
-    const r = await op.commit();
-    if (r.ok) return;
-    await conflictPause(attempt);
-  }
-  throw new RegistryError("INTERNAL_ERROR", "tag delete kept conflicting", { status: 503 });
+    return { op, value: undefined };
+  }, {
+    attempts: DELETE_ATTEMPTS,
+    between: deletePause,
+    exhausted: () =>
+      new RegistryError("INTERNAL_ERROR", "tag delete kept conflicting", { status: 503 }),
+  });
+  fx.landed();
 }
 
 /**
  * DELETE by digest: the revision, every tag pointing at it and the references derived from its
  * body (`parsed`). `guard` sees each tag (LWW rule 3: any newer tag refuses the whole delete,
  * judged before anything is removed).
+ *
+ * The tags go first, in as many commits as they need, then the revision (with the last of them);
+ * every commit re-reads and checks the revision and tagver, so a tag written meanwhile is seen
+ * (tags dropped so far stay dropped). The references go with the revision when they fit, else
+ * after it in batches.
  */
 export async function deleteRevision(
   kv: Deno.Kv,
@@ -287,82 +316,90 @@ export async function deleteRevision(
   digest: string,
   parsed: ParsedManifest,
   guard: (t: TagRecord) => void,
-  jobs: () => PlannedMutation[] = () => [],
+  fx: WriteFacts,
   usage?: UsageLedger,
 ): Promise<void> {
-  for (let attempt = 0; attempt < DELETE_ATTEMPTS; attempt++) {
-    // Read at once: the shorter the span between these reads and the commit, the fewer tag
-    // writes in the namespace (each bumps tagver) land in it.
-    const tags: string[] = [];
-    const [[rev, tagver]] = await Promise.all([
-      kv.getMany<[RevisionRecord, unknown]>([K.rev(ns, digest), K.tagver(ns)]),
-      (async () => {
-        for await (const e of kv.list({ prefix: K.tagrevs(ns, digest) }, { batchSize: 500 })) {
-          tags.push(e.key[3] as string);
-        }
-      })(),
-    ]);
-    if (!rev.value) throw new RegistryError("MANIFEST_UNKNOWN", digest);
-    const entries = await getAll<TagRecord>(kv, tags.map((t) => K.tag(ns, t)));
-    const tagMuts: PlannedMutation[][] = tags.map((t, i) => {
-      const here = entries[i].value?.digest === digest;
-      if (here) guard(entries[i].value!);
-      return here
-        ? [del(K.tagrev(ns, digest, t)), del(K.tag(ns, t))]
-        : [del(K.tagrev(ns, digest, t))];
-    });
-    const head: PlannedMutation[] = [del(K.rev(ns, digest))];
-    if (rev.value.body === undefined) head.push(del(K.body(digest, ns)));
-    if (parsed.subject) head.push(del(K.referrer(ns, parsed.subject, digest)));
-    // The delete's jobs go with the revision's removal: the write the client sees acknowledged.
-    head.push(...jobs());
-    const derived = referenceMutations(ns, digest, parsed).map((m) => del(m.key));
-    const plan = await usage?.planRemove(ns, digest, rev.value.size);
-    if (await dropInCommits(kv, rev, tagver, tagMuts, head, derived, plan)) return;
-    await conflictPause(attempt);
+  const derived = referenceMutations(ns, digest, parsed).map((m) => del(m.key));
+  for (;;) {
+    const step = await commitWithRetry(
+      "manifest delete",
+      () => deleteStep(kv, ns, digest, parsed, guard, fx, derived, usage),
+      {
+        attempts: DELETE_ATTEMPTS,
+        between: deletePause,
+        exhausted: () =>
+          new RegistryError("INTERNAL_ERROR", "manifest delete kept conflicting", {
+            status: 503,
+          }),
+      },
+    );
+    if (step === "more") continue;
+    fx.landed();
+    if (step === "head") await commitInBatches(kv, derived);
+    return;
   }
-  throw new RegistryError("INTERNAL_ERROR", "manifest delete kept conflicting", { status: 503 });
 }
 
 /**
- * Commits the tag deletions, then `head` (with the last of them), each commit checking the
- * revision and the tagver the previous one wrote; `derived` goes with the head when it fits,
- * else after it in batches. False when a commit conflicted (the caller re-reads and retries;
- * tags dropped so far stay dropped).
+ * One commit of a revision delete: the tag deletions that fit, then the head when every tag is
+ * in: "more" (tags remain), "head" (the references remain) or "all".
  */
-async function dropInCommits(
+async function deleteStep(
   kv: Deno.Kv,
-  rev: Deno.KvEntryMaybe<unknown>,
-  tagver: Deno.KvEntryMaybe<unknown>,
-  tagMuts: PlannedMutation[][],
-  head: PlannedMutation[],
+  ns: string,
+  digest: string,
+  parsed: ParsedManifest,
+  guard: (t: TagRecord) => void,
+  fx: WriteFacts,
   derived: PlannedMutation[],
-  usage?: UsagePlan,
-): Promise<boolean> {
-  const tagverKey = tagver.key;
+  usage?: UsageLedger,
+): Promise<{ op: Deno.AtomicOperation; value: "more" | "head" | "all" }> {
+  fx.attempt();
+  // Read at once: the shorter the span between these reads and the commit, the fewer tag
+  // writes in the namespace (each bumps tagver) land in it.
+  const tags: string[] = [];
+  const [[rev, tagver]] = await Promise.all([
+    kv.getMany<[RevisionRecord, unknown]>([K.rev(ns, digest), K.tagver(ns)]),
+    (async () => {
+      for await (const e of kv.list({ prefix: K.tagrevs(ns, digest) }, { batchSize: 500 })) {
+        tags.push(e.key[3] as string);
+      }
+    })(),
+  ]);
+  if (!rev.value) throw new RegistryError("MANIFEST_UNKNOWN", digest);
+  const entries = await getAll<TagRecord>(kv, tags.map((t) => K.tag(ns, t)));
+  const tagMuts: PlannedMutation[][] = tags.map((t, i) => {
+    const here = entries[i].value?.digest === digest;
+    if (here) guard(entries[i].value!);
+    return here
+      ? [del(K.tagrev(ns, digest, t)), del(K.tag(ns, t))]
+      : [del(K.tagrev(ns, digest, t))];
+  });
+  const op = kv.atomic();
+  const budget = new CommitBudget();
+  budget.checkOn(op, rev);
+  budget.checkOn(op, tagver);
+  // Always rewritten: cached tag lists are validated by its versionstamp.
+  budget.addAll(op, [set(K.tagver(ns), true)]);
   let i = 0;
-  for (;;) {
-    const op = kv.atomic();
-    const budget = new CommitBudget();
-    budget.checkOn(op, rev);
-    budget.checkOn(op, tagver);
-    // Always rewritten: cached tag lists are validated by its versionstamp.
-    budget.addAll(op, [set(tagverKey, true)]);
-    const from = i;
-    while (i < tagMuts.length && budget.addAll(op, tagMuts[i])) i++;
-    // The usage change goes with the revision's removal (a head that does not fit the budget
-    // moves to the next commit; the usage plan's keys were counted here, harmlessly).
-    const last = i === tagMuts.length && (!usage || usage.fits(budget)) &&
-      budget.addAll(op, head);
-    if (!last && i === from) throw new Error("a tag deletion exceeds KV's commit limits");
-    if (last) usage?.apply(op);
-    const derivedIn = last && budget.addAll(op, derived);
-    const r = await op.commit();
-    if (!r.ok) return false;
-    if (last) {
-      if (!derivedIn) await commitInBatches(kv, derived);
-      return true;
-    }
-    tagver = { key: tagverKey, value: true, versionstamp: r.versionstamp };
+  while (i < tagMuts.length && budget.addAll(op, tagMuts[i])) i++;
+  if (i < tagMuts.length) {
+    if (i === 0) throw new Error("a tag deletion exceeds KV's commit limits");
+    return { op, value: "more" };
   }
+  const head: PlannedMutation[] = [del(K.rev(ns, digest))];
+  if (rev.value.body === undefined) head.push(del(K.body(digest, ns)));
+  if (parsed.subject) head.push(del(K.referrer(ns, parsed.subject, digest)));
+  // The delete's jobs go with the revision's removal: the write the client sees acknowledged.
+  head.push(...fx.mutationsFor({ kind: "revision-removed", ns, digest }));
+  // The usage change goes with the revision's removal (a head that does not fit the budget
+  // moves to the next commit; the usage plan's keys were counted here, harmlessly).
+  const plan = await usage?.planRemove(ns, digest, rev.value.size);
+  if ((plan && !plan.fits(budget)) || !budget.addAll(op, head)) {
+    if (tagMuts.length === 0) throw new Error("a manifest delete exceeds KV's commit limits");
+    fx.attempt(); // the head is not in this commit
+    return { op, value: "more" };
+  }
+  plan?.apply(op);
+  return { op, value: budget.addAll(op, derived) ? "all" : "head" };
 }

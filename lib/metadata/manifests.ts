@@ -1,7 +1,7 @@
 // Manifest revisions, tags and the indexes derived from them: reads here, writes (push and
 // delete, planned within KV's limits) in manifest_writes.ts.
 import type { ParsedManifest } from "../oci/manifest.ts";
-import type { PlannedMutation } from "./kv_limits.ts";
+import type { WriteFacts } from "./write_facts.ts";
 import { K, type ReferrerRecord, type RevisionRecord, type TagRecord } from "./keys.ts";
 import { listAll } from "./kv_util.ts";
 import {
@@ -31,19 +31,19 @@ export class ManifestMeta {
     return (await this.kv.get<TagRecord>(K.tag(ns, tag))).value;
   }
 
-  commit(w: ManifestWrite): Promise<void> {
-    return commitManifest(this.kv, w, this.usage);
+  /** A manifest push; `effects` hears its facts and adds their jobs to its commits. */
+  commit(w: ManifestWrite, effects: WriteFacts): Promise<void> {
+    return commitManifest(this.kv, w, effects, this.usage);
   }
 
   /** DELETE by tag: only that tag goes. `guard` sees the stored tag (LWW). */
-  /** `jobs`: what the delete causes (replication), committed with it. */
   deleteTag(
     ns: string,
     tag: string,
     guard: (t: TagRecord) => void,
-    jobs?: () => PlannedMutation[],
+    effects: WriteFacts,
   ): Promise<void> {
-    return deleteTag(this.kv, ns, tag, guard, jobs);
+    return deleteTag(this.kv, ns, tag, guard, effects);
   }
 
   /** Manifests of `ns` that reference blob `digest` (a config or layer), at most `limit`. */
@@ -68,9 +68,9 @@ export class ManifestMeta {
     digest: string,
     parsed: ParsedManifest,
     guard: (t: TagRecord) => void,
-    jobs?: () => PlannedMutation[],
+    effects: WriteFacts,
   ): Promise<void> {
-    return deleteRevision(this.kv, ns, digest, parsed, guard, jobs, this.usage);
+    return deleteRevision(this.kv, ns, digest, parsed, guard, effects, this.usage);
   }
 
   /**

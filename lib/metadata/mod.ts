@@ -4,6 +4,7 @@ export * from "./keys.ts";
 export { BlobMeta } from "./blobs.ts";
 export { ManifestMeta, type ManifestWrite } from "./manifests.ts";
 export { UploadMeta } from "./uploads.ts";
+export { NO_FACTS, type WriteFact, type WriteFacts } from "./write_facts.ts";
 
 /** Opens the KV file (or KV Connect URL) that holds all metadata. */
 export async function openMetadata(path: string): Promise<Deno.Kv> {

@@ -2,9 +2,14 @@
 import { K, type UploadRecord } from "./keys.ts";
 import { checkNotReclaiming, reclaimingError } from "./reclaim.ts";
 import { type BytesPlaced, reservationAfterConflict, RESERVED_WRITE_ATTEMPTS } from "./blobs.ts";
-import { addJobs, type PlannedMutation } from "./kv_limits.ts";
-import type { UsageLedger } from "./usage.ts";
+import { addJobs } from "./kv_limits.ts";
+import type { UsageLedger, UsagePlan } from "./usage.ts";
 import { linkUsage } from "./blobs.ts";
+import { commitWithRetry } from "./commit_retry.ts";
+import type { WriteFacts } from "./write_facts.ts";
+
+/** Thrown out of the retry loop when every attempt conflicted (the session is then dropped). */
+const EXHAUSTED = new Error("upload completion kept conflicting");
 
 export class UploadMeta {
   /** `usage`: repository usage kept in the completing commit (readers may omit it) */
@@ -46,36 +51,55 @@ export class UploadMeta {
     size: number,
     reserved: string,
     placed: BytesPlaced,
-    jobs: () => PlannedMutation[] = () => [],
+    effects: WriteFacts,
   ): Promise<boolean> {
     let guard = reserved;
-    for (let attempt = 0; attempt < RESERVED_WRITE_ATTEMPTS; attempt++) {
-      const now = Date.now();
-      // May throw 403 DENIED (quota): the session stays, as for any refused completion.
-      const usage = await linkUsage(this.kv, this.usage, ns, digest, size);
-      const op = this.kv.atomic()
-        .check(entry)
-        .check({ key: K.blob(digest), versionstamp: guard })
-        .delete(entry.key)
-        .set(K.blob(digest), { size, at: now })
-        .set(K.link(ns, digest), { size, at: now })
-        .set(K.owner(digest, ns), true);
-      checkNotReclaiming(op, digest);
-      usage.apply(op);
-      if ((await addJobs(op, jobs()).commit()).ok) return true;
-      await usage.pause(attempt);
-      const again = await this.kv.get<UploadRecord>(entry.key);
-      if (again.versionstamp !== entry.versionstamp) return false;
-      try {
-        guard = await reservationAfterConflict(this.kv, digest, placed);
-      } catch (e) {
-        await this.kv.atomic().check(entry).delete(entry.key).commit();
-        throw e;
-      }
+    let usage: Pick<UsagePlan, "apply" | "pause"> | undefined;
+    let completedElsewhere = false;
+    try {
+      const done = await commitWithRetry<boolean>("upload complete", async () => {
+        if (completedElsewhere) return { done: false };
+        effects.attempt();
+        const now = Date.now();
+        // May throw 403 DENIED (quota): the session stays, as for any refused completion.
+        usage = await linkUsage(this.kv, this.usage, ns, digest, size);
+        const op = this.kv.atomic()
+          .check(entry)
+          .check({ key: K.blob(digest), versionstamp: guard })
+          .delete(entry.key)
+          .set(K.blob(digest), { size, at: now })
+          .set(K.link(ns, digest), { size, at: now })
+          .set(K.owner(digest, ns), true);
+        checkNotReclaiming(op, digest);
+        usage.apply(op);
+        const facts = effects.mutationsFor({ kind: "blob-linked", ns, digest });
+        return { op: addJobs(op, facts), value: true };
+      }, {
+        attempts: RESERVED_WRITE_ATTEMPTS,
+        between: async (attempt) => {
+          await usage?.pause(attempt);
+          const again = await this.kv.get<UploadRecord>(entry.key);
+          if (again.versionstamp !== entry.versionstamp) {
+            completedElsewhere = true;
+            return;
+          }
+          try {
+            guard = await reservationAfterConflict(this.kv, digest, placed);
+          } catch (e) {
+            await this.kv.atomic().check(entry).delete(entry.key).commit();
+            throw e;
+          }
+        },
+        exhausted: () => EXHAUSTED,
+      });
+      if (done) effects.landed();
+      return done;
+    } catch (e) {
+      if (e !== EXHAUSTED) throw e;
+      // Still contended: the session's bytes were moved to the blob path, so it cannot be
+      // completed again; the client is told to retry (503 + Retry-After) and starts over.
+      await this.kv.atomic().check(entry).delete(entry.key).commit();
+      throw reclaimingError(digest);
     }
-    // Still contended: the session's bytes were moved to the blob path, so it cannot be
-    // completed again; the client is told to retry (503 + Retry-After) and starts over.
-    await this.kv.atomic().check(entry).delete(entry.key).commit();
-    throw reclaimingError(digest);
   }
 }

@@ -14,7 +14,7 @@ import { RegistryError } from "../oci/errors.ts";
 import { parseDigest } from "../oci/grammar.ts";
 import { Hasher } from "../streams/hasher.ts";
 import type { BlobStore, UploadReader } from "../storage/blob_store.ts";
-import type { BlobMeta, UsageLedger } from "../metadata/mod.ts";
+import { type BlobMeta, NO_FACTS, type UsageLedger } from "../metadata/mod.ts";
 import { log } from "../log.ts";
 
 /** What an upstream answered for the blob: its body and declared length. */
@@ -199,7 +199,14 @@ export class BlobFill {
       await store.commitUpload(this.uuid, this.digest, this.size);
       const size = this.size;
       const link = () =>
-        blobs.addLink(this.ns, this.digest, size, reserved, () => store.exists(this.digest));
+        blobs.addLink(
+          this.ns,
+          this.digest,
+          size,
+          reserved,
+          () => store.exists(this.digest),
+          NO_FACTS,
+        );
       await (this.deps.usage ? this.deps.usage.admit(this.ns, this.digest, size, link) : link());
       this.state = "done";
       this.window = [];

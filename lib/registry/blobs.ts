@@ -3,7 +3,8 @@
 import { RegistryError } from "../oci/errors.ts";
 import { type RangeResult, resolveRange } from "../oci/range.ts";
 import type { BlobStore } from "../storage/blob_store.ts";
-import type { BlobMeta, ManifestMeta, PlannedMutation } from "../metadata/mod.ts";
+import type { BlobMeta, ManifestMeta } from "../metadata/mod.ts";
+import type { WriteEffects } from "../effects/mod.ts";
 
 export interface BlobRead {
   /** null when not known yet (a pull-through fill of an upstream that sent no length) */
@@ -27,6 +28,7 @@ export class Blobs {
     private readonly store: BlobStore,
     private readonly meta: BlobMeta,
     private readonly manifests: ManifestMeta,
+    private readonly effects: WriteEffects,
   ) {}
 
   async read(
@@ -78,8 +80,13 @@ export class Blobs {
     return { size: rev.size, range, stream: ReadableStream.from([part]) };
   }
 
-  /** Unlinks `digest` from `ns`; `jobs` (event deliveries) go in the same commit. */
-  delete(ns: string, digest: string, jobs?: () => PlannedMutation[]): Promise<void> {
-    return this.meta.unlink(ns, digest, jobs);
+  /** Unlinks `digest` from `ns`; the events it causes go in the same commit. */
+  async delete(ns: string, digest: string): Promise<void> {
+    const fx = await this.effects.begin({ kind: "blob-delete", ns, digest });
+    try {
+      await this.meta.unlink(ns, digest, fx);
+    } finally {
+      await fx.committed();
+    }
   }
 }

@@ -7,7 +7,7 @@ import type { Config, RepositoryConfig } from "../config/schema.ts";
 import { repositoryOf } from "../config/repositories.ts";
 import { RegistryError } from "../oci/errors.ts";
 import { parseManifest } from "../oci/manifest.ts";
-import type { BlobMeta, CacheMeta, UsageLedger } from "../metadata/mod.ts";
+import { type BlobMeta, type CacheMeta, NO_FACTS, type UsageLedger } from "../metadata/mod.ts";
 import { evictionOrder } from "../quota/mod.ts";
 import { log } from "../log.ts";
 import type { Manifests } from "./manifests.ts";
@@ -129,7 +129,7 @@ export class CacheCap {
     for (const b of blobs) {
       if (await this.meta.referenced(ns, b)) continue;
       try {
-        await this.blobs.unlink(ns, b);
+        await this.blobs.unlink(ns, b, NO_FACTS);
       } catch (e) {
         // Referenced again since (a fill of another image) or already unlinked: it stays.
         if (!(e instanceof RegistryError)) throw e;

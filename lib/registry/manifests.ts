@@ -16,12 +16,8 @@ import {
   type RevisionRecord,
   type TagRecord,
 } from "../metadata/mod.ts";
-import type { ReplicationTriggers } from "./replication_triggers.ts";
-import type { IndexTriggers } from "./index_triggers.ts";
-import type { ScanTriggers } from "./scan_triggers.ts";
-import type { Events } from "../events/mod.ts";
-import type { PlannedMutation } from "../metadata/mod.ts";
 import type { UsageLedger } from "../metadata/mod.ts";
+import type { WriteEffects } from "../effects/mod.ts";
 
 export interface ManifestBody {
   digest: string;
@@ -62,12 +58,8 @@ export class Manifests {
     private readonly store: BlobStore,
     private readonly meta: ManifestMeta,
     private readonly blobs: BlobMeta,
-    /** absent: writes cause no replication jobs (tools that only read) */
-    private readonly triggers?: ReplicationTriggers,
-    private readonly indexTriggers?: IndexTriggers,
-    private readonly scanTriggers?: ScanTriggers,
-    /** absent: writes cause no webhook events */
-    private readonly events?: Events,
+    /** the jobs and events a push or delete causes, committed with it */
+    private readonly effects: WriteEffects,
     /** quotas: each commit admitted by the ledger with the manifest's bytes (usage.ts) */
     private readonly usage?: UsageLedger,
   ) {}
@@ -136,16 +128,11 @@ export class Manifests {
     const strict = !this.cfg.global.allowMissingManifestReferences;
     if (strict) await this.requireChildren(ns, parsed);
     // Required webhooks answer before anything (even an out-of-line body) is written.
-    const hooks = await this.pushEvents(ns, reference, digest, tags);
+    const fx = await this.effects.begin({ kind: "manifest-push", ns, digest, reference, tags });
     const { record, reserved } = await this.prepare(digest, bytes, parsed);
     const lww = byDigest ? null : parseSourceTimestamp(input.sourceTimestamp);
     const immutable = this.immutability(ns);
-    const index = this.indexTriggers?.plan(ns, parsed) ?? { mutations: [], after: [] };
-    const scan = this.scanTriggers?.plan(ns, digest, parsed) ?? [];
-    let scanPlanned = false;
-    const commit = (w: ManifestWrite) =>
-      this.admitted(ns, w.digest, w.record.size, () => this.meta.commit(w));
-    await commit({
+    const w: ManifestWrite = {
       ns,
       digest,
       record,
@@ -155,12 +142,6 @@ export class Manifests {
       reserved,
       placed: () => this.store.exists(digest),
       owned: strict ? () => this.blobs.requireOwned(ns, parsed.blobs) : undefined,
-      ...this.jobHooks(ns, digest, hooks),
-      pushJobs: hooks?.pushJobs,
-      newRevisionJobs: () => {
-        scanPlanned = scan.length > 0;
-        return [...index.mutations, ...scan];
-      },
       guard: (tag, existing) => {
         if (!existing) return;
         if (lww !== null && existing.createdAt !== undefined && existing.createdAt > lww) {
@@ -173,65 +154,13 @@ export class Manifests {
           throw new RegistryError("DENIED", `tag ${tag} is immutable`, { status: 409 });
         }
       },
-    });
-    this.triggers?.committed();
-    this.indexTriggers?.committed();
-    hooks?.committed();
-    if (scanPlanned) this.scanTriggers?.committed(scan);
-    if (index.after.length) await this.indexTriggers!.enqueue(index.after).catch(() => {});
-    return { digest, subject: parsed.subject, tags };
-  }
-
-  /**
-   * The push's events: `required` webhooks are asked now (a refusal throws before anything is
-   * written); async deliveries are planned into the commits (manifest.push with the head,
-   * tag.create with each tag that changes). Null when no webhook wants them.
-   */
-  private async pushEvents(ns: string, reference: string, digest: string, tags: string[]) {
-    const ev = this.events;
-    if (!ev || (!ev.wanted("manifest.push", ns) && !ev.wanted("tag.create", ns))) return null;
-    const push = ev.event("manifest.push", {
-      namespace: ns,
-      digest,
-      reference,
-      tag: parseDigest(reference) ? null : reference,
-    });
-    await ev.require(push);
-    if (ev.webhooks("tag.create", ns, "required").length > 0) {
-      for (const tag of tags) {
-        await ev.require(ev.event("tag.create", { namespace: ns, digest, reference, tag }));
-      }
+    };
+    try {
+      await this.admitted(ns, digest, record.size, () => this.meta.commit(w, fx));
+    } finally {
+      await fx.committed();
     }
-    const planned: PlannedMutation[] = [];
-    const keep = (m: PlannedMutation[]) => (planned.push(...m), m);
-    let last: PlannedMutation[] = [];
-    return {
-      // The head commit may be rebuilt on a conflict: only its last plan is committed.
-      pushJobs: () => (last = ev.plan(push)),
-      // A re-push of the digest a tag already names refreshes it but creates nothing.
-      tagJobs: (tag: string, existing: TagRecord | null) =>
-        existing?.digest === digest
-          ? []
-          : keep(ev.plan(ev.event("tag.create", { namespace: ns, digest, reference, tag }))),
-      committed: () => ev.committed([...planned, ...last]),
-    };
-  }
-
-  /** The replication and event jobs a push to `ns` causes, planned inside its commits. */
-  private jobHooks(
-    ns: string,
-    digest: string,
-    hooks: { tagJobs: (tag: string, existing: TagRecord | null) => PlannedMutation[] } | null,
-  ) {
-    const t = this.triggers?.replicates(ns) ? this.triggers : null;
-    if (!t && !hooks) return {};
-    return {
-      tagJobs: (tag: string, existing: TagRecord | null) => [
-        ...(t?.tagPushed(ns, tag) ?? []),
-        ...(hooks?.tagJobs(tag, existing) ?? []),
-      ],
-      revisionJobs: t ? () => t.revisionPushed(ns, digest) : undefined,
-    };
+    return { digest, subject: parsed.subject, tags };
   }
 
   /** The revision record, with the body inline or (reserved and) written to the blob store. */
@@ -277,7 +206,7 @@ export class Manifests {
       parsed = parseManifest(bytes, contentType);
     }
     const { record, reserved } = await this.prepare(digest, bytes, parsed);
-    const index = this.indexTriggers?.plan(ns, parsed) ?? { mutations: [], after: [] };
+    const fx = await this.effects.begin({ kind: "manifest-fetch", ns, digest });
     const w: ManifestWrite = {
       ns,
       digest,
@@ -288,11 +217,12 @@ export class Manifests {
       reserved,
       placed: () => this.store.exists(digest),
       guard: () => {},
-      newRevisionJobs: () => index.mutations,
     };
-    await this.admitted(ns, digest, record.size, () => this.meta.commit(w));
-    this.indexTriggers?.committed();
-    if (index.after.length) await this.indexTriggers!.enqueue(index.after).catch(() => {});
+    try {
+      await this.admitted(ns, digest, record.size, () => this.meta.commit(w, fx));
+    } finally {
+      await fx.committed();
+    }
     return record;
   }
 
@@ -340,62 +270,35 @@ export class Manifests {
         throw new RegistryError("UNSUPPORTED", `invalid tag ${truncate(reference)}`);
       }
       const tagged = await this.meta.tag(ns, reference);
-      const ev = tagged ? await this.deleteEvent("tag.delete", ns, reference, tagged.digest) : null;
-      await this.meta.deleteTag(ns, reference, guard, this.deleteJobs(ns, reference, lww, ev));
-      this.triggers?.committed();
-      ev?.committed();
+      const fx = await this.effects.begin({
+        kind: "tag-delete",
+        ns,
+        tag: reference,
+        digest: tagged?.digest ?? null,
+        at: lww ?? Date.now(),
+      });
+      try {
+        await this.meta.deleteTag(ns, reference, guard, fx);
+      } finally {
+        await fx.committed();
+      }
       return;
     }
     const rev = await this.meta.revision(ns, reference);
     if (!rev) throw new RegistryError("MANIFEST_UNKNOWN", reference);
     const parsed = parseManifest(await this.body(reference, rev), rev.mediaType);
-    const ev = await this.deleteEvent("manifest.delete", ns, reference, reference);
-    await this.meta.deleteRevision(
+    // A delete's jobs carry its event time: the source's timestamp when it was replicated.
+    const fx = await this.effects.begin({
+      kind: "manifest-delete",
       ns,
-      reference,
-      parsed,
-      guard,
-      this.deleteJobs(ns, reference, lww, ev),
-    );
-    this.triggers?.committed();
-    ev?.committed();
-  }
-
-  /** A delete's event: required webhooks asked now, async deliveries planned with the delete. */
-  private async deleteEvent(
-    kind: "tag.delete" | "manifest.delete",
-    ns: string,
-    reference: string,
-    digest: string | null,
-  ) {
-    const ev = this.events;
-    if (!ev?.wanted(kind, ns)) return null;
-    const tag = kind === "tag.delete" ? reference : null;
-    const e = ev.event(kind, { namespace: ns, digest, reference, tag });
-    await ev.require(e);
-    let last: PlannedMutation[] = [];
-    return {
-      plan: () => (last = ev.plan(e)),
-      committed: () => ev.committed(last),
-    };
-  }
-
-  /** A delete's jobs carry its event time: the source's timestamp when it was replicated. */
-  private deleteJobs(
-    ns: string,
-    reference: string,
-    lww: number | null,
-    ev: { plan: () => PlannedMutation[] } | null,
-  ) {
-    const t = this.triggers?.replicates(ns) ? this.triggers : null;
-    if (!t && !ev) return undefined;
-    const at = lww ?? Date.now();
-    const replication = !t
-      ? () => []
-      : parseDigest(reference)
-      ? () => t.revisionDeleted(ns, reference, at)
-      : () => t.tagDeleted(ns, reference, at);
-    return () => [...replication(), ...(ev?.plan() ?? [])];
+      digest: reference,
+      at: lww ?? Date.now(),
+    });
+    try {
+      await this.meta.deleteRevision(ns, reference, parsed, guard, fx);
+    } finally {
+      await fx.committed();
+    }
   }
 }
 

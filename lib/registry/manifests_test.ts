@@ -6,6 +6,7 @@ import { buildConfig } from "../config/mod.ts";
 import { FsBlobStore } from "../storage/mod.ts";
 import { K } from "../metadata/mod.ts";
 import { Registry } from "./mod.ts";
+import { allWriteEffects } from "../services/mod.ts";
 
 const enc = (v: unknown) => new TextEncoder().encode(JSON.stringify(v));
 const index = (n: number) =>
@@ -32,7 +33,8 @@ Deno.test("a tag without a recorded creation time never blocks a replicated writ
   const kv = t.kv;
   const store = new FsBlobStore(`${dir}/blobs`);
   await store.init();
-  const reg = new Registry(buildConfig({}, []), kv, store);
+  const cfg = buildConfig({}, []);
+  const reg = new Registry(cfg, kv, store, { effects: allWriteEffects(cfg) });
   try {
     const first = await put(reg, "a", "t", index(1), null);
     // The record as an older writer (or an import) left it: no createdAt.

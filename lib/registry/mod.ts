@@ -24,21 +24,10 @@ import {
 } from "./pull_through.ts";
 import type { BlobRead } from "./blobs.ts";
 import type { ReferrerDescriptor } from "./listings.ts";
-import { ReplicationTriggers } from "./replication_triggers.ts";
-import { IndexTriggers } from "./index_triggers.ts";
-import { ScanTriggers } from "./scan_triggers.ts";
-import { Events } from "../events/mod.ts";
+import { EventEffects, Events } from "../events/mod.ts";
+import { composeEffects, type WriteEffects } from "../effects/mod.ts";
 
 export { type BlobRead } from "./blobs.ts";
-export { INDEX_KIND, indexLayerJob, isTarLayer, tarLayers } from "./index_triggers.ts";
-export { isImage, SCAN_KIND, scanImageJob } from "./scan_triggers.ts";
-export {
-  deleteTagJob,
-  downstreamsOf,
-  pushTagJob,
-  REPLICATION_KINDS,
-  type ReplicationPayload,
-} from "./replication_triggers.ts";
 export {
   CACHE_FILL_KIND,
   type PulledManifest,
@@ -53,6 +42,11 @@ export interface RegistryOptions {
   observePullThrough?: (kind: "manifest" | "blob", result: PullThroughResult) => void;
   /** images a capped pull-through repository evicted (max_cache_bytes) */
   observeEvictions?: (repository: string, images: number) => void;
+  /**
+   * What writes cause (lib/services/write_effects.ts composes events, replication, index and
+   * scan), given this registry's queues and events. Default: events and audit records only.
+   */
+  effects?: (parts: { jobs: JobQueues; events: Events }) => WriteEffects;
 }
 
 /** A repository's storage for metrics: bytes used, its quota and its cache cap (null: none). */
@@ -77,6 +71,8 @@ export class Registry {
   readonly pullThrough: PullThrough;
   /** event webhooks: what writes plan, and the `events` queue's delivery jobs */
   readonly events: Events;
+  /** what a write causes, planned into its commits (lib/effects) */
+  readonly effects: WriteEffects;
   /** storage usage per repository, kept by the writes; quotas (lib/quota) */
   readonly usage: UsageLedger;
   /** `max_cache_bytes` eviction of pull-through repositories */
@@ -90,19 +86,18 @@ export class Registry {
   ) {
     this.jobs = options.jobs ?? new JobQueues(kv, cfg.global.jobQueue);
     this.events = new Events(cfg, this.jobs, kv);
+    this.effects = options.effects?.({ jobs: this.jobs, events: this.events }) ??
+      composeEffects([new EventEffects(this.events)]);
     this.usage = new UsageLedger(kv, quotaPolicy(() => cfg));
     const blobMeta = new BlobMeta(kv, this.usage);
     const manifestMeta = new ManifestMeta(kv, this.usage);
-    this.blobs = new Blobs(store, blobMeta, manifestMeta);
+    this.blobs = new Blobs(store, blobMeta, manifestMeta, this.effects);
     this.manifests = new Manifests(
       cfg,
       store,
       manifestMeta,
       blobMeta,
-      new ReplicationTriggers(cfg, this.jobs),
-      new IndexTriggers(cfg, this.jobs),
-      new ScanTriggers(cfg, this.jobs),
-      this.events,
+      this.effects,
       this.usage,
     );
     this.uploads = new Uploads({
@@ -111,6 +106,7 @@ export class Registry {
       uploads: new UploadMeta(kv, this.usage),
       maxBlobSize: cfg.global.maxBlobSize,
       usage: this.usage,
+      effects: this.effects,
     });
     this.listings = new Listings(manifestMeta, this.manifests);
     const pullMeta = new PullMeta(kv);

@@ -13,7 +13,12 @@ import { parseDigest, truncate } from "../oci/grammar.ts";
 import { resolveRange } from "../oci/range.ts";
 import type { Config, RepositoryConfig } from "../config/schema.ts";
 import { repositoryOf } from "../config/repositories.ts";
-import type { BlobMeta, RevisionRecord, UpstreamChecks } from "../metadata/mod.ts";
+import {
+  type BlobMeta,
+  NO_FACTS,
+  type RevisionRecord,
+  type UpstreamChecks,
+} from "../metadata/mod.ts";
 import { type JobContext, type JobQueues, PermanentJobError } from "../jobs/mod.ts";
 import {
   isUpstreamError,
@@ -285,12 +290,12 @@ export class PullThrough {
       if (stored || fill) {
         // The bytes are here or on their way: the upstream only has to vouch for this name.
         await up.headBlob(ns, digest);
-        if (stored && await this.d.blobs.mount(ns, digest)) {
+        if (stored && await this.d.blobs.mount(ns, digest, NO_FACTS)) {
           this.d.observe?.("blob", "linked");
           return "linked";
         }
         if (fill) {
-          fill.settled.then(() => this.d.blobs.mount(ns, digest)).catch(() => {});
+          fill.settled.then(() => this.d.blobs.mount(ns, digest, NO_FACTS)).catch(() => {});
           this.d.observe?.("blob", "follow");
           return await this.followFill(fill, rangeHeader, withBody);
         }
@@ -427,14 +432,14 @@ export class PullThrough {
       const up = this.set(rc);
       if (await this.d.blobs.blob(digest)) {
         await up.headBlob(ns, digest);
-        if (await this.d.blobs.mount(ns, digest)) return false;
+        if (await this.d.blobs.mount(ns, digest, NO_FACTS)) return false;
       }
       fill = await this.startFill(rc, up, ns, digest);
       if (insure) this.insure(fill, ns, digest);
     }
     // The fill goes on without the job when the worker stops; the job is then taken over.
     await untilAborted(fill.settled, signal);
-    if (fill.ns !== ns && !(await this.d.blobs.mount(ns, digest))) {
+    if (fill.ns !== ns && !(await this.d.blobs.mount(ns, digest, NO_FACTS))) {
       throw new Error(`${digest} vanished before it could be linked to ${ns}`);
     }
     return true;

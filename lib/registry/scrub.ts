@@ -6,7 +6,7 @@
 import type { Config } from "../config/schema.ts";
 import type { BlobStore } from "../storage/blob_store.ts";
 import { BlobMeta, LEASE_MS, ReclaimMeta, ScrubMeta, UsageLedger } from "../metadata/mod.ts";
-import { K, type LinkRecord, UsageMeta } from "../metadata/mod.ts";
+import { K, type LinkRecord, NO_FACTS, UsageMeta } from "../metadata/mod.ts";
 import { maxBytesOf, quotaPolicy } from "../quota/mod.ts";
 import { RegistryError } from "../oci/errors.ts";
 import { repositoryOf } from "../config/repositories.ts";
@@ -311,7 +311,7 @@ export class Scrubber {
         continue;
       }
       try {
-        await blobs.unlink(ns, digest);
+        await blobs.unlink(ns, digest, NO_FACTS);
         n++;
       } catch (err) {
         if (!(err instanceof RegistryError)) throw err; // referenced or gone meanwhile

@@ -7,6 +7,7 @@ import { FsBlobStore } from "../storage/mod.ts";
 import { K, STALE_MARKER_MS } from "../metadata/mod.ts";
 import { RegistryError } from "../oci/mod.ts";
 import { Registry } from "./mod.ts";
+import { allWriteEffects } from "../services/mod.ts";
 import { Scrubber } from "./scrub.ts";
 
 const enc = new TextEncoder();
@@ -32,7 +33,7 @@ async function withEnv(
   await store.init();
   const t = await openTestKv(join(dir, "kv.sqlite"));
   const kv = t.kv;
-  const reg = new Registry(cfg, kv, store);
+  const reg = new Registry(cfg, kv, store, { effects: allWriteEffects(cfg) });
   const scrubber = new Scrubber(cfg, kv, store);
   try {
     await fn({ reg, kv, store, dir, scrub: (o) => scrubber.run({ graceSecs: 0, ...o }) });

@@ -13,7 +13,8 @@ import { parseContentRange } from "../oci/range.ts";
 import type { BlobStore } from "../storage/blob_store.ts";
 import { ConcurrentUploadError, TooLargeError } from "../storage/blob_store.ts";
 import { Hasher } from "../streams/hasher.ts";
-import type { BlobMeta, PlannedMutation, UploadMeta, UploadRecord } from "../metadata/mod.ts";
+import type { BlobMeta, UploadMeta, UploadRecord, WriteFacts } from "../metadata/mod.ts";
+import type { WriteEffects, WriteScope } from "../effects/mod.ts";
 import type { UsageLedger } from "../metadata/mod.ts";
 import { HasherCache, KeyedLock } from "./hashers.ts";
 
@@ -21,8 +22,6 @@ export interface BodyInput {
   body: ReadableStream<Uint8Array> | null;
   /** declared Content-Length; null when the body is chunked or absent */
   contentLength: number | null;
-  /** jobs a new link of `digest` causes (event deliveries), written in the link's commit */
-  linkJobs?: (digest: string) => PlannedMutation[];
 }
 
 export interface StartInput extends BodyInput {
@@ -46,6 +45,8 @@ export interface UploadDeps {
   maxBlobSize: number | null;
   /** quotas: a blob the repository has no room for is refused before its bytes move */
   usage?: UsageLedger;
+  /** what linking a blob causes (blob.push events), committed with the link */
+  effects: WriteEffects;
 }
 
 export class Uploads {
@@ -56,7 +57,31 @@ export class Uploads {
     this.hashers = new HasherCache(d.store);
   }
 
+  /**
+   * POST: a monolithic upload or a mount links a blob at once (a blob.push, whose required
+   * webhooks are asked first); otherwise a session starts.
+   */
   async start(ns: string, input: StartInput): Promise<StartResult> {
+    const named = input.digest ?? input.mount;
+    if (named === null) return await this.startWith(ns, input, null);
+    const fx = await this.d.effects.begin({ kind: "blob-push", ns, digest: named });
+    try {
+      const r = await this.startWith(ns, input, fx);
+      // The namespace had the blob already: nothing was written, the push still happened.
+      if (r.kind === "created" && !r.linked) {
+        fx.unwritten({ kind: "blob-linked", ns, digest: r.digest });
+      }
+      return r;
+    } finally {
+      await fx.committed();
+    }
+  }
+
+  private async startWith(
+    ns: string,
+    input: StartInput,
+    fx: WriteScope | null,
+  ): Promise<StartResult> {
     let algorithm: Algorithm = "sha256";
     let pinned = false;
     if (input.digestAlgorithm !== null) {
@@ -76,7 +101,7 @@ export class Uploads {
       if (await this.d.blobs.link(ns, d.value)) {
         return { kind: "created", digest: d.value, linked: false };
       }
-      if (await this.tryMount(ns, d.value, input)) {
+      if (await this.tryMount(ns, d.value, input, fx!)) {
         return { kind: "created", digest: d.value, linked: true };
       }
       return await this.newSession(ns, algorithm, pinned, null);
@@ -94,7 +119,7 @@ export class Uploads {
         return { kind: "created", digest: d.value, linked: false };
       }
       if (input.contentLength !== null) {
-        await this.monolithic(ns, d, input);
+        await this.monolithic(ns, d, input, fx!);
         return { kind: "created", digest: d.value, linked: true };
       }
       return await this.newSession(ns, d.algorithm, pinned, input.body);
@@ -103,7 +128,12 @@ export class Uploads {
     return await this.newSession(ns, algorithm, pinned, null);
   }
 
-  private async tryMount(ns: string, digest: string, input: StartInput): Promise<boolean> {
+  private async tryMount(
+    ns: string,
+    digest: string,
+    input: StartInput,
+    fx: WriteFacts,
+  ): Promise<boolean> {
     const sources = input.from !== null ? [input.from] : await this.d.blobs.owners(digest);
     for (const src of sources) {
       if (src === ns || !(await this.d.blobs.link(src, digest))) continue;
@@ -113,7 +143,7 @@ export class Uploads {
         ns,
         digest,
         size,
-        () => this.d.blobs.mount(ns, digest, jobsOf(input, digest)),
+        () => this.d.blobs.mount(ns, digest, fx),
       );
     }
     return false;
@@ -144,7 +174,12 @@ export class Uploads {
   }
 
   /** POST ?digest= with a declared length: the body is the whole blob. Mismatch stores nothing. */
-  private async monolithic(ns: string, d: Digest, input: BodyInput): Promise<void> {
+  private async monolithic(
+    ns: string,
+    d: Digest,
+    input: BodyInput,
+    fx: WriteFacts,
+  ): Promise<void> {
     const declared = input.contentLength!;
     if (this.d.maxBlobSize !== null && declared > this.d.maxBlobSize) {
       await input.body?.cancel();
@@ -178,7 +213,7 @@ export class Uploads {
           declared,
           reserved,
           this.placed(d.value),
-          jobsOf(input, d.value),
+          fx,
         ));
     } finally {
       await this.d.store.deleteUpload(uuid);
@@ -343,11 +378,27 @@ export class Uploads {
    * PUT ?digest=: appends an optional final chunk and completes the session. A final chunk's
    * Content-Range follows the PATCH rules: one not resuming at the committed offset is 416.
    */
-  complete(
+  async complete(
     ns: string,
     uuid: string,
     digestParam: string | null,
     input: BodyInput & { contentRange?: string | null },
+  ): Promise<{ digest: string; size: number }> {
+    // Required webhooks answer before the session is touched.
+    const fx = await this.d.effects.begin({ kind: "blob-push", ns, digest: digestParam });
+    try {
+      return await this.completeWith(ns, uuid, digestParam, input, fx);
+    } finally {
+      await fx.committed();
+    }
+  }
+
+  private completeWith(
+    ns: string,
+    uuid: string,
+    digestParam: string | null,
+    input: BodyInput & { contentRange?: string | null },
+    fx: WriteFacts,
   ): Promise<{ digest: string; size: number }> {
     return this.lock.run(uuid, async () => {
       const entry0 = await this.session(ns, uuid);
@@ -385,9 +436,8 @@ export class Uploads {
         }
         this.hashers.drop(uuid);
         const placed = this.placed(d.value);
-        const jobs = jobsOf(input, d.value);
         try {
-          return await this.d.uploads.complete(entry, ns, d.value, offset, reserved, placed, jobs);
+          return await this.d.uploads.complete(entry, ns, d.value, offset, reserved, placed, fx);
         } catch (e) {
           // A concurrent push took the last room: the bytes already moved to the blob path
           // (unlinked, so scrub reclaims them), so the session cannot complete again.
@@ -411,8 +461,6 @@ export class Uploads {
     });
   }
 }
-
-const jobsOf = (input: BodyInput, digest: string) => () => input.linkJobs?.(digest) ?? [];
 
 const tooLarge = () =>
   new RegistryError("BLOB_UPLOAD_INVALID", "blob exceeds global.max_blob_size");

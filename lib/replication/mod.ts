@@ -2,6 +2,16 @@
 // client and reconcile.
 export { DownstreamClient, type WriteOutcome } from "./client.ts";
 export { downstreamName } from "./paths.ts";
+export {
+  deleteDigestJob,
+  deleteTagJob,
+  downstreamsOf,
+  pushDigestJob,
+  pushTagJob,
+  REPLICATION_KINDS,
+  type ReplicationPayload,
+} from "./jobs.ts";
+export { ReplicationEffects } from "./write_effects.ts";
 export { type ReplicationEvents, type ReplicationOutcome, Replicator } from "./replicator.ts";
 export { reconcile, type ReconcileOptions, type ReconcileSummary } from "./reconcile.ts";
 export {

@@ -5,7 +5,7 @@
 import type { Config, DownstreamConfig } from "../config/mod.ts";
 import { ManifestMeta } from "../metadata/mod.ts";
 import type { JobQueues } from "../jobs/mod.ts";
-import { deleteTagJob, downstreamsOf, pushTagJob } from "../registry/mod.ts";
+import { deleteTagJob, downstreamsOf, pushTagJob } from "./jobs.ts";
 import type { Replicator } from "./replicator.ts";
 import { downstreamName } from "./paths.ts";
 

@@ -1,5 +1,5 @@
 // The sending side of replication (SPEC Manifests rule 8, Blob upload rule 6): runs the
-// `replication` jobs that writes enqueue (lib/registry/replication_triggers.ts).
+// `replication` jobs that writes enqueue (write_effects.ts).
 //
 // A push job re-reads the current state when it runs (a tag moved since: the current digest is
 // pushed; a tag deleted since: nothing is), then pushes in dependency order: an index's children
@@ -18,7 +18,7 @@ import type { BlobStore } from "../storage/mod.ts";
 import { Scavenger } from "../streams/mod.ts";
 import { type JobContext, PermanentJobError } from "../jobs/mod.ts";
 import { isUpstreamError } from "../upstream/mod.ts";
-import { REPLICATION_KINDS, type ReplicationPayload } from "../registry/mod.ts";
+import { REPLICATION_KINDS, type ReplicationPayload } from "./jobs.ts";
 import type { Registry } from "../registry/mod.ts";
 import { DownstreamClient, type WriteOutcome } from "./client.ts";
 import { downstreamName } from "./paths.ts";

@@ -143,7 +143,7 @@ async function one(
   };
 }
 
-/** The downstream a replication job's lock key names (replication_triggers.ts builds them). */
+/** The downstream a replication job's lock key names (jobs.ts builds them). */
 function downstreamOfLockKey(lockKey: string): string | null {
   const m = /^(?:push|delete)\|([^|]+)\|/.exec(lockKey);
   return m ? m[1] : null;

@@ -4,7 +4,7 @@
 import assert from "node:assert/strict";
 import { buildConfig } from "../config/mod.ts";
 import { JobQueues } from "../jobs/mod.ts";
-import { pushTagJob } from "../registry/mod.ts";
+import { pushTagJob } from "./jobs.ts";
 import { DownstreamState } from "./state.ts";
 import { LAGGING_SECS, replicationStatus } from "./status.ts";
 

@@ -4,10 +4,11 @@ import type { Config } from "../config/mod.ts";
 import type { BlobStore } from "../storage/mod.ts";
 import { K, ManifestMeta } from "../metadata/mod.ts";
 import { type JobContext, PermanentJobError } from "../jobs/mod.ts";
-import { isImage, type Registry, SCAN_KIND, scanImageJob } from "../registry/mod.ts";
+import type { Registry } from "../registry/mod.ts";
+import { isImage, SCAN_KIND, scanImageJob } from "./scan_jobs.ts";
 import { parseManifest, RegistryError, truncate } from "../oci/mod.ts";
 import { INDEX_VERSION, indexKey, type IndexRecord, LayerReader } from "../index/mod.ts";
-import { indexLayerJob, tarLayers } from "../registry/mod.ts";
+import { indexLayerJob, tarLayers } from "../index/mod.ts";
 import { diffImages, type ImageDiff } from "./image_diff.ts";
 import { mergeLayers } from "./merged_fs.ts";
 import { INLINE_MERGE_ENTRIES, listingsFor } from "./listing_frames.ts";
@@ -19,6 +20,8 @@ import { type ImageReport, SCAN_VERSION, Scanner, type ScanRecord } from "./scan
 import { AdvisoryRefresh } from "./advisory_refresh.ts";
 
 export { type AdvisoryMeta, AdvisoryStore } from "./advisory_store.ts";
+export { isImage, SCAN_KIND, scanImageJob } from "./scan_jobs.ts";
+export { ScanEffects } from "./write_effects.ts";
 export {
   ecosystemUrl,
   type FetchOutcome,

@@ -4,11 +4,12 @@
 // advisory snapshot, and the config's `Env` and `history` checked for credentials. The report
 // is a derived file of the blob store (two slots per image, like the layer index), pointed to
 // by a small KV record that names the advisory snapshot it used.
-import { addJobs, ManifestMeta, type PlannedMutation } from "../metadata/mod.ts";
+import { addJobs, ManifestMeta } from "../metadata/mod.ts";
 import { BlobMeta, K } from "../metadata/mod.ts";
 import { type JobContext, PermanentJobError } from "../jobs/mod.ts";
-import { indexLayerJob, type Registry, tarLayers } from "../registry/mod.ts";
-export { SCAN_KIND, scanImageJob } from "../registry/mod.ts";
+import type { Registry } from "../registry/mod.ts";
+import { indexLayerJob, tarLayers } from "../index/mod.ts";
+import type { WriteFacts } from "../effects/mod.ts";
 import { parseManifest } from "../oci/mod.ts";
 import {
   INDEX_VERSION,
@@ -242,16 +243,15 @@ export class Scanner {
     }
     const report = await this.scan(p.namespace, p.digest, job.signal);
     if (!report) return;
-    // A scan is background work: required webhooks are not consulted; the deliveries are
-    // written with the report's record.
-    const ev = await this.registry.events.prepare("scan.completed", {
-      namespace: p.namespace,
+    // The report's events are written with its record.
+    const fx = await this.registry.effects.begin({
+      kind: "scan-report",
+      ns: p.namespace,
       digest: p.digest,
-      reference: p.digest,
-      severity_counts: { ...report.counts },
-    }, false);
-    await this.store(p.digest, report, () => ev.plan());
-    ev.committed();
+      counts: report.counts,
+    });
+    await this.store(p.namespace, p.digest, report, fx);
+    await fx.committed();
   }
 
   /** The report of one platform image, or null for a manifest that is not one. */
@@ -519,9 +519,10 @@ export class Scanner {
 
   /** Writes the report to the slot the current record does not use, then points at it. */
   private async store(
+    ns: string,
     digest: string,
     report: ImageReport,
-    jobs: () => PlannedMutation[],
+    effects: WriteFacts,
   ): Promise<void> {
     const cur = await this.registry.kv.get<ScanRecord>(scanKey(digest));
     const [alg, hex] = digest.split(":");
@@ -542,8 +543,10 @@ export class Scanner {
         report.packages.flatMap((p) => LANGUAGE_ECOSYSTEMS[p.type] ?? []),
       ),
     };
+    effects.attempt();
     const op = this.registry.kv.atomic().check(cur).set(scanKey(digest), rec);
+    addJobs(op, effects.mutationsFor({ kind: "report-stored", ns, digest }));
     // A lost race means another run of this job stored its report (and its event) first.
-    await addJobs(op, jobs()).commit();
+    if ((await op.commit()).ok) effects.landed();
   }
 }

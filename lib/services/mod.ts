@@ -6,3 +6,4 @@
 export { holderName, type OpenOptions, openServices, type Role, type Services } from "./open.ts";
 export { startSchedules } from "./schedules.ts";
 export { scrubberFor } from "./scrubber.ts";
+export { allWriteEffects, writeEffectsFor } from "./write_effects.ts";

@@ -19,6 +19,7 @@ import { LayerIndex } from "../index/mod.ts";
 import { Reports } from "../scan/mod.ts";
 import { countOutbox, OutboxDrainer } from "../events/mod.ts";
 import { log } from "../log.ts";
+import { allWriteEffects } from "./write_effects.ts";
 
 /**
  * - `serve`: HTTP and the job queues in one process; everything instrumented, queues drained,
@@ -100,11 +101,12 @@ export async function openServices(cfg: Config, opts: OpenOptions): Promise<Serv
       background
         ? {
           jobs,
+          effects: allWriteEffects(cfg),
           observeUpstream: metrics.observeUpstream,
           observePullThrough: (kind, result) => metrics.pullThroughResult(kind, result),
           observeEvictions: metrics.cacheEvicted,
         }
-        : { jobs },
+        : { jobs, effects: allWriteEffects(cfg) },
     );
   const services: Services = {
     cfg,

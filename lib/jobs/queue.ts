@@ -10,7 +10,7 @@
 // - failures back off (exponential, jitter in [d/2, d]) or move to job/<q>/f/<storage key>.
 // Every commit here carries at most 2 checks and 4 mutations.
 import type { JobQueueConfig, QueueName } from "../config/mod.ts";
-import { K, type PlannedMutation, valueSize } from "../metadata/mod.ts";
+import { commitWithRetry, K, type PlannedMutation, valueSize } from "../metadata/mod.ts";
 import { JobTooLargeError, NotAJobError } from "./errors.ts";
 import {
   dueEnd,
@@ -71,7 +71,20 @@ export const MAX_RECORD_BYTES = 60 * 1024;
 /** A lock key is part of a KV key (2 KiB limit). */
 export const MAX_LOCK_KEY_CHARS = 1024;
 
-const CONFLICT_RETRIES = 20;
+/** Thrown when every attempt of a change conflicted, for the callers that answer it instead. */
+class KeptChanging extends Error {}
+const keptChanging = () => new KeptChanging();
+
+/** `change`'s value, or `otherwise` when every attempt of it conflicted. */
+async function orElse<T>(change: Promise<T>, otherwise: T): Promise<T> {
+  try {
+    return await change;
+  } catch (e) {
+    if (e instanceof KeptChanging) return otherwise;
+    throw e;
+  }
+}
+
 /** Queues whose jobs parse pushed content (sandboxed, but the backstop stays). */
 const UNTRUSTED_QUEUES: ReadonlySet<QueueName> = new Set(["index", "scan"]);
 /** Lease expiries (worker deaths) after which such a job is poison. */
@@ -110,28 +123,24 @@ export class JobQueue {
   /** Adds a job unless one with its lock key is already pending (a counted no-op). */
   async enqueue(spec: JobSpec): Promise<EnqueueResult> {
     const lk = lockKey(this.name, spec.lockKey);
-    for (let i = 0; i < CONFLICT_RETRIES; i++) {
+    const r = await commitWithRetry<EnqueueResult>("jobs.enqueue", async () => {
       const lock = await this.kv.get<{ key: string }>(lk);
       if (lock.value) {
         const held = await this.kv.get(pendingKey(this.name, lock.value.key));
-        if (held.value !== null) {
-          this.events.enqueued?.(this.name, true);
-          return { enqueued: false, storageKey: lock.value.key };
-        }
+        if (held.value !== null) return { done: { enqueued: false, storageKey: lock.value.key } };
       }
       const rec = this.record(spec);
       const sk = storageKey(spec.notBefore ?? this.now(), rec.id);
-      const res = await this.kv.atomic().check(lock)
+      const op = this.kv.atomic().check(lock)
         .set(pendingKey(this.name, sk), rec)
-        .set(lk, { key: sk })
-        .commit();
-      if (res.ok) {
-        this.events.enqueued?.(this.name, false);
-        this.wake();
-        return { enqueued: true, storageKey: sk };
-      }
-    }
-    throw new Error(`enqueue on ${this.name}: lock key ${spec.lockKey} kept changing`);
+        .set(lk, { key: sk });
+      return { op, value: { enqueued: true, storageKey: sk } };
+    }, {
+      exhausted: () => new Error(`enqueue on ${this.name}: lock key ${spec.lockKey} kept changing`),
+    });
+    this.events.enqueued?.(this.name, !r.enqueued);
+    if (r.enqueued) this.wake();
+    return r;
   }
 
   /**
@@ -275,7 +284,9 @@ export class JobQueue {
     }
     const pk = pendingKey(this.name, c.key);
     const lk = lockKey(this.name, rec.lock_key);
-    for (let i = 0; i < CONFLICT_RETRIES; i++) {
+    const retry = commitWithRetry<FailOutcome>("jobs.fail", async (n) => {
+      // A conflict on our own record (not on the lock) means another worker took the job over.
+      if (n > 0 && (await this.kv.get(pk)).versionstamp !== c.versionstamp) return { done: "lost" };
       const lock = await this.kv.get<{ key: string }>(lk);
       const op = this.kv.atomic().check({ key: pk, versionstamp: c.versionstamp }).check(lock)
         .delete(pk);
@@ -288,12 +299,9 @@ export class JobQueue {
         const nk = storageKey(this.now() + this.backoff(rec.attempts), rec.id);
         op.set(pendingKey(this.name, nk), { ...rest, last_error: msg }).set(lk, { key: nk });
       }
-      const res = await op.commit();
-      if (res.ok) return "retry";
-      const still = await this.kv.get(pk);
-      if (still.versionstamp !== c.versionstamp) return "lost";
-    }
-    return "lost";
+      return { op, value: "retry" };
+    }, { exhausted: keptChanging });
+    return await orElse(retry, "lost");
   }
 
   /** Delay before attempt `attempts + 1`: exponential from backoff_min_ms, jitter in [d/2, d]. */
@@ -341,23 +349,22 @@ export class JobQueue {
    */
   async expedite(sk: string): Promise<boolean> {
     const pk = pendingKey(this.name, sk);
-    for (let i = 0; i < CONFLICT_RETRIES; i++) {
+    const moved = commitWithRetry<"moved" | "due" | "gone">("jobs.expedite", async () => {
       const p = await this.kv.get<unknown>(pk);
       const rec = parseRecord(p.value);
-      if (!rec || rec.holder !== undefined) return false;
+      if (!rec || rec.holder !== undefined) return { done: "gone" };
       const nk = storageKey(this.now(), rec.id);
-      if (nk >= sk) return true;
+      if (nk >= sk) return { done: "due" };
       const lk = lockKey(this.name, rec.lock_key);
       const lock = await this.kv.get<{ key: string }>(lk);
       const op = this.kv.atomic().check(p).check(lock).delete(pk)
         .set(pendingKey(this.name, nk), rec);
       if (lock.value?.key === sk) op.set(lk, { key: nk });
-      if ((await op.commit()).ok) {
-        this.wake();
-        return true;
-      }
-    }
-    return false;
+      return { op, value: "moved" };
+    }, { exhausted: keptChanging });
+    const r = await orElse(moved, "gone");
+    if (r === "moved") this.wake();
+    return r !== "gone";
   }
 
   // --- admin -------------------------------------------------------------------------------
@@ -398,9 +405,9 @@ export class JobQueue {
   /** Failed → pending with attempts reset; false when the key does not exist. */
   async retryFailed(sk: string): Promise<boolean> {
     const fk = failedKey(this.name, sk);
-    for (let i = 0; i < CONFLICT_RETRIES; i++) {
+    const retried = await commitWithRetry<boolean>("jobs.retry_failed", async () => {
       const f = await this.kv.get<unknown>(fk);
-      if (f.value === null) return false;
+      if (f.value === null) return { done: false };
       const rec = parseRecord(f.value);
       if (!rec) {
         // A poison record has nothing to run: retrying it can only fail again.
@@ -408,16 +415,13 @@ export class JobQueue {
       }
       const { failed_at: _f, holder: _h, ...rest } = rec;
       const nk = storageKey(this.now(), rec.id);
-      const res = await this.kv.atomic().check(f).delete(fk)
+      const op = this.kv.atomic().check(f).delete(fk)
         .set(pendingKey(this.name, nk), { ...rest, attempts: 0 })
-        .set(lockKey(this.name, rec.lock_key), { key: nk })
-        .commit();
-      if (res.ok) {
-        this.wake();
-        return true;
-      }
-    }
-    throw new Error(`retry on ${this.name}: ${sk} kept changing`);
+        .set(lockKey(this.name, rec.lock_key), { key: nk });
+      return { op, value: true };
+    }, { exhausted: () => new Error(`retry on ${this.name}: ${sk} kept changing`) });
+    if (retried) this.wake();
+    return retried;
   }
 
   async deleteFailed(sk: string): Promise<boolean> {
@@ -431,9 +435,9 @@ export class JobQueue {
   /** Removes a pending (or in-flight: its worker then loses it) job and its lock pointer. */
   async deletePending(sk: string): Promise<boolean> {
     const pk = pendingKey(this.name, sk);
-    for (let i = 0; i < CONFLICT_RETRIES; i++) {
+    return await commitWithRetry<boolean>("jobs.delete_pending", async () => {
       const p = await this.kv.get<unknown>(pk);
-      if (p.value === null) return false;
+      if (p.value === null) return { done: false };
       const rec = parseRecord(p.value);
       const op = this.kv.atomic().check(p).delete(pk);
       if (rec) {
@@ -442,9 +446,8 @@ export class JobQueue {
         op.check(lock);
         if (lock.value?.key === sk) op.delete(lk);
       }
-      if ((await op.commit()).ok) return true;
-    }
-    throw new Error(`delete on ${this.name}: ${sk} kept changing`);
+      return { op, value: true };
+    }, { exhausted: () => new Error(`delete on ${this.name}: ${sk} kept changing`) });
   }
 
   /** Up to `limit` pending records in due order (metrics derive per-target lag from them). */

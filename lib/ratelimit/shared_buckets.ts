@@ -10,7 +10,7 @@
 // P × (capacity + sync_interval × rate) in one interval where one process would admit
 // capacity + sync_interval × rate. Every admitted take is charged at the next settle, so
 // the excess is paid back: the identity is refused until its bucket has refilled past it.
-import { K } from "../metadata/mod.ts";
+import { commitWithRetry, conflictPause, K } from "../metadata/mod.ts";
 import { type Bucket, merge, take, tokensLeft, type Verdict } from "./gcra.ts";
 
 interface Entry {
@@ -48,6 +48,26 @@ const MAX_ENTRIES = 100_000;
 const CHECKS_PER_COMMIT = 10;
 /** A settle retries a conflicting batch this often before leaving it to the next settle. */
 const SETTLE_ATTEMPTS = 5;
+
+/** Every attempt of a settle conflicted: its takes wait for the next one. */
+class Unsettled extends Error {}
+
+/**
+ * `op`, reporting the versionstamp it commits at: the one commit-retry loop commits it, and the
+ * next settle checks the buckets against that versionstamp instead of reading them again.
+ */
+function onCommitted(
+  op: Deno.AtomicOperation,
+  landed: (versionstamp: string) => void,
+): Deno.AtomicOperation {
+  const commit = op.commit.bind(op);
+  op.commit = async () => {
+    const r = await commit();
+    if (r.ok) landed(r.versionstamp);
+    return r;
+  };
+  return op;
+}
 
 export class SharedBuckets {
   private readonly entries = new Map<string, Entry>();
@@ -197,48 +217,48 @@ export class SharedBuckets {
    * reads them again and retries.
    */
   private async settleBatch(batch: Entry[]): Promise<void> {
-    for (let attempt = 1; attempt <= SETTLE_ATTEMPTS; attempt++) {
-      if (attempt > 1) {
-        try {
+    let landedAt = "";
+    try {
+      const { now, taken, merged } = await commitWithRetry("ratelimit.settle", async (n) => {
+        if (n > 0) {
           this.count("gets");
           const got = await this.kv.getMany<number[]>(batch.map((e) => e.key));
           batch.forEach((e, i) => this.adopt(e, got[i]));
-        } catch (err) {
-          this.onError(err);
-          break;
         }
-      }
-      const now = Date.now();
-      const taken = batch.map((e) => e.pending);
-      const seen = batch.map((e) => e.versionstamp);
-      const merged = batch.map((e, i) => merge(e.stored, e.tat, taken[i], e.periodMs));
-      let res: Deno.KvCommitResult | Deno.KvCommitError;
-      try {
+        const now = Date.now();
+        const taken = batch.map((e) => e.pending);
+        const merged = batch.map((e, i) => merge(e.stored, e.tat, taken[i], e.periodMs));
         const op = this.kv.atomic();
         batch.forEach((e, i) => {
-          op.check({ key: e.key, versionstamp: seen[i] });
+          op.check({ key: e.key, versionstamp: e.versionstamp });
           // Kept until the bucket has refilled (plus a minute): a full bucket is an absent key.
           op.set(e.key, merged[i], { expireIn: Math.max(0, merged[i] - now) + 60_000 });
         });
         this.count("commits");
-        res = await op.commit();
-      } catch (err) {
-        this.onError(err);
-        break;
-      }
-      if (res.ok) {
-        const versionstamp = res.versionstamp;
-        batch.forEach((e, i) => {
-          e.pending -= taken[i];
-          e.stored = merged[i];
-          e.versionstamp = versionstamp;
-          // Takes made while the commit ran sit on top of the merged value.
-          e.tat = Math.max(e.tat, merged[i] + e.pending * e.periodMs);
-          e.syncedAt = now;
-        });
-        return;
-      }
-      this.count("conflicts");
+        const landed = onCommitted(op, (versionstamp) => landedAt = versionstamp);
+        return { op: landed, value: { now, taken, merged } };
+      }, {
+        attempts: SETTLE_ATTEMPTS,
+        between: (n) => {
+          this.count("conflicts");
+          return conflictPause(n);
+        },
+        exhausted: () => {
+          this.count("conflicts");
+          return new Unsettled();
+        },
+      });
+      batch.forEach((e, i) => {
+        e.pending -= taken[i];
+        e.stored = merged[i];
+        e.versionstamp = landedAt;
+        // Takes made while the commit ran sit on top of the merged value.
+        e.tat = Math.max(e.tat, merged[i] + e.pending * e.periodMs);
+        e.syncedAt = now;
+      });
+      return;
+    } catch (err) {
+      if (!(err instanceof Unsettled)) this.onError(err);
     }
     // Not settled: the takes stay pending for the next settle, never lost.
     for (const e of batch) if (e.pending > 0) this.dirty.add(e);

@@ -19,6 +19,7 @@
 import { RegistryError } from "../oci/errors.ts";
 import { K } from "./keys.ts";
 import { getAll } from "./kv_util.ts";
+import { commitWithRetry } from "./commit_retry.ts";
 import type { CommitBudget } from "./kv_limits.ts";
 
 /** Where a namespace's bytes count, and the limit there. */
@@ -293,7 +294,7 @@ export class UsageMeta {
    */
   async recount(repository: string, namespaces: string[], dryRun: boolean): Promise<Recount> {
     let last: Recount = { repository, stored: 0, actual: 0, refsFixed: 0, settled: false };
-    for (let attempt = 0; attempt < RECOUNT_ATTEMPTS; attempt++) {
+    const counted = commitWithRetry<Recount>("usage.recount", async () => {
       const usage = await this.kv.get(K.usage(repository));
       const qrefs = new Map<string, Deno.KvEntryMaybe<unknown>>();
       for await (const e of this.kv.list({ prefix: K.qrefsOf(repository) }, { batchSize: 1000 })) {
@@ -334,25 +335,31 @@ export class UsageMeta {
         refsFixed: fixes.length,
         settled: true,
       };
-      if (dryRun || (last.stored === actual && fixes.length === 0)) return last;
-      if (await this.repair(usage, actual, fixes)) return last;
-      last.settled = false;
+      if (dryRun || (last.stored === actual && fixes.length === 0)) return { done: last };
+      return { op: (await this.repair(usage, actual, fixes)).last, value: last };
+    }, { attempts: RECOUNT_ATTEMPTS, exhausted: () => new Unsettled() });
+    try {
+      return await counted;
+    } catch (e) {
+      if (e instanceof Unsettled) return { ...last, settled: false };
+      throw e;
     }
-    return last;
   }
 
   /**
    * The qref fixes in commits of FIX_BATCH, each checking the entries it rewrites and the total
    * (rewritten in each, so the next commit's check fails if a writer came between); the total
-   * is set with the last.
+   * is set with the last. Commits all but the last and returns it, for the recount's retry loop
+   * to commit; when an earlier one lost its check, returns one that cannot commit, so the loop
+   * counts the conflict and recounts.
    */
   private async repair(
     usage: Deno.KvEntryMaybe<unknown>,
     actual: number,
     fixes: Fix[],
-  ): Promise<boolean> {
+  ): Promise<{ last: Deno.AtomicOperation }> {
     let guard = usage.versionstamp;
-    for (let i = 0; i === 0 || i < fixes.length; i += FIX_BATCH) {
+    for (let i = 0;; i += FIX_BATCH) {
       const op = this.kv.atomic().check({ key: usage.key, versionstamp: guard });
       for (const f of fixes.slice(i, i + FIX_BATCH)) {
         op.check(f.seen);
@@ -362,14 +369,24 @@ export class UsageMeta {
       if (i + FIX_BATCH >= fixes.length) {
         if (actual > 0) op.set(usage.key, u64(actual));
         else op.delete(usage.key);
-      } else op.sum(usage.key, 0n);
+        // Wrapped: an operation has a `then` that refuses to be awaited.
+        return { last: op };
+      }
+      op.sum(usage.key, 0n);
       const r = await op.commit();
-      if (!r.ok) return false;
+      if (!r.ok) {
+        return { last: this.kv.atomic().check({ key: usage.key, versionstamp: NEVER_GIVEN }) };
+      }
       guard = r.versionstamp;
     }
-    return true;
   }
 }
+
+/** Every attempt of a recount met a writer: the repository is left for the next scrub. */
+class Unsettled extends Error {}
+
+/** The highest versionstamp, which no commit is given: a check against it always fails. */
+const NEVER_GIVEN = "ffffffffffffffffffff";
 
 interface Fix {
   seen: Deno.KvEntryMaybe<unknown>;

@@ -29,7 +29,7 @@ async function withKv(
   }
 }
 
-function write(owned: () => Promise<Deno.KvEntryMaybe<unknown>>): ManifestWrite {
+function write(): ManifestWrite {
   return {
     ns: NS,
     digest: MANIFEST,
@@ -45,21 +45,33 @@ function write(owned: () => Promise<Deno.KvEntryMaybe<unknown>>): ManifestWrite 
     guard: () => {},
     reserved: null,
     placed: () => Promise.resolve(true),
-    owned,
+    requireBlobs: true,
   };
 }
 
 Deno.test("a blob delete landing after the manifest read its links fails the manifest push", async () => {
-  await withKv(async (kv, blobs, manifests) => {
-    let calls = 0;
-    const owned = async () => {
-      const read = await blobs.requireOwned(NS, [CONFIG, BLOB]);
-      // The delete lands between the manifest's reads and its commit.
-      if (calls++ === 0) await blobs.unlink(NS, BLOB, NO_FACTS);
-      return read;
-    };
+  await withKv(async (kv, blobs) => {
+    // The delete lands between the manifest's reads and its first commit.
+    let raced = false;
+    const racing = new Proxy(kv, {
+      get(target, prop) {
+        if (prop !== "atomic") return Reflect.get(target, prop, target);
+        return () => {
+          const op = target.atomic();
+          const commit = op.commit.bind(op);
+          op.commit = async () => {
+            if (!raced) {
+              raced = true;
+              await blobs.unlink(NS, BLOB, NO_FACTS);
+            }
+            return await commit();
+          };
+          return op;
+        };
+      },
+    });
     await assert.rejects(
-      manifests.commit(write(owned), NO_FACTS),
+      new ManifestMeta(racing).commit(write(), NO_FACTS),
       (e) => e instanceof RegistryError && e.code === "MANIFEST_BLOB_UNKNOWN",
     );
     assert.equal((await kv.get(K.rev(NS, MANIFEST))).value, null, "no revision was written");
@@ -76,7 +88,7 @@ Deno.test("a manifest push landing after a blob delete scanned for references fa
       await Array.fromAsync(kv.list({ prefix: K.brefs(NS, BLOB) })).then((l) => l.length),
       0,
     );
-    await manifests.commit(write(() => blobs.requireOwned(NS, [CONFIG, BLOB])), NO_FACTS);
+    await manifests.commit(write(), NO_FACTS);
     // The link itself is untouched (a check on it alone would pass) …
     assert.equal((await kv.get(K.link(NS, BLOB))).versionstamp, seen.versionstamp);
     // … but the manifest commit rewrote refver, so unlink's guarded delete cannot go through…

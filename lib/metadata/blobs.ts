@@ -191,20 +191,24 @@ export class BlobMeta {
     });
     effects.landed();
   }
+}
 
-  /**
-   * For a manifest commit that requires its blobs to be owned (allow_missing_manifest_references
-   * = false): reads the namespace's unlinkver, then every referenced link, MANIFEST_BLOB_UNKNOWN
-   * if one is missing. The commit checks unlinkver, and a blob delete checks refver (which the
-   * commit rewrites), so the two cannot both succeed: the delete would leave the manifest
-   * pointing at a blob the namespace no longer owns. One key each way, whatever the count.
-   */
-  async requireOwned(ns: string, digests: string[]): Promise<Deno.KvEntryMaybe<unknown>> {
-    const version = await this.kv.get(K.unlinkver(ns));
-    const links = await getAll<LinkRecord>(this.kv, digests.map((d) => K.link(ns, d)));
-    links.forEach((l, i) => {
-      if (!l.value) throw new RegistryError("MANIFEST_BLOB_UNKNOWN", digests[i]);
-    });
-    return version;
-  }
+/**
+ * For a manifest commit that requires its blobs to be owned (allow_missing_manifest_references
+ * = false): reads the namespace's unlinkver, then every referenced link, MANIFEST_BLOB_UNKNOWN
+ * if one is missing. The commit checks unlinkver, and a blob delete checks refver (which the
+ * commit rewrites), so the two cannot both succeed: the delete would leave the manifest
+ * pointing at a blob the namespace no longer owns. One key each way, whatever the count.
+ */
+export async function requireOwned(
+  kv: Deno.Kv,
+  ns: string,
+  digests: string[],
+): Promise<Deno.KvEntryMaybe<unknown>> {
+  const version = await kv.get(K.unlinkver(ns));
+  const links = await getAll<LinkRecord>(kv, digests.map((d) => K.link(ns, d)));
+  links.forEach((l, i) => {
+    if (!l.value) throw new RegistryError("MANIFEST_BLOB_UNKNOWN", digests[i]);
+  });
+  return version;
 }

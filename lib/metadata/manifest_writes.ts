@@ -20,7 +20,12 @@ import type { ParsedManifest, Platform } from "../oci/manifest.ts";
 import { K, type ReferrerRecord, type RevisionRecord, type TagRecord } from "./keys.ts";
 import { getAll } from "./kv_util.ts";
 import { CommitBudget, commitInBatches, type PlannedMutation } from "./kv_limits.ts";
-import { type BytesPlaced, reservationAfterConflict, RESERVED_WRITE_ATTEMPTS } from "./blobs.ts";
+import {
+  type BytesPlaced,
+  requireOwned,
+  reservationAfterConflict,
+  RESERVED_WRITE_ATTEMPTS,
+} from "./blobs.ts";
 import type { UsageLedger, UsagePlan } from "./usage.ts";
 import { commitWithRetry } from "./commit_retry.ts";
 import { stamping } from "./commit_stamp.ts";
@@ -58,11 +63,10 @@ export interface ManifestWrite {
   /** whether the out-of-line body is still in the blob store (see reservationAfterConflict) */
   placed: BytesPlaced;
   /**
-   * With allow_missing_manifest_references = false: requires the namespace's links of every
-   * referenced blob and returns its unlinkver entry, afresh on each attempt
-   * (BlobMeta.requireOwned); the head commit checks it.
+   * allow_missing_manifest_references = false: the namespace must own every referenced blob
+   * (requireOwned, read afresh on each attempt; the head commit checks its unlinkver).
    */
-  owned?: () => Promise<Deno.KvEntryMaybe<unknown>>;
+  requireBlobs?: boolean;
 }
 
 /** Whether writing `tag` changes it: a write that changes nothing causes no job (no ping-pong). */
@@ -156,7 +160,9 @@ export async function commitManifest(
       const rev = await kv.get<RevisionRecord>(K.rev(ns, digest));
       const tagver = await kv.get(K.tagver(ns));
       const tagEntries = await getAll<TagRecord>(kv, w.tags.map((t) => K.tag(ns, t)));
-      const owned = w.owned && !rev.value ? await w.owned() : null;
+      const owned = w.requireBlobs && !rev.value
+        ? await requireOwned(kv, ns, w.parsed.blobs)
+        : null;
       const op = kv.atomic();
       const budget = new CommitBudget();
       budget.checkOn(op, rev);

@@ -2,7 +2,7 @@
 // so the facts (and the jobs planned for them) of lost attempts must not count.
 import assert from "node:assert/strict";
 import { openTestKv } from "../../tests/helpers/kv.ts";
-import { BlobMeta, K, ManifestMeta, type ManifestWrite } from "./mod.ts";
+import { K, ManifestMeta, type ManifestWrite } from "./mod.ts";
 import type { WriteFact, WriteFacts } from "./write_facts.ts";
 
 const NS = "facts/ns";
@@ -32,7 +32,7 @@ function recording() {
   return { facts, landed, attempts: () => attempts };
 }
 
-function write(tags: string[], owned?: ManifestWrite["owned"]): ManifestWrite {
+function write(tags: string[]): ManifestWrite {
   return {
     ns: NS,
     digest: MANIFEST,
@@ -48,7 +48,6 @@ function write(tags: string[], owned?: ManifestWrite["owned"]): ManifestWrite {
     guard: () => {},
     reserved: null,
     placed: () => Promise.resolve(true),
-    owned,
   };
 }
 
@@ -56,16 +55,27 @@ Deno.test("a push that lost a commit race carries the facts of the attempt that 
   const t = await openTestKv();
   try {
     const kv = t.kv;
-    const blobs = new BlobMeta(kv);
-    let calls = 0;
-    // Between the push's reads and its commit, another writer moves the tag.
-    const owned = async () => {
-      const v = await blobs.requireOwned(NS, []);
-      if (calls++ === 0) await kv.set(K.tag(NS, "t"), { digest: OTHER, createdAt: 0 });
-      return v;
-    };
+    // Between the push's reads and its first commit, another writer moves the tag.
+    let raced = false;
+    const racing = new Proxy(kv, {
+      get(target, prop) {
+        if (prop !== "atomic") return Reflect.get(target, prop, target);
+        return () => {
+          const op = target.atomic();
+          const commit = op.commit.bind(op);
+          op.commit = async () => {
+            if (!raced) {
+              raced = true;
+              await target.set(K.tag(NS, "t"), { digest: OTHER, createdAt: 0 });
+            }
+            return await commit();
+          };
+          return op;
+        };
+      },
+    });
     const r = recording();
-    await new ManifestMeta(kv).commit(write(["t"], owned), r.facts);
+    await new ManifestMeta(racing).commit(write(["t"]), r.facts);
     assert.equal(r.attempts(), 2, "the first commit conflicted");
     assert.deepEqual(r.landed.map((f) => f.kind).sort(), [
       "manifest-pushed",

@@ -141,7 +141,7 @@ export class Manifests {
       tagCreatedAt: lww ?? Date.now(),
       reserved,
       placed: () => this.store.exists(digest),
-      owned: strict ? () => this.blobs.requireOwned(ns, parsed.blobs) : undefined,
+      requireBlobs: strict,
       guard: (tag, existing) => {
         if (!existing) return;
         if (lww !== null && existing.createdAt !== undefined && existing.createdAt > lww) {
@@ -228,7 +228,7 @@ export class Manifests {
 
   /**
    * Rule 3: with allow_missing_manifest_references = false every reference must be readable.
-   * Child manifests are checked here; blobs inside the commit (ManifestWrite.owned).
+   * Child manifests are checked here; blobs inside the commit (ManifestWrite.requireBlobs).
    */
   private async requireChildren(ns: string, parsed: ParsedManifest): Promise<void> {
     for (const c of parsed.children) {

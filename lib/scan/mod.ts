@@ -3,7 +3,7 @@
 import type { Config } from "../config/mod.ts";
 import type { BlobStore } from "../storage/mod.ts";
 import { K, ManifestMeta } from "../metadata/mod.ts";
-import { type JobContext, PermanentJobError } from "../jobs/mod.ts";
+import { type JobContext, periodic, PermanentJobError } from "../jobs/mod.ts";
 import type { Registry } from "../registry/mod.ts";
 import { isImage, SCAN_KIND, scanImageJob } from "./scan_jobs.ts";
 import { parseManifest, RegistryError, truncate } from "../oci/mod.ts";
@@ -115,7 +115,7 @@ export class Reports {
   readonly advisories: AdvisoryStore;
   readonly refresh: AdvisoryRefresh;
   private readonly meta: ManifestMeta;
-  private timer: ReturnType<typeof setInterval> | undefined;
+  private stopWatch = () => {};
 
   constructor(private readonly cfg: Config, private readonly registry: Registry) {
     this.scanner = new Scanner(registry, new LayerReader(registry.store), cfg.scan);
@@ -154,14 +154,14 @@ export class Reports {
         log.warn("advisory check failed", { dir, error: String(e) });
       }
     };
-    check();
-    const timer = setInterval(check, this.cfg.scan.reloadIntervalSecs * 1000);
-    Deno.unrefTimer(timer as unknown as number);
-    this.timer = timer;
+    this.stopWatch = periodic("advisory check", this.cfg.scan.reloadIntervalSecs * 1000, check, {
+      immediate: true,
+      unref: true,
+    });
   }
 
   stop(): void {
-    clearInterval(this.timer);
+    this.stopWatch();
   }
 
   async queueLoad(force = false): Promise<void> {

@@ -129,7 +129,14 @@ export async function openServices(cfg: Config, opts: OpenOptions): Promise<Serv
       return syncer ??= new Syncer(cfg, reg());
     },
     get layers() {
-      return layers ??= new LayerIndex(cfg, reg());
+      return layers ??= new LayerIndex({
+        cfg,
+        kv,
+        store,
+        jobs,
+        manifests: reg().manifests,
+        upstream: reg(),
+      });
     },
     get reports() {
       return reports ??= new Reports(cfg, reg());

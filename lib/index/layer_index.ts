@@ -1,0 +1,341 @@
+// The layer index's service (SPEC §Layer listing, Layer entries 1–4, Layer file 1–7, §Layer
+// file details): the `index-layer` job's handler, `reindex`, and the reads behind the three
+// endpoints; and forgetting a layer's index when scrub reclaims its bytes.
+import type { Config } from "../config/mod.ts";
+import type { BlobStore } from "../storage/mod.ts";
+import { parseManifest, RegistryError, resolveRange, truncate } from "../oci/mod.ts";
+import { BlobMeta, ManifestMeta } from "../metadata/mod.ts";
+import { type JobContext, type JobQueues, PermanentJobError } from "../jobs/mod.ts";
+import type { Registry } from "../registry/mod.ts";
+import { INDEX_KIND, indexLayerJob, tarLayers } from "./layer_jobs.ts";
+import { commitIndexRecord } from "./indexer.ts";
+import { walkSandboxed } from "./sandboxed_walk.ts";
+import { listingDocument } from "./listing_document.ts";
+import {
+  INDEX_VERSION,
+  indexKey,
+  type IndexRecord,
+  LayerReader,
+  type ListedEntry,
+  readAllStream,
+  runBase,
+} from "./layer_store.ts";
+import { isElf, readElf } from "./elf.ts";
+import { fileIndexCurrent, forgetLayer, writeFileIndex } from "./file_search.ts";
+import { beginMarkers, hasCertificate, type PemBlock, pemBlocks } from "./pem.ts";
+import { BudgetExceededError, runSandboxedJson, SandboxError } from "../sandbox/mod.ts";
+
+const CERT_HEAD = 64 * 1024;
+/** PEM blocks parsed in the serving process (~0.5 ms each); more go to a sandbox. */
+const INLINE_PEM_BLOCKS = 32;
+const DETAILS_WALL_SECS = 60;
+const DETAILS_CHILD = new URL("./details_child.ts", import.meta.url);
+const CERT_MAX = 4 * 1024 * 1024;
+
+export type EntriesAnswer =
+  | { status: 202 }
+  | {
+    status: 200;
+    refreshing: boolean;
+    record: IndexRecord;
+    /** the listing JSON, streamed; gzip-encoded when `gzipped` */
+    body: ReadableStream<Uint8Array>;
+    gzipped: boolean;
+    /** the body's length when known */
+    length?: number;
+  };
+
+export interface FileAnswer {
+  entry: ListedEntry;
+  /** the size of the served part */
+  length: number;
+  range: { start: number; end: number } | null;
+  body: ReadableStream<Uint8Array>;
+}
+
+/**
+ * Everything derived from a layer whose bytes scrub is reclaiming: its file-search keys, its
+ * index record and its listing, checkpoints and side copy. Idempotent (a scrub killed half-way
+ * repeats it).
+ */
+export async function forgetLayerIndex(
+  kv: Deno.Kv,
+  store: BlobStore,
+  digest: string,
+): Promise<void> {
+  const rec = (await kv.get<IndexRecord>(indexKey(digest))).value;
+  await forgetLayer(kv, new LayerReader(store), digest, rec);
+  await kv.delete(indexKey(digest));
+  const [alg, hex] = digest.split(":");
+  if (alg && hex && /^[a-z0-9]+$/.test(alg) && /^[a-f0-9]+$/.test(hex)) {
+    await store.deleteDerived(`index/${alg}/${hex}`);
+  }
+}
+
+/** What the layer index works with, handed in by the composition root (lib/services). */
+export interface LayerIndexDeps {
+  cfg: Config;
+  /** index records, file-search keys, blob links and (for `reindex`) the revisions */
+  kv: Deno.Kv;
+  /** the layers' bytes and the derived files of their runs */
+  store: BlobStore;
+  /** the `index` queue: its handler here, and the jobs a listing request queues */
+  jobs: Pick<JobQueues, "handle" | "queue">;
+  /** manifest bodies, for `reindex` to find the layers */
+  manifests: Pick<Registry["manifests"], "body">;
+  /** a pull-through namespace's layer, fetched from its upstream before it is indexed */
+  upstream: Pick<Registry, "readBlob"> & {
+    pullThrough: Pick<Registry["pullThrough"], "repository">;
+  };
+}
+
+export class LayerIndex {
+  private readonly cfg: Config;
+  private readonly kv: Deno.Kv;
+  private readonly store: BlobStore;
+  private readonly jobs: LayerIndexDeps["jobs"];
+  private readonly manifests: LayerIndexDeps["manifests"];
+  private readonly upstream: LayerIndexDeps["upstream"];
+  private readonly blobs: BlobMeta;
+  readonly reader: LayerReader;
+
+  constructor(deps: LayerIndexDeps) {
+    this.cfg = deps.cfg;
+    this.kv = deps.kv;
+    this.store = deps.store;
+    this.jobs = deps.jobs;
+    this.manifests = deps.manifests;
+    this.upstream = deps.upstream;
+    this.blobs = new BlobMeta(this.kv);
+    this.reader = new LayerReader(this.store);
+  }
+
+  register(): void {
+    this.jobs.handle("index", INDEX_KIND, (job) => this.run(job));
+  }
+
+  async run(job: JobContext): Promise<void> {
+    const p = job.payload as { digest?: unknown; force?: unknown } | null;
+    const digest = p?.digest;
+    if (typeof digest !== "string") throw new PermanentJobError("payload needs a digest");
+    const current = (await this.kv.get<IndexRecord>(indexKey(digest))).value;
+    if (current && current.version >= INDEX_VERSION && p?.force !== true) {
+      // Layers listed before the file index existed get it now (a no-op once written).
+      if (current.state !== "unsupported") {
+        await writeFileIndex(this.kv, this.reader, digest, current, job.signal);
+      }
+      return;
+    }
+    const blob = await this.blobs.blob(digest);
+    if (!blob) throw new PermanentJobError(`blob ${digest} is not stored`);
+    const base = runBase(digest, current?.base);
+    const r = await commitIndexRecord({
+      kv: this.kv,
+      store: this.store,
+      digest,
+      result: await walkSandboxed({
+        limits: this.cfg.global.index,
+        store: this.store,
+        digest,
+        size: blob.size,
+        base,
+        signal: job.signal,
+        blobStore: this.cfg.blobStore,
+      }),
+    });
+    // A budget passed: the layer answers UNSUPPORTED with the budget named, and the job fails
+    // at once (the same bytes would pass it again).
+    if (r.failure) throw new PermanentJobError(r.failure.message);
+    // What was listed is searchable, a partial listing's files included.
+    if (r.record.state !== "unsupported") {
+      await writeFileIndex(this.kv, this.reader, digest, r.record, job.signal);
+    }
+    // A partial listing is served; the job still ends with the reason, for the failed list.
+    if (r.record.state === "partial") throw new PermanentJobError(r.error ?? "partial listing");
+  }
+
+  /**
+   * `main.ts reindex`: queues every tar layer of every stored image that has no current index
+   * (all of them with `force`). Returns how many were (or would be) queued.
+   */
+  async reindex(
+    opts: { dryRun?: boolean; force?: boolean; report?: (line: string) => void } = {},
+  ): Promise<{ layers: number; queued: number }> {
+    const meta = new ManifestMeta(this.kv);
+    const seen = new Set<string>();
+    let queued = 0;
+    let last: string | null = null;
+    for (;;) {
+      const page = await meta.catalog(200, last, () => true);
+      for (const ns of page.names) {
+        for await (const { digest, rec } of meta.revisions(ns)) {
+          let parsed;
+          try {
+            parsed = parseManifest(await this.manifests.body(digest, rec), rec.mediaType);
+          } catch {
+            continue;
+          }
+          for (const layer of tarLayers(parsed)) {
+            if (seen.has(layer)) continue;
+            seen.add(layer);
+            const cur = await this.record(layer);
+            // A current listing whose file index is older is queued too: the job only rewrites
+            // the file index (its version bumps when its key layout grows).
+            if (
+              !opts.force && cur && cur.version >= INDEX_VERSION &&
+              (cur.state === "unsupported" || await fileIndexCurrent(this.kv, layer))
+            ) continue;
+            if (!(await this.blobs.blob(layer))) continue;
+            queued++;
+            opts.report?.(`index ${layer} (${ns})`);
+            if (!opts.dryRun) {
+              await this.jobs.queue("index").enqueue({
+                ...indexLayerJob(layer),
+                payload: { digest: layer, force: opts.force === true },
+              });
+            }
+          }
+        }
+      }
+      if (!page.more) break;
+      last = page.names[page.names.length - 1];
+    }
+    return { layers: seen.size, queued };
+  }
+
+  private async enqueue(digest: string): Promise<void> {
+    await this.jobs.queue("index").enqueue(indexLayerJob(digest));
+  }
+
+  /** The namespace owns the layer (else 404); a pull-through namespace fetches it first. */
+  private async owned(ns: string, digest: string): Promise<"owned" | "fetching"> {
+    if (await this.blobs.link(ns, digest)) return "owned";
+    if (this.upstream.pullThrough.repository(ns)) {
+      // Rule 2: a HEAD proves the upstream has it; the fill runs behind the 202.
+      await this.upstream.readBlob(ns, digest, null, false);
+      const r = await this.upstream.readBlob(ns, digest, null, true);
+      r.stream?.pipeTo(new WritableStream()).catch(() => {});
+      return "fetching";
+    }
+    throw new RegistryError("BLOB_UNKNOWN", `${digest} is not a layer of ${truncate(ns)}`);
+  }
+
+  private async record(digest: string): Promise<IndexRecord | null> {
+    return (await this.kv.get<IndexRecord>(indexKey(digest))).value;
+  }
+
+  /** The listing of `digest` for `ns`; gzip-encoded when the client takes `gzip`. */
+  async entries(ns: string, digest: string, gzip = false): Promise<EntriesAnswer> {
+    // Rule 2: the fill runs behind the 202; a later request finds the layer owned and
+    // queues the index job.
+    if (await this.owned(ns, digest) === "fetching") return { status: 202 };
+    const rec = await this.record(digest);
+    if (!rec) {
+      await this.enqueue(digest);
+      return { status: 202 };
+    }
+    if (rec.state === "unsupported") {
+      throw new RegistryError("UNSUPPORTED", `${digest} cannot be listed: ${rec.error}`, {
+        status: 404,
+      });
+    }
+    const refreshing = rec.version < INDEX_VERSION;
+    if (refreshing) await this.enqueue(digest);
+    return {
+      status: 200,
+      refreshing,
+      record: rec,
+      ...await listingDocument(this.store, rec, refreshing, gzip),
+    };
+  }
+
+  /** A regular file of an indexed layer (a hard link serves its target). */
+  async file(
+    ns: string,
+    digest: string,
+    path: string,
+    rangeHeader: string | null,
+  ): Promise<FileAnswer> {
+    const { rec, entry, size } = await this.locate(ns, digest, path);
+    const r = resolveRange(rangeHeader, entry.size);
+    if (r.kind === "unsatisfiable") {
+      throw new RegistryError("SIZE_INVALID", "range not satisfiable", {
+        headers: { "Content-Range": `bytes */${entry.size}` },
+      });
+    }
+    const [start, end] = r.kind === "partial" ? [r.start, r.end] : [0, entry.size - 1];
+    const body = await this.reader.read(
+      digest,
+      size,
+      rec,
+      entry.offset + start,
+      entry.offset + end,
+    );
+    return {
+      entry,
+      length: Math.max(0, end - start + 1),
+      range: r.kind === "partial" ? { start, end } : null,
+      body,
+    };
+  }
+
+  /** SPEC §Layer file details: `{elf}`, `{certificates}` or `{}`. */
+  async details(ns: string, digest: string, path: string): Promise<Record<string, unknown>> {
+    const { rec, entry, size } = await this.locate(ns, digest, path);
+    const readAt = async (offset: number, length: number) => {
+      if (offset >= entry.size || length <= 0) return new Uint8Array(0);
+      const end = Math.min(entry.size, offset + length) - 1;
+      return await readAllStream(
+        await this.reader.read(digest, size, rec, entry.offset + offset, entry.offset + end),
+      );
+    };
+    const head = await readAt(0, Math.min(entry.size, CERT_HEAD));
+    if (isElf(head)) {
+      const elf = await readElf(readAt, entry.size);
+      return elf ? { elf } : {};
+    }
+    if (!hasCertificate(head)) return {};
+    const bytes = entry.size <= CERT_HEAD ? head : await readAt(0, CERT_MAX);
+    // A few certificates parse in milliseconds here; a bundle goes to a sandbox.
+    const ix = this.cfg.global.index;
+    if (ix.sandbox === "off" || beginMarkers(bytes) <= INLINE_PEM_BLOCKS) {
+      return { certificates: pemBlocks(head, bytes) ?? [] };
+    }
+    const certs = await runSandboxedJson<PemBlock[] | null>({
+      mode: ix.sandbox,
+      label: "details",
+      module: DETAILS_CHILD,
+      args: null,
+      stdin: ReadableStream.from([bytes]),
+      budget: { ...ix.budget, wallSecs: Math.min(ix.budget.wallSecs, DETAILS_WALL_SECS) },
+    }).catch((e) => {
+      if (e instanceof BudgetExceededError || e instanceof SandboxError) {
+        throw new RegistryError("UNSUPPORTED", `${truncate(path)}: no details: ${e.message}`, {
+          status: 404,
+        });
+      }
+      throw e;
+    });
+    return { certificates: certs ?? [] };
+  }
+
+  private async locate(ns: string, digest: string, path: string) {
+    if (!(await this.blobs.link(ns, digest))) {
+      throw new RegistryError("BLOB_UNKNOWN", `${digest} is not a layer of ${truncate(ns)}`);
+    }
+    const rec = await this.record(digest);
+    if (!rec || rec.state === "unsupported") {
+      throw new RegistryError("NAME_UNKNOWN", `layer ${digest} is not indexed`);
+    }
+    let entry = await this.reader.entry(rec, path);
+    for (let hops = 0; entry?.kind === "hardlink" && hops < 8; hops++) {
+      entry = await this.reader.entry(rec, entry.link_target ?? "");
+    }
+    if (!entry || entry.kind !== "file") {
+      throw new RegistryError("NAME_UNKNOWN", `${truncate(path)} is not a file of ${digest}`);
+    }
+    const blob = await this.blobs.blob(digest);
+    if (!blob) throw new RegistryError("BLOB_UNKNOWN", digest);
+    return { rec, entry, size: blob.size };
+  }
+}

@@ -13,8 +13,14 @@ import { parseContentRange } from "../oci/range.ts";
 import type { BlobStore } from "../storage/blob_store.ts";
 import { ConcurrentUploadError, TooLargeError } from "../storage/blob_store.ts";
 import { Hasher } from "../streams/hasher.ts";
-import type { BlobMeta, UploadMeta, UploadRecord, WriteFacts } from "../metadata/mod.ts";
-import type { WriteEffects, WriteScope } from "../effects/mod.ts";
+import {
+  type BlobMeta,
+  NO_FACTS,
+  type UploadMeta,
+  type UploadRecord,
+  type WriteFacts,
+} from "../metadata/mod.ts";
+import type { WriteEffects } from "../effects/mod.ts";
 import type { UsageLedger } from "../metadata/mod.ts";
 import { HasherCache, KeyedLock } from "./hashers.ts";
 
@@ -63,7 +69,8 @@ export class Uploads {
    */
   async start(ns: string, input: StartInput): Promise<StartResult> {
     const named = input.digest ?? input.mount;
-    if (named === null) return await this.startWith(ns, input, null);
+    // Neither: a session starts, linking nothing.
+    if (named === null) return await this.startWith(ns, input, NO_FACTS);
     const fx = await this.d.effects.begin({ kind: "blob-push", ns, digest: named });
     try {
       const r = await this.startWith(ns, input, fx);
@@ -80,7 +87,7 @@ export class Uploads {
   private async startWith(
     ns: string,
     input: StartInput,
-    fx: WriteScope | null,
+    fx: WriteFacts,
   ): Promise<StartResult> {
     let algorithm: Algorithm = "sha256";
     let pinned = false;
@@ -101,7 +108,7 @@ export class Uploads {
       if (await this.d.blobs.link(ns, d.value)) {
         return { kind: "created", digest: d.value, linked: false };
       }
-      if (await this.tryMount(ns, d.value, input, fx!)) {
+      if (await this.tryMount(ns, d.value, input, fx)) {
         return { kind: "created", digest: d.value, linked: true };
       }
       return await this.newSession(ns, algorithm, pinned, null);
@@ -119,7 +126,7 @@ export class Uploads {
         return { kind: "created", digest: d.value, linked: false };
       }
       if (input.contentLength !== null) {
-        await this.monolithic(ns, d, input, fx!);
+        await this.monolithic(ns, d, input, fx);
         return { kind: "created", digest: d.value, linked: true };
       }
       return await this.newSession(ns, d.algorithm, pinned, input.body);

@@ -71,20 +71,6 @@ export const MAX_RECORD_BYTES = 60 * 1024;
 /** A lock key is part of a KV key (2 KiB limit). */
 export const MAX_LOCK_KEY_CHARS = 1024;
 
-/** Thrown when every attempt of a change conflicted, for the callers that answer it instead. */
-class KeptChanging extends Error {}
-const keptChanging = () => new KeptChanging();
-
-/** `change`'s value, or `otherwise` when every attempt of it conflicted. */
-async function orElse<T>(change: Promise<T>, otherwise: T): Promise<T> {
-  try {
-    return await change;
-  } catch (e) {
-    if (e instanceof KeptChanging) return otherwise;
-    throw e;
-  }
-}
-
 /** Queues whose jobs parse pushed content (sandboxed, but the backstop stays). */
 const UNTRUSTED_QUEUES: ReadonlySet<QueueName> = new Set(["index", "scan"]);
 /** Lease expiries (worker deaths) after which such a job is poison. */
@@ -284,7 +270,7 @@ export class JobQueue {
     }
     const pk = pendingKey(this.name, c.key);
     const lk = lockKey(this.name, rec.lock_key);
-    const retry = commitWithRetry<FailOutcome>("jobs.fail", async (n) => {
+    return await commitWithRetry<FailOutcome>("jobs.fail", async (n) => {
       // A conflict on our own record (not on the lock) means another worker took the job over.
       if (n > 0 && (await this.kv.get(pk)).versionstamp !== c.versionstamp) return { done: "lost" };
       const lock = await this.kv.get<{ key: string }>(lk);
@@ -300,8 +286,7 @@ export class JobQueue {
         op.set(pendingKey(this.name, nk), { ...rest, last_error: msg }).set(lk, { key: nk });
       }
       return { op, value: "retry" };
-    }, { exhausted: keptChanging });
-    return await orElse(retry, "lost");
+    }, { otherwise: () => "lost" });
   }
 
   /** Delay before attempt `attempts + 1`: exponential from backoff_min_ms, jitter in [d/2, d]. */
@@ -349,7 +334,7 @@ export class JobQueue {
    */
   async expedite(sk: string): Promise<boolean> {
     const pk = pendingKey(this.name, sk);
-    const moved = commitWithRetry<"moved" | "due" | "gone">("jobs.expedite", async () => {
+    const r = await commitWithRetry<"moved" | "due" | "gone">("jobs.expedite", async () => {
       const p = await this.kv.get<unknown>(pk);
       const rec = parseRecord(p.value);
       if (!rec || rec.holder !== undefined) return { done: "gone" };
@@ -361,8 +346,7 @@ export class JobQueue {
         .set(pendingKey(this.name, nk), rec);
       if (lock.value?.key === sk) op.set(lk, { key: nk });
       return { op, value: "moved" };
-    }, { exhausted: keptChanging });
-    const r = await orElse(moved, "gone");
+    }, { otherwise: () => "gone" });
     if (r === "moved") this.wake();
     return r !== "gone";
   }

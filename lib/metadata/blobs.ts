@@ -4,7 +4,6 @@ import { type BlobRecord, K, type LinkRecord } from "./keys.ts";
 import { getAll, hasAny } from "./kv_util.ts";
 import { addJobs } from "./kv_limits.ts";
 import { commitWithRetry } from "./commit_retry.ts";
-import { stamping } from "./commit_stamp.ts";
 import type { WriteFacts } from "./write_facts.ts";
 import { checkNotReclaiming, explainConflict, reclaimingError } from "./reclaim.ts";
 import type { UsageLedger, UsagePlan } from "./usage.ts";
@@ -79,20 +78,18 @@ export class BlobMeta {
    * digest in between, the record is gone and the link is refused instead of dangling.
    */
   async reserve(digest: string, size: number): Promise<string> {
-    const stamp: { versionstamp: string | null } = { versionstamp: null };
-    await commitWithRetry("blob reserve", () => {
+    return await commitWithRetry("blob reserve", () => {
       const op = this.kv.atomic().set(
         K.blob(digest),
         { size, at: Date.now() } satisfies BlobRecord,
       );
       checkNotReclaiming(op, digest);
-      return Promise.resolve({ op: stamping(op, stamp), value: undefined });
+      return Promise.resolve({ op, landed: (versionstamp: string) => versionstamp });
     }, {
       attempts: 3,
       between: () => explainConflict(this.kv, [digest]),
       exhausted: () => reclaimingError(digest),
     });
-    return stamp.versionstamp!;
   }
 
   /**

@@ -7,18 +7,25 @@
 // "database is locked" (another process holding SQLite's write lock) is a different failure,
 // retried below this, per commit, by kv_busy.ts.
 
-/** What one attempt decided: commit `op` (and return `value` if it commits), or stop with `done`. */
+/**
+ * What one attempt decided: commit `op` and return `value` if it commits (or `landed(versionstamp)`,
+ * for a write that hands its own versionstamp on: a reservation, the revision a many-tag push
+ * goes on tagging, a bucket the next settle checks), or stop with `done` without writing.
+ */
 export type Attempt<T> =
   | { op: Deno.AtomicOperation; value: T }
+  | { op: Deno.AtomicOperation; landed: (versionstamp: string) => T }
   | { done: T };
 
-export interface RetryOptions {
+export interface RetryOptions<T> {
   /** attempts before giving up (default 20) */
   attempts?: number;
   /** runs after a conflicted attempt instead of the default jittered pause */
   between?: (attempt: number) => Promise<void>;
   /** the error thrown once every attempt conflicted (default: a plain Error naming `what`) */
   exhausted?: () => Error;
+  /** the answer once every attempt conflicted, for a caller that answers it instead of failing */
+  otherwise?: () => T;
 }
 
 export const DEFAULT_COMMIT_ATTEMPTS = 20;
@@ -59,16 +66,18 @@ export function conflictPause(attempt: number): Promise<void> {
 export async function commitWithRetry<T>(
   what: string,
   attempt: (n: number) => Promise<Attempt<T>>,
-  options: RetryOptions = {},
+  options: RetryOptions<T> = {},
 ): Promise<T> {
   const attempts = options.attempts ?? DEFAULT_COMMIT_ATTEMPTS;
   for (let n = 0; n < attempts; n++) {
     const a = await attempt(n);
     if ("done" in a) return a.done;
-    if ((await a.op.commit()).ok) return a.value;
+    const r = await a.op.commit();
+    if (r.ok) return "landed" in a ? a.landed(r.versionstamp) : a.value;
     count(what).conflicts++;
     if (n + 1 < attempts) await (options.between ?? conflictPause)(n);
   }
   count(what).exhausted++;
+  if (options.otherwise) return options.otherwise();
   throw options.exhausted?.() ?? new Error(`${what}: the records it depends on kept changing`);
 }

@@ -55,3 +55,19 @@ Deno.test("commitWithRetry gives up after its attempts with the caller's error",
     assert.equal(betweens, 3);
     assert.deepEqual(commitRetryCounts().get("test.hopeless"), { conflicts: 4, exhausted: 1 });
   }));
+
+Deno.test("commitWithRetry hands a landed attempt its versionstamp, or answers `otherwise`", () =>
+  withKv(async (kv) => {
+    const stamp = await commitWithRetry(
+      "test.stamp",
+      () => Promise.resolve({ op: kv.atomic().set(["s"], 1), landed: (v: string) => v }),
+    );
+    assert.equal(stamp, (await kv.get(["s"])).versionstamp);
+    const answer = await commitWithRetry("test.otherwise", async () => {
+      const cur = await kv.get(["s"]);
+      await kv.set(["s"], 2);
+      return { op: kv.atomic().check(cur).set(["s"], 3), value: "set" };
+    }, { attempts: 2, between: () => Promise.resolve(), otherwise: () => "lost" });
+    assert.equal(answer, "lost");
+    assert.equal((await kv.get(["s"])).value, 2);
+  }));

@@ -28,7 +28,6 @@ import {
 } from "./blobs.ts";
 import type { UsageLedger, UsagePlan } from "./usage.ts";
 import { commitWithRetry } from "./commit_retry.ts";
-import { stamping } from "./commit_stamp.ts";
 import type { WriteFacts } from "./write_facts.ts";
 
 /** A push naming at most this many tags checks each tag key; more are guarded by tagver. */
@@ -153,7 +152,6 @@ export async function commitManifest(
   let reserved = w.reserved;
   // What the last attempt read, for the step between attempts.
   let last: { plan?: UsagePlan; outOfLine: boolean } = { outOfLine: false };
-  const stamp: { versionstamp: string | null } = { versionstamp: null };
   const head = await commitWithRetry("manifest push", async () => {
     for (;;) {
       fx.attempt();
@@ -208,10 +206,9 @@ export async function commitManifest(
         continue; // rebuild the head without the references
       }
       last = { plan, outOfLine };
-      return {
-        op: stamping(op, stamp),
-        value: { t, revStamp: rev.value ? rev.versionstamp : null },
-      };
+      // A new revision is tagged on against the versionstamp its head commit lands at.
+      const revStamp = rev.value ? rev.versionstamp : null;
+      return { op, landed: (versionstamp: string) => ({ t, revStamp: revStamp ?? versionstamp }) };
     }
   }, {
     attempts: RESERVED_WRITE_ATTEMPTS,
@@ -224,7 +221,7 @@ export async function commitManifest(
   });
   fx.landed();
   if (head.t < w.tags.length) {
-    await commitTailTags(kv, w, fx, head.t, head.revStamp ?? stamp.versionstamp!);
+    await commitTailTags(kv, w, fx, head.t, head.revStamp);
   }
 }
 

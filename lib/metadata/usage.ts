@@ -294,7 +294,7 @@ export class UsageMeta {
    */
   async recount(repository: string, namespaces: string[], dryRun: boolean): Promise<Recount> {
     let last: Recount = { repository, stored: 0, actual: 0, refsFixed: 0, settled: false };
-    const counted = commitWithRetry<Recount>("usage.recount", async () => {
+    return await commitWithRetry<Recount>("usage.recount", async () => {
       const usage = await this.kv.get(K.usage(repository));
       const qrefs = new Map<string, Deno.KvEntryMaybe<unknown>>();
       for await (const e of this.kv.list({ prefix: K.qrefsOf(repository) }, { batchSize: 1000 })) {
@@ -337,13 +337,7 @@ export class UsageMeta {
       };
       if (dryRun || (last.stored === actual && fixes.length === 0)) return { done: last };
       return { op: (await this.repair(usage, actual, fixes)).last, value: last };
-    }, { attempts: RECOUNT_ATTEMPTS, exhausted: () => new Unsettled() });
-    try {
-      return await counted;
-    } catch (e) {
-      if (e instanceof Unsettled) return { ...last, settled: false };
-      throw e;
-    }
+    }, { attempts: RECOUNT_ATTEMPTS, otherwise: () => ({ ...last, settled: false }) });
   }
 
   /**
@@ -381,9 +375,6 @@ export class UsageMeta {
     }
   }
 }
-
-/** Every attempt of a recount met a writer: the repository is left for the next scrub. */
-class Unsettled extends Error {}
 
 /** The highest versionstamp, which no commit is given: a check against it always fails. */
 const NEVER_GIVEN = "ffffffffffffffffffff";

@@ -49,26 +49,6 @@ const CHECKS_PER_COMMIT = 10;
 /** A settle retries a conflicting batch this often before leaving it to the next settle. */
 const SETTLE_ATTEMPTS = 5;
 
-/** Every attempt of a settle conflicted: its takes wait for the next one. */
-class Unsettled extends Error {}
-
-/**
- * `op`, reporting the versionstamp it commits at: the one commit-retry loop commits it, and the
- * next settle checks the buckets against that versionstamp instead of reading them again.
- */
-function onCommitted(
-  op: Deno.AtomicOperation,
-  landed: (versionstamp: string) => void,
-): Deno.AtomicOperation {
-  const commit = op.commit.bind(op);
-  op.commit = async () => {
-    const r = await commit();
-    if (r.ok) landed(r.versionstamp);
-    return r;
-  };
-  return op;
-}
-
 export class SharedBuckets {
   private readonly entries = new Map<string, Entry>();
   private readonly dirty = new Set<Entry>();
@@ -217,9 +197,9 @@ export class SharedBuckets {
    * reads them again and retries.
    */
   private async settleBatch(batch: Entry[]): Promise<void> {
-    let landedAt = "";
     try {
-      const { now, taken, merged } = await commitWithRetry("ratelimit.settle", async (n) => {
+      // null: every attempt conflicted, and the takes wait for the next settle.
+      const settled = await commitWithRetry("ratelimit.settle", async (n) => {
         if (n > 0) {
           this.count("gets");
           const got = await this.kv.getMany<number[]>(batch.map((e) => e.key));
@@ -235,30 +215,33 @@ export class SharedBuckets {
           op.set(e.key, merged[i], { expireIn: Math.max(0, merged[i] - now) + 60_000 });
         });
         this.count("commits");
-        const landed = onCommitted(op, (versionstamp) => landedAt = versionstamp);
-        return { op: landed, value: { now, taken, merged } };
+        // The next settle checks the buckets against this versionstamp instead of reading them.
+        return { op, landed: (at: string) => ({ now, taken, merged, at }) };
       }, {
         attempts: SETTLE_ATTEMPTS,
         between: (n) => {
           this.count("conflicts");
           return conflictPause(n);
         },
-        exhausted: () => {
+        otherwise: () => {
           this.count("conflicts");
-          return new Unsettled();
+          return null;
         },
       });
-      batch.forEach((e, i) => {
-        e.pending -= taken[i];
-        e.stored = merged[i];
-        e.versionstamp = landedAt;
-        // Takes made while the commit ran sit on top of the merged value.
-        e.tat = Math.max(e.tat, merged[i] + e.pending * e.periodMs);
-        e.syncedAt = now;
-      });
-      return;
+      if (settled) {
+        const { now, taken, merged, at } = settled;
+        batch.forEach((e, i) => {
+          e.pending -= taken[i];
+          e.stored = merged[i];
+          e.versionstamp = at;
+          // Takes made while the commit ran sit on top of the merged value.
+          e.tat = Math.max(e.tat, merged[i] + e.pending * e.periodMs);
+          e.syncedAt = now;
+        });
+        return;
+      }
     } catch (err) {
-      if (!(err instanceof Unsettled)) this.onError(err);
+      this.onError(err);
     }
     // Not settled: the takes stay pending for the next settle, never lost.
     for (const e of batch) if (e.pending > 0) this.dirty.add(e);

@@ -1,3 +1,6 @@
+// Everything Wharf keeps in Deno KV: every key (keys.ts), the records behind manifests, tags,
+// blobs, uploads, pulls, usage and the pull-through cache, and the KV plumbing every writer
+// shares (the one commit-retry loop, commit limits, the key guard, the busy retry).
 import { withBusyRetry } from "./kv_busy.ts";
 import { strictIfRequested } from "./kv_limits.ts";
 export * from "./keys.ts";

@@ -1,3 +1,4 @@
+// Prometheus instruments under stable names (`/metrics`), and byte-counting streams for bodies.
 export {
   type AuthResultLabel,
   Metrics,

@@ -1,3 +1,5 @@
+// The OCI distribution vocabulary every other folder speaks: the one error type (RegistryError),
+// name/tag/digest grammar, media types, manifest parsing, Range headers and Link pagination.
 export * from "./errors.ts";
 export * from "./grammar.ts";
 export * from "./range.ts";

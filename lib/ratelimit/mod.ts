@@ -1,3 +1,5 @@
+// Rate limits (issue 26, part 3): which token buckets a request draws from, GCRA arithmetic, and
+// buckets shared by every process on one KV.
 export {
   type LimitClass,
   type LimiterHooks,

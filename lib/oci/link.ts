@@ -9,10 +9,3 @@ export function nextLink(
     .join("&");
   return `<${path}?${q}>; rel="next"`;
 }
-
-/** `n` of a listing: absent → fallback; anything but a non-negative integer → null (malformed). */
-export function parsePageSize(v: string | null, fallback: number): number | null {
-  if (v === null) return fallback;
-  if (!/^\d{1,9}$/.test(v)) return null;
-  return Number(v);
-}

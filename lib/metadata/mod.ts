@@ -1,24 +1,12 @@
 // Everything Wharf keeps in Deno KV: every key (keys.ts), the records behind manifests, tags,
 // blobs, uploads, pulls, usage and the pull-through cache, and the KV plumbing every writer
 // shares (the one commit-retry loop, commit limits, the key guard, the busy retry).
-import { withBusyRetry } from "./kv_busy.ts";
-import { strictIfRequested } from "./kv_limits.ts";
 export * from "./keys.ts";
 export { BlobMeta } from "./blobs.ts";
 export { ManifestMeta, type ManifestWrite } from "./manifests.ts";
 export { UploadMeta } from "./uploads.ts";
 export { NO_FACTS, type WriteFact, type WriteFacts } from "./write_facts.ts";
-
-/** Opens the KV file (or KV Connect URL) that holds all metadata. */
-export async function openMetadata(path: string): Promise<Deno.Kv> {
-  if (!/^https?:\/\//.test(path)) {
-    const dir = path.includes("/") ? path.slice(0, path.lastIndexOf("/")) : ".";
-    if (dir) await Deno.mkdir(dir, { recursive: true });
-  }
-  const kv = strictIfRequested(await Deno.openKv(path));
-  // A remote KV (KV Connect) serialises writers itself; a local file needs the busy retry.
-  return /^https?:\/\//.test(path) ? kv : withBusyRetry(kv);
-}
+export { openMetadata } from "./open.ts";
 export { reclaimingError, ReclaimMeta, STALE_MARKER_MS } from "./reclaim.ts";
 export { LEASE_MS, ScrubMeta } from "./scrub_meta.ts";
 export { instrumentKv, type ObserveOp as ObserveKvOp } from "./instrumented_kv.ts";

@@ -5,7 +5,7 @@
 //   `node_modules/.package-lock.json`; a project without one is read from its
 //   `package-lock.json` (lockfile v1's nested `dependencies`, v2/v3's `packages`).
 // Packages npm installs globally without a lockfile and Go binaries' build info are not read.
-import type { LimitedResult, Package } from "./package_dbs.ts";
+import type { LimitedResult, Package } from "./package_types.ts";
 
 /** Packages listed from one lockfile, or from the Python metadata of one image. */
 export const MAX_LANGUAGE_PACKAGES = 20_000;

@@ -4,44 +4,16 @@
 // are given: a damaged database yields what could be read and a warning.
 import { MAX_RELEASE_FILE, osFromReleaseFiles, type OsInfo } from "./os_release.ts";
 import { parseRpmBdb, parseRpmSqlite } from "./rpmdb.ts";
+import type { DbLimits, LimitedResult, Package, ParseOptions } from "./package_types.ts";
 
-export interface Package {
-  name: string;
-  version: string;
-  source_name?: string;
-  source_version?: string;
-  arch?: string;
-  type: "deb" | "apk" | "rpm" | "npm" | "pypi";
-  /** the database file it came from */
-  location: string;
-}
-
-export interface ParseResult {
-  packages: Package[];
-  warnings: string[];
-}
-
-/**
- * Budgets of the package-database parsers. Every parser reads bytes incrementally and keeps only
- * the few fields it reports, so memory is bounded by the package count, not the file size.
- */
-export interface DbLimits {
-  /** packages listed over all databases of an image; the rest is reported as a warning */
-  maxPackages?: number;
-  /** bytes of one reported field (Package, Version, Source…); an entry with a longer one is skipped */
-  maxFieldBytes?: number;
-  /** bytes of one rpm header blob; a larger one is skipped */
-  maxRpmHeaderBytes?: number;
-  /**
-   * bytes of rpm header values read from one database, over all its packages (a hostile
-   * database can point many entries at the same data); default: RPM_READ_FACTOR × the file size
-   */
-  maxRpmReadBytes?: number;
-  /** bytes read from the head of an os-release or distro release file */
-  maxReleaseFileBytes?: number;
-  /** characters kept of each os-release field */
-  maxOsFieldChars?: number;
-}
+// The types live apart so rpmdb.ts can use them without importing this file back.
+export type {
+  DbLimits,
+  LimitedResult,
+  Package,
+  ParseOptions,
+  ParseResult,
+} from "./package_types.ts";
 
 /** An image with more is not a real image; the rest is reported as a warning. */
 export const MAX_PACKAGES = 100_000;
@@ -73,17 +45,6 @@ const NL = 0x0a, CR = 0x0d, SP = 0x20, TAB = 0x09, COLON = 0x3a;
 const MAX_KEY = 32;
 /** Warnings kept per inventory: a hostile image can make one per status.d file. */
 export const MAX_WARNINGS = 100;
-
-/** Options of one parser: DbLimits plus, from inventory(), the image-wide limit to name. */
-export interface ParseOptions extends DbLimits {
-  /** @internal the image's package limit, named in the warning when maxPackages is what is left */
-  packageLimit?: number;
-}
-
-/** A parse result that may have stopped at the package limit. */
-export interface LimitedResult extends ParseResult {
-  truncated?: boolean;
-}
 
 const utf8 = new TextDecoder();
 

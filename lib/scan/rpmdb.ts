@@ -10,7 +10,7 @@
 // lets the one SELECT touch nothing else, with a row LIMIT, a size bound on each blob checked
 // before it is loaded, and a bound on the bytes read in total.
 import { DatabaseSync } from "node:sqlite";
-import type { DbLimits, LimitedResult, Package, ParseOptions } from "./package_dbs.ts";
+import type { DbLimits, LimitedResult, Package, ParseOptions } from "./package_types.ts";
 import { bdbHashItems, type BdbWalk } from "./rpm_bdb.ts";
 
 const TAG = { NAME: 1000, VERSION: 1001, RELEASE: 1002, EPOCH: 1003, ARCH: 1022, SOURCERPM: 1044 };

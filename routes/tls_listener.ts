@@ -4,8 +4,8 @@
 import { createServer, type Server } from "node:https";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { TLSSocket } from "node:tls";
-import type { TlsConfig } from "../lib/config/schema.ts";
-import type { CertificateSubject } from "../lib/auth/identity.ts";
+import type { TlsConfig } from "../lib/config/mod.ts";
+import type { CertificateSubject } from "../lib/auth/mod.ts";
 import { log } from "../lib/log.ts";
 
 export interface ConnInfo {

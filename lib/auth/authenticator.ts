@@ -2,7 +2,7 @@
 // is read from the live connection; then the Authorization header: a registry token
 // (`svc+jwt`), another bearer token (OIDC), Basic (OIDC via Basic when the username names a
 // provider). No credentials → anonymous. Credentials that are presented and wrong → 401.
-import type { Config } from "../config/schema.ts";
+import type { Config } from "../config/mod.ts";
 import { AuthenticationError, type CertificateSubject, type Identity } from "./identity.ts";
 import { BasicAuthenticator } from "./basic.ts";
 import { OidcVerifier } from "./oidc.ts";

@@ -4,8 +4,7 @@
 // answer's status decides: 2xx allows, 401/403 denies (remembered for cache_ttl_secs), anything
 // else, no answer within timeout_ms or an unreachable service denies without being remembered.
 // Listings are never asked (SPEC §Catalog rule 2, Repositories listing).
-import type { AuthWebhookConfig, Config } from "../config/schema.ts";
-import { repositoryOf } from "../config/repositories.ts";
+import { type AuthWebhookConfig, type Config, repositoryOf } from "../config/mod.ts";
 
 export type AuthzDecision = "allow" | "deny" | "cached-deny" | "error";
 

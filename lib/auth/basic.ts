@@ -1,7 +1,7 @@
 // Basic authentication against `[auth.identity.<id>]`. Every attempt costs one argon2 verify
 // and one pass over all usernames, so response time does not reveal whether a username exists.
 import { createHash, timingSafeEqual } from "node:crypto";
-import type { BasicIdentityConfig } from "../config/schema.ts";
+import type { BasicIdentityConfig } from "../config/mod.ts";
 import type { Identity } from "./identity.ts";
 import {
   type Argon2Params,

@@ -11,7 +11,7 @@ import {
   jwtVerify,
   type JWTVerifyGetKey,
 } from "jose";
-import type { OidcProviderConfig } from "../config/schema.ts";
+import type { OidcProviderConfig } from "../config/mod.ts";
 import { log } from "../log.ts";
 import { fetchGuarded, OutboundGuard, OutboundRefused } from "../http/mod.ts";
 import { AuthenticationError, type Identity } from "./identity.ts";

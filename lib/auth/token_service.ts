@@ -2,7 +2,7 @@
 // identity only. The client certificate and IP are never embedded: they come from the live
 // request, so a token cannot replay them.
 import { decodeProtectedHeader, errors as joseErrors, jwtVerify, SignJWT } from "jose";
-import type { TokenServiceConfig } from "../config/schema.ts";
+import type { TokenServiceConfig } from "../config/mod.ts";
 import { AuthenticationError, type Identity } from "./identity.ts";
 
 export const REGISTRY_TOKEN_TYPE = "svc+jwt";

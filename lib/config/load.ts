@@ -20,7 +20,7 @@ import {
   UPSTREAM_DEFAULTS,
   type UpstreamConfig,
 } from "./schema.ts";
-import { isValidName } from "../oci/grammar.ts";
+import { isValidName } from "../oci/mod.ts";
 import { readAuthWebhookRef, readAuthWebhooks, readEventWebhooks, readRetention } from "./hooks.ts";
 import { readSyncs } from "./sync.ts";
 import { readRateLimit } from "./rate_limit.ts";

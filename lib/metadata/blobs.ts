@@ -1,5 +1,5 @@
 // Blob ownership: which namespaces may read which digests.
-import { RegistryError } from "../oci/errors.ts";
+import { RegistryError } from "../oci/mod.ts";
 import { type BlobRecord, K, type LinkRecord } from "./keys.ts";
 import { getAll, hasAny } from "./kv_util.ts";
 import { addJobs } from "./kv_limits.ts";

@@ -15,8 +15,7 @@
 //   one the head wrote (a concurrent delete stops the push instead of leaving dangling tags);
 // - a delete drops tags first (a revision with fewer tags is a state clients can see anyway),
 //   then the revision, then the references derived from its body.
-import { RegistryError } from "../oci/errors.ts";
-import type { ParsedManifest, Platform } from "../oci/manifest.ts";
+import { type ParsedManifest, type Platform, RegistryError } from "../oci/mod.ts";
 import { K, type ReferrerRecord, type RevisionRecord, type TagRecord } from "./keys.ts";
 import { getAll } from "./kv_util.ts";
 import { CommitBudget, commitInBatches, type PlannedMutation } from "./kv_limits.ts";

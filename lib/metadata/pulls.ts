@@ -3,7 +3,7 @@
 // commit with no read, so the hot path never conflicts or retries. Scrub later folds live keys
 // into chunk records and trims them to max_pulls / max_age_secs (always keeping the newest).
 // Readers merge both into one timeline, newest first.
-import type { Config } from "../config/schema.ts";
+import type { Config } from "../config/mod.ts";
 import { K, type PullChunk, type PullEntry } from "./keys.ts";
 import { listAll } from "./kv_util.ts";
 import { CommitBudget, commitInBatches, type PlannedMutation } from "./kv_limits.ts";

@@ -10,7 +10,7 @@
 //
 // A marker outlives its scrub only if that scrub died between 1 and 3; writers lift a marker
 // older than STALE_MARKER_MS (the next scrub also finishes or lifts it).
-import { RegistryError } from "../oci/errors.ts";
+import { RegistryError } from "../oci/mod.ts";
 import { K, type ReclaimMarker } from "./keys.ts";
 
 // A live claim lasts one reclamation (a few KV round trips and one unlink: milliseconds), so a

@@ -1,6 +1,6 @@
 // Reads behind the `/v2/_svc/` listings (SPEC §Extension endpoints): the category index, full
 // counts per namespace, revisions with their parents, and upload sessions. Read-only.
-import type { Platform } from "../oci/manifest.ts";
+import type { Platform } from "../oci/mod.ts";
 import { K, type ReferrerRecord, type RevisionRecord, type UploadRecord } from "./keys.ts";
 import { listAll } from "./kv_util.ts";
 

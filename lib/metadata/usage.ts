@@ -16,7 +16,7 @@
 // committed growth since it read the total, and this process's own writes in between are
 // covered by its reservations. So the quota holds across processes sharing a KV as well; two
 // processes pushing into one repository at once take the key over in turn (conflicts, retried).
-import { RegistryError } from "../oci/errors.ts";
+import { RegistryError } from "../oci/mod.ts";
 import { K } from "./keys.ts";
 import { getAll } from "./kv_util.ts";
 import { commitWithRetry } from "./commit_retry.ts";

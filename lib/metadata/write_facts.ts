@@ -2,7 +2,7 @@
 // listens (events, replication, index, scan: lib/effects composes them); they state each fact
 // while they build a commit and add whatever mutations the listeners plan for it to that same
 // atomic commit, so a job or event exists exactly when its cause was committed.
-import type { ParsedManifest } from "../oci/manifest.ts";
+import type { ParsedManifest } from "../oci/mod.ts";
 import type { TagRecord } from "./keys.ts";
 import type { PlannedMutation } from "./kv_limits.ts";
 

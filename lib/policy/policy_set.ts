@@ -1,8 +1,7 @@
 // The global policy and the repository policies, compiled once at startup. A request is allowed
 // only when the global policy and the policy of the namespace's repository (when it has one)
 // both allow it.
-import type { Config } from "../config/schema.ts";
-import { repositoryOf } from "../config/repositories.ts";
+import { type Config, repositoryOf } from "../config/mod.ts";
 import { AccessPolicy, type PolicyIdentity, type PolicyRequest } from "./access_policy.ts";
 
 export class PolicySet {

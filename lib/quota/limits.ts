@@ -2,8 +2,7 @@
 // else the first `[[global.quota.namespace]]` pattern matching its name, else
 // `[global.quota] default_max_bytes`. A pull-through repository with `max_cache_bytes` and no
 // quota of its own is kept under its cap by eviction, never refused.
-import type { Config } from "../config/schema.ts";
-import { repositoryOf } from "../config/repositories.ts";
+import { type Config, repositoryOf } from "../config/mod.ts";
 import type { QuotaPolicy } from "../metadata/mod.ts";
 
 export function maxBytesOf(cfg: Config, repository: string): number | null {

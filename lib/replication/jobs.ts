@@ -3,8 +3,7 @@
 // own commit; reconcile.ts enqueues them too). Pushes of one tag share a lock key (the job
 // re-reads the tag when it runs, so repeated pushes coalesce); every delete gets its own, so
 // distinct deletes never fold.
-import type { Config, DownstreamConfig } from "../config/schema.ts";
-import { repositoryOf } from "../config/repositories.ts";
+import { type Config, type DownstreamConfig, repositoryOf } from "../config/mod.ts";
 
 export const REPLICATION_KINDS = {
   pushTag: "push-tag",

@@ -1,7 +1,7 @@
 // Which replication jobs a write causes, planned into the write's own commit so an acknowledged
 // write never loses its job: a tag created or moved, an untagged revision pushed, a tag or a
 // revision deleted (deletes carry the event's time: the source's when it was replicated).
-import type { Config } from "../config/schema.ts";
+import type { Config } from "../config/mod.ts";
 import type { JobQueues, JobSpec } from "../jobs/mod.ts";
 import type { PlannedMutation, WriteFact } from "../metadata/mod.ts";
 import type { EffectSubscriber, Outcome, SubscriberScope, WriteIntent } from "../effects/mod.ts";

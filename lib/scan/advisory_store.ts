@@ -7,7 +7,7 @@ import { join, relative } from "node:path";
 import { createHash } from "node:crypto";
 import { type Affected, OsvError, parseOsv } from "./osv.ts";
 import { zipMembers, zipRead, ZipWindow } from "./zip.ts";
-import { Scavenger } from "../streams/scavenge.ts";
+import { Scavenger } from "../streams/mod.ts";
 import { K, keySize, KV_LIMITS } from "../metadata/mod.ts";
 import { normalizePypiName } from "./language_pkgs.ts";
 

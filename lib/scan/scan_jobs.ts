@@ -1,7 +1,7 @@
 // The `scan-image` job: one per platform image manifest (lock key = the digest: the report is
 // shared by every namespace holding the image). Indexes get no job: their report is made of
 // their platforms' reports.
-import type { ParsedManifest } from "../oci/manifest.ts";
+import type { ParsedManifest } from "../oci/mod.ts";
 import { tarLayers } from "../index/mod.ts";
 
 export const SCAN_KIND = "scan-image";

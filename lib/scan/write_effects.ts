@@ -1,7 +1,6 @@
 // The scan jobs a push causes (`[scan] on_push`): one `scan-image` job per new platform image
 // manifest of a hosted repository whose layers are indexed on push, in the push's own commit.
-import type { Config } from "../config/schema.ts";
-import { repositoryOf } from "../config/repositories.ts";
+import { type Config, repositoryOf } from "../config/mod.ts";
 import type { JobQueues } from "../jobs/mod.ts";
 import type { PlannedMutation, WriteFact } from "../metadata/mod.ts";
 import type { EffectSubscriber, Outcome, SubscriberScope, WriteIntent } from "../effects/mod.ts";

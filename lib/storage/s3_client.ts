@@ -4,7 +4,7 @@
 // their body can be replayed; when the endpoint stays down the caller gets a 503
 // PROVIDER_UNAVAILABLE, never a half-written object (S3 writes are all-or-nothing).
 import { AwsV4Signer } from "aws4fetch";
-import { RegistryError } from "../oci/errors.ts";
+import { RegistryError } from "../oci/mod.ts";
 import { Presigner } from "./s3_presign.ts";
 import { Http1Client, proxyConfigured } from "../http/mod.ts";
 

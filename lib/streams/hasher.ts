@@ -1,7 +1,7 @@
 // Streaming digests. node:crypto hashes at ~700 MB/s here (DESIGN.md stack table); its state
 // cannot be serialised, so a session resumed in another process re-hashes its bytes from disk.
 import { createHash, type Hash } from "node:crypto";
-import type { Algorithm } from "../oci/grammar.ts";
+import type { Algorithm } from "../oci/mod.ts";
 
 export class Hasher {
   private readonly h: Hash;

@@ -10,10 +10,9 @@
 // moved into place and linked to the namespace after the hash matched, or deleted. A follower's
 // stream ends only once the whole body hashed to the digest, so a client never sees a clean end
 // of wrong bytes.
-import { RegistryError } from "../oci/errors.ts";
-import { parseDigest } from "../oci/grammar.ts";
-import { Hasher } from "../streams/hasher.ts";
-import type { BlobStore, UploadReader } from "../storage/blob_store.ts";
+import { parseDigest, RegistryError } from "../oci/mod.ts";
+import { Hasher } from "../streams/mod.ts";
+import type { BlobStore, UploadReader } from "../storage/mod.ts";
 import { type BlobMeta, NO_FACTS, type UsageLedger } from "../metadata/mod.ts";
 import { log } from "../log.ts";
 

@@ -1,8 +1,7 @@
 // Blob HEAD/GET/DELETE within a namespace (SPEC §Blobs). Visibility is ownership: a digest the
 // namespace has no link for is BLOB_UNKNOWN even when its bytes exist.
-import { RegistryError } from "../oci/errors.ts";
-import { type RangeResult, resolveRange } from "../oci/range.ts";
-import type { BlobStore } from "../storage/blob_store.ts";
+import { type RangeResult, RegistryError, resolveRange } from "../oci/mod.ts";
+import type { BlobStore } from "../storage/mod.ts";
 import type { BlobMeta, ManifestMeta } from "../metadata/mod.ts";
 import type { WriteEffects } from "../effects/mod.ts";
 

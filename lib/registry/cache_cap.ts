@@ -3,10 +3,8 @@
 // tags and revision deleted, their blobs no other manifest of the namespace references unlinked,
 // so the next scrub reclaims the bytes) until the fill fits. Images this process is serving or
 // filling are held and never chosen; an evicted image is fetched again on its next pull.
-import type { Config, RepositoryConfig } from "../config/schema.ts";
-import { repositoryOf } from "../config/repositories.ts";
-import { RegistryError } from "../oci/errors.ts";
-import { parseManifest } from "../oci/manifest.ts";
+import { type Config, type RepositoryConfig, repositoryOf } from "../config/mod.ts";
+import { parseManifest, RegistryError } from "../oci/mod.ts";
 import { type BlobMeta, type CacheMeta, NO_FACTS, type UsageLedger } from "../metadata/mod.ts";
 import { evictionOrder } from "../quota/mod.ts";
 import { log } from "../log.ts";

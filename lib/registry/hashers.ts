@@ -1,9 +1,9 @@
 // In-memory hashers of open upload sessions, keyed by uuid and valid for one committed offset.
 // A miss (restart, another process, eviction) rebuilds the hash from the session's bytes on
 // disk, which is what makes sessions resumable without serialising hash state.
-import { Hasher } from "../streams/hasher.ts";
-import type { Algorithm } from "../oci/grammar.ts";
-import type { BlobStore } from "../storage/blob_store.ts";
+import { Hasher } from "../streams/mod.ts";
+import type { Algorithm } from "../oci/mod.ts";
+import type { BlobStore } from "../storage/mod.ts";
 
 const MAX_CACHED = 4096;
 

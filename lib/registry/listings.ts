@@ -1,6 +1,5 @@
 // Tag list, catalog and referrers (SPEC §Tags, §Catalog, §Referrers).
-import { RegistryError } from "../oci/errors.ts";
-import { isMediaType, isValidTag, parseDigest, truncate } from "../oci/grammar.ts";
+import { isMediaType, isValidTag, parseDigest, RegistryError, truncate } from "../oci/mod.ts";
 import type { ManifestMeta } from "../metadata/mod.ts";
 import type { Manifests } from "./manifests.ts";
 

@@ -1,13 +1,16 @@
 // Manifest GET/PUT/DELETE (SPEC §Manifests rules 2-8), immutable tags and the receiving side
 // of replication's last-writer-wins (X-Svc-Source-Timestamp rules 1-7).
-import { RegistryError } from "../oci/errors.ts";
-import { isValidTag, parseDigest, truncate } from "../oci/grammar.ts";
-import { type ParsedManifest, parseManifest } from "../oci/manifest.ts";
-import type { Config } from "../config/schema.ts";
-import { repositoryOf } from "../config/repositories.ts";
-import { digestBytes } from "../streams/hasher.ts";
-import { concatBytes } from "../streams/concat.ts";
-import type { BlobStore } from "../storage/blob_store.ts";
+import {
+  isValidTag,
+  parseDigest,
+  type ParsedManifest,
+  parseManifest,
+  RegistryError,
+  truncate,
+} from "../oci/mod.ts";
+import { type Config, repositoryOf } from "../config/mod.ts";
+import { concatBytes, digestBytes } from "../streams/mod.ts";
+import type { BlobStore } from "../storage/mod.ts";
 import {
   type BlobMeta,
   INLINE_MANIFEST_MAX,

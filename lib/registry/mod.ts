@@ -1,6 +1,6 @@
 // The registry: OCI operations composed from storage and metadata. Routes talk only to this.
-import type { Config } from "../config/schema.ts";
-import type { BlobStore } from "../storage/blob_store.ts";
+import type { Config } from "../config/mod.ts";
+import type { BlobStore } from "../storage/mod.ts";
 import { BlobMeta, ManifestMeta, UploadMeta } from "../metadata/mod.ts";
 import { PullMeta, SvcMeta, UpstreamChecks } from "../metadata/mod.ts";
 import { CacheMeta, K, UsageLedger } from "../metadata/mod.ts";
@@ -14,7 +14,7 @@ import { Manifests } from "./manifests.ts";
 import { Uploads } from "./uploads.ts";
 import { JobQueues } from "../jobs/mod.ts";
 import type { ObserveFn } from "../upstream/mod.ts";
-import { RegistryError } from "../oci/errors.ts";
+import { RegistryError } from "../oci/mod.ts";
 import { Fills } from "./blob_fill.ts";
 import {
   CACHE_FILL_KIND,

@@ -8,11 +8,8 @@
 // - manifests are stored byte-exact as served, after their digest was verified;
 // - a blob is filled once (blob_fill.ts) while every client follows the fill; a range over an
 //   uncached blob is forwarded upstream and the blob queued for a `cache` job.
-import { RegistryError } from "../oci/errors.ts";
-import { parseDigest, truncate } from "../oci/grammar.ts";
-import { resolveRange } from "../oci/range.ts";
-import type { Config, RepositoryConfig } from "../config/schema.ts";
-import { repositoryOf } from "../config/repositories.ts";
+import { parseDigest, RegistryError, resolveRange, truncate } from "../oci/mod.ts";
+import { type Config, type RepositoryConfig, repositoryOf } from "../config/mod.ts";
 import {
   type BlobMeta,
   NO_FACTS,

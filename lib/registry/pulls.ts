@@ -1,7 +1,7 @@
 // Pull history (SPEC §Pull history entry, §Pulls listing): recording on manifest GET and the
 // paged listing. Recording never fails or delays a pull: blind KV writes (no read, no conflict),
 // not awaited by the response, gathered into one commit per short window; errors only logged.
-import type { Config } from "../config/schema.ts";
+import type { Config } from "../config/mod.ts";
 import type { PullMeta, PullRecord } from "../metadata/mod.ts";
 import { log } from "../log.ts";
 

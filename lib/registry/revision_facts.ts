@@ -2,7 +2,7 @@
 // the size a pull fetches and, for a single-platform image, the platform its config names. Both
 // derive from content addressed by digest, so they are remembered per digest in this process
 // (a cache, never the truth: a restart recomputes them).
-import { INDEX_TYPES } from "../oci/media_types.ts";
+import { INDEX_TYPES } from "../oci/mod.ts";
 import type { RevisionRecord } from "../metadata/mod.ts";
 import { mapBounded } from "./map_bounded.ts";
 

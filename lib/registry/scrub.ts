@@ -3,13 +3,12 @@
 // (lib/metadata/reclaim.ts) that concurrent writers see. Also drops idle upload sessions,
 // reaps the category-index keys of emptied namespaces, repairs derivable reverse keys and
 // compacts pull history. Safe while servers run: every KV change is versionstamp-guarded.
-import type { Config } from "../config/schema.ts";
-import type { BlobStore } from "../storage/blob_store.ts";
+import { type Config, repositoryOf } from "../config/mod.ts";
+import type { BlobStore } from "../storage/mod.ts";
 import { BlobMeta, LEASE_MS, ReclaimMeta, ScrubMeta, UsageLedger } from "../metadata/mod.ts";
 import { K, type LinkRecord, NO_FACTS, UsageMeta } from "../metadata/mod.ts";
 import { maxBytesOf, quotaPolicy } from "../quota/mod.ts";
-import { RegistryError } from "../oci/errors.ts";
-import { repositoryOf } from "../config/repositories.ts";
+import { RegistryError } from "../oci/mod.ts";
 
 const RECLAIM_CONCURRENCY = 8;
 

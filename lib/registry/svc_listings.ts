@@ -1,10 +1,8 @@
 // The `/v2/_svc/` listings (SPEC §Extension endpoints): repositories, namespaces, revisions,
 // uploads and the UI config. Visibility follows the catalog: a namespace shows only when the
 // caller could list its tags (`admit`, the per-request policy check).
-import { RegistryError } from "../oci/errors.ts";
-import { isValidName, truncate } from "../oci/grammar.ts";
-import type { Config } from "../config/schema.ts";
-import { repositoryOf } from "../config/repositories.ts";
+import { isValidName, RegistryError, truncate } from "../oci/mod.ts";
+import { type Config, repositoryOf } from "../config/mod.ts";
 import type { ManifestMeta, PullMeta, SvcMeta } from "../metadata/mod.ts";
 import { mapBounded } from "./map_bounded.ts";
 import { type Platform, RevisionFactsCache } from "./revision_facts.ts";

@@ -1,18 +1,17 @@
 // Blob upload sessions: POST (start, monolithic, mount), PATCH, GET status, PUT, DELETE.
 // SPEC §Blob upload and its state table.
-import { RegistryError } from "../oci/errors.ts";
 import {
   type Algorithm,
   type Digest,
   isAlgorithm,
+  parseContentRange,
+  RegistryError,
   requireDigest,
   requireName,
   truncate,
-} from "../oci/grammar.ts";
-import { parseContentRange } from "../oci/range.ts";
-import type { BlobStore } from "../storage/blob_store.ts";
-import { ConcurrentUploadError, TooLargeError } from "../storage/blob_store.ts";
-import { Hasher } from "../streams/hasher.ts";
+} from "../oci/mod.ts";
+import { type BlobStore, ConcurrentUploadError, TooLargeError } from "../storage/mod.ts";
+import { Hasher } from "../streams/mod.ts";
 import {
   type BlobMeta,
   NO_FACTS,

@@ -5,13 +5,12 @@
 // due; a scan whose image needs an ecosystem not fetched yet asks for one at once, so the first
 // push of a new distro does not wait a whole interval for its advisories.
 import type { Config } from "../config/mod.ts";
-import type { Registry } from "../registry/mod.ts";
 import { type JobContext, PermanentJobError } from "../jobs/mod.ts";
 import { log } from "../log.ts";
 import { K } from "../metadata/mod.ts";
 import { AdvisoryFetcher, ecosystemsIn, type FetchOutcome } from "./advisory_fetch.ts";
 import { recordEcosystems } from "./ecosystems.ts";
-import { scanKey, type ScanRecord } from "./scanner.ts";
+import { type ScanDeps, scanKey, type ScanRecord } from "./scanner.ts";
 import { join } from "node:path";
 
 export const FETCH_KIND = "fetch-advisories";
@@ -108,7 +107,7 @@ export async function fetchInto(
 export class AdvisoryRefresh {
   constructor(
     private readonly cfg: Config,
-    private readonly registry: Registry,
+    private readonly deps: Pick<ScanDeps, "kv" | "jobs">,
     /** queues the load of what changed */
     private readonly onUpdated: () => Promise<void>,
   ) {}
@@ -122,11 +121,11 @@ export class AdvisoryRefresh {
   }
 
   register(): void {
-    this.registry.jobs.handle("scan", FETCH_KIND, (job) => this.run(job));
+    this.deps.jobs.handle("scan", FETCH_KIND, (job) => this.run(job));
   }
 
   async queue(): Promise<void> {
-    await this.registry.jobs.queue("scan").enqueue({
+    await this.deps.jobs.queue("scan").enqueue({
       kind: FETCH_KIND,
       payload: null,
       lockKey: FETCH_LOCK,
@@ -148,7 +147,7 @@ export class AdvisoryRefresh {
   async scanned(digest: string): Promise<void> {
     const dir = this.dir;
     if (!dir) return;
-    const rec = (await this.registry.kv.get<ScanRecord>(scanKey(digest))).value;
+    const rec = (await this.deps.kv.get<ScanRecord>(scanKey(digest))).value;
     if (!rec) return;
     const held = new Set(await ecosystemsIn(dir));
     if (recordEcosystems(rec).some((e) => !held.has(e))) await this.queue();
@@ -158,7 +157,7 @@ export class AdvisoryRefresh {
     const dir = this.dir;
     if (!dir) throw new PermanentJobError("[scan] refresh_interval_secs is not set");
     const ecosystems = await neededEcosystems(
-      this.registry.kv,
+      this.deps.kv,
       this.cfg.scan.advisoriesEcosystems,
     );
     let outcomes: FetchOutcome[];

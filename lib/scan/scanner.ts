@@ -6,10 +6,11 @@
 // by a small KV record that names the advisory snapshot it used.
 import { addJobs, ManifestMeta } from "../metadata/mod.ts";
 import { BlobMeta, K } from "../metadata/mod.ts";
-import { type JobContext, PermanentJobError } from "../jobs/mod.ts";
+import { type JobContext, type JobQueues, PermanentJobError } from "../jobs/mod.ts";
 import type { Registry } from "../registry/mod.ts";
+import type { BlobStore } from "../storage/mod.ts";
 import { indexLayerJob, tarLayers } from "../index/mod.ts";
-import type { WriteFacts } from "../effects/mod.ts";
+import type { WriteEffects, WriteFacts } from "../effects/mod.ts";
 import { parseManifest } from "../oci/mod.ts";
 import {
   INDEX_VERSION,
@@ -208,31 +209,49 @@ export function sortFindings(f: Finding[]): Finding[] {
   );
 }
 
+/** What image reports work with, handed in by the composition root (lib/services). */
+export interface ScanDeps {
+  /** scan records, the advisory snapshot, index records, revisions and blob records */
+  kv: Deno.Kv;
+  /** config blobs and layers; the reports, written as derived files */
+  store: BlobStore;
+  /** the `scan` queue's handlers and jobs; the `index` jobs a scan waits on */
+  jobs: Pick<JobQueues, "handle" | "queue">;
+  /** a stored report's events, committed with its record */
+  effects: WriteEffects;
+  /** manifest bodies, and the references a diff names */
+  manifests: Pick<Registry["manifests"], "body" | "resolve">;
+}
+
 export class Scanner {
   readonly advisories: AdvisoryStore;
   private readonly meta: ManifestMeta;
   private readonly blobs: BlobMeta;
+  private readonly kv: Deno.Kv;
+  private readonly files: BlobStore;
 
   constructor(
-    private readonly registry: Registry,
+    private readonly deps: ScanDeps,
     private readonly reader: LayerReader,
     private readonly opts: Pick<
       ScanConfig,
       "maxDatabaseSize" | "maxPackages" | "sandbox" | "budget"
     >,
   ) {
-    this.advisories = new AdvisoryStore(registry.kv);
-    this.meta = new ManifestMeta(registry.kv);
-    this.blobs = new BlobMeta(registry.kv);
+    this.kv = deps.kv;
+    this.files = deps.store;
+    this.advisories = new AdvisoryStore(deps.kv);
+    this.meta = new ManifestMeta(deps.kv);
+    this.blobs = new BlobMeta(deps.kv);
   }
 
   async record(digest: string): Promise<ScanRecord | null> {
-    return (await this.registry.kv.get<ScanRecord>(scanKey(digest))).value;
+    return (await this.kv.get<ScanRecord>(scanKey(digest))).value;
   }
 
   /** The stored report of `digest`'s current record. */
   async report(rec: ScanRecord): Promise<ImageReport> {
-    const s = await this.registry.store.readDerived(rec.file);
+    const s = await this.files.readDerived(rec.file);
     return JSON.parse(await new Response(s).text());
   }
 
@@ -244,7 +263,7 @@ export class Scanner {
     const report = await this.scan(p.namespace, p.digest, job.signal);
     if (!report) return;
     // The report's events are written with its record.
-    const fx = await this.registry.effects.begin({
+    const fx = await this.deps.effects.begin({
       kind: "scan-report",
       ns: p.namespace,
       digest: p.digest,
@@ -258,7 +277,7 @@ export class Scanner {
   async scan(ns: string, digest: string, signal?: AbortSignal): Promise<ImageReport | null> {
     const rev = await this.meta.revision(ns, digest);
     if (!rev) throw new PermanentJobError(`${digest} is not a manifest of ${ns}`);
-    const body = await this.registry.manifests.body(digest, rev);
+    const body = await this.deps.manifests.body(digest, rev);
     const parsed = parseManifest(body, rev.mediaType);
     const doc = JSON.parse(new TextDecoder().decode(body));
     const configDigest = doc?.config?.digest;
@@ -271,7 +290,7 @@ export class Scanner {
         path: "config.json",
         kind: "config",
         size: cfgBlob.size,
-        open: () => this.registry.store.read(configDigest),
+        open: () => this.files.read(configDigest),
       });
     }
     const layers = tarLayers(parsed);
@@ -493,7 +512,7 @@ export class Scanner {
     let queued = false;
     for (;;) {
       const got = await Promise.all(layers.map(async (d) => {
-        const rec = (await this.registry.kv.get<IndexRecord>(indexKey(d))).value;
+        const rec = (await this.kv.get<IndexRecord>(indexKey(d))).value;
         if (rec && rec.version >= INDEX_VERSION) return rec;
         // A layer whose bytes are not here (a manifest pushed with references it does not own)
         // will never be indexed: the report says so instead of waiting for it.
@@ -502,7 +521,7 @@ export class Scanner {
       const missing = layers.filter((_, i) => got[i] === null);
       if (missing.length === 0) return got as IndexRecord[];
       if (!queued) {
-        for (const d of missing) await this.registry.jobs.queue("index").enqueue(indexLayerJob(d));
+        for (const d of missing) await this.deps.jobs.queue("index").enqueue(indexLayerJob(d));
         queued = true;
       }
       if (Date.now() > deadline) {
@@ -524,12 +543,12 @@ export class Scanner {
     report: ImageReport,
     effects: WriteFacts,
   ): Promise<void> {
-    const cur = await this.registry.kv.get<ScanRecord>(scanKey(digest));
+    const cur = await this.kv.get<ScanRecord>(scanKey(digest));
     const [alg, hex] = digest.split(":");
     const dir = `reports/${alg}/${hex}`;
     const file = cur.value?.file === `${dir}/a.json` ? `${dir}/b.json` : `${dir}/a.json`;
     const bytes = new TextEncoder().encode(JSON.stringify(report));
-    await this.registry.store.writeDerived(file, ReadableStream.from([bytes]));
+    await this.files.writeDerived(file, ReadableStream.from([bytes]));
     const rec: ScanRecord = {
       version: SCAN_VERSION,
       scanned_at: Date.parse(report.scanned_at),
@@ -544,7 +563,7 @@ export class Scanner {
       ),
     };
     effects.attempt();
-    const op = this.registry.kv.atomic().check(cur).set(scanKey(digest), rec);
+    const op = this.kv.atomic().check(cur).set(scanKey(digest), rec);
     addJobs(op, effects.mutationsFor({ kind: "report-stored", ns, digest }));
     // A lost race means another run of this job stored its report (and its event) first.
     if ((await op.commit()).ok) effects.landed();

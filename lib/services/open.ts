@@ -139,7 +139,14 @@ export async function openServices(cfg: Config, opts: OpenOptions): Promise<Serv
       });
     },
     get reports() {
-      return reports ??= new Reports(cfg, reg());
+      return reports ??= new Reports({
+        cfg,
+        kv,
+        store,
+        jobs,
+        effects: reg().effects,
+        manifests: reg().manifests,
+      });
     },
     runner: null,
     outbox: null,

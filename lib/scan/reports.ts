@@ -1,0 +1,383 @@
+// Image reports (packages, advisories, config secrets): the `scan` queue's two jobs, the advisory
+// watch, and the reads behind `/v2/<ns>/_svc/vulnerabilities/<digest>` and the image diff.
+import type { Config } from "../config/mod.ts";
+import { ManifestMeta } from "../metadata/mod.ts";
+import { type JobContext, periodic, PermanentJobError } from "../jobs/mod.ts";
+import { isImage, SCAN_KIND, scanImageJob } from "./scan_jobs.ts";
+import { parseManifest, RegistryError, truncate } from "../oci/mod.ts";
+import { INDEX_VERSION, indexKey, type IndexRecord, LayerReader } from "../index/mod.ts";
+import { indexLayerJob, tarLayers } from "../index/mod.ts";
+import { diffImages, type ImageDiff } from "./image_diff.ts";
+import { mergeLayers } from "./merged_fs.ts";
+import { INLINE_MERGE_ENTRIES, listingsFor } from "./listing_frames.ts";
+import type { DiffArgs } from "./diff_child.ts";
+import { isSandboxVerdict, runSandboxedJson } from "../sandbox/mod.ts";
+import { log } from "../log.ts";
+import type { AdvisoryMeta, AdvisoryStore } from "./advisory_store.ts";
+import {
+  type ImageReport,
+  SCAN_VERSION,
+  type ScanDeps,
+  Scanner,
+  type ScanRecord,
+} from "./scanner.ts";
+import { AdvisoryRefresh } from "./advisory_refresh.ts";
+
+/** What Reports works with: the scanner's dependencies and the config's `[scan]`. */
+export interface ReportsDeps extends ScanDeps {
+  cfg: Config;
+}
+
+export const LOAD_KIND = "load-advisories";
+/** `n` of the diff: entries per list (added, removed, modified) */
+export const DIFF_DEFAULT_N = 1000;
+export const DIFF_MAX_N = 10_000;
+const DIFF_CHILD = new URL("./diff_child.ts", import.meta.url);
+/** DIFF_MAX_N entries in each of three lists, with paths of up to 16 KiB: far below this. */
+const MAX_DIFF_OUTPUT = 256 << 20;
+const LOAD_LOCK = "advisories";
+
+export interface PlatformSummary {
+  digest: string;
+  platform: { os?: string; architecture?: string; variant?: string } | null;
+  status: "ready" | "scanning" | "not-an-image";
+  counts?: ScanRecord["counts"];
+  scanned_at?: string;
+  report: string;
+}
+
+export type ReportAnswer =
+  | { status: 202 }
+  | { status: 200; kind: "image"; report: ImageReport; refreshing: boolean }
+  | { status: 200; kind: "index"; digest: string; manifests: PlatformSummary[] };
+
+export class Reports {
+  private diffing = false;
+  readonly scanner: Scanner;
+  readonly advisories: AdvisoryStore;
+  readonly refresh: AdvisoryRefresh;
+  private readonly meta: ManifestMeta;
+  private stopWatch = () => {};
+  private readonly cfg: Config;
+  private readonly deps: ScanDeps;
+
+  constructor(deps: ReportsDeps) {
+    this.cfg = deps.cfg;
+    this.deps = deps;
+    this.scanner = new Scanner(deps, new LayerReader(deps.store), deps.cfg.scan);
+    this.advisories = this.scanner.advisories;
+    this.meta = new ManifestMeta(deps.kv);
+    this.refresh = new AdvisoryRefresh(deps.cfg, deps, () => this.queueLoad());
+  }
+
+  register(): void {
+    this.deps.jobs.handle("scan", SCAN_KIND, async (job) => {
+      await this.scanner.run(job);
+      const digest = (job.payload as { digest?: unknown } | null)?.digest;
+      if (typeof digest !== "string") return;
+      await this.refresh.scanned(digest).catch((e) =>
+        log.warn("advisory fetch check failed", { digest, error: String(e) })
+      );
+    });
+    this.deps.jobs.handle("scan", LOAD_KIND, (job) => this.loadJob(job));
+    this.refresh.register();
+  }
+
+  /**
+   * Checks `advisories_dir` now and every `reload_interval_secs`: a change queues a load, and
+   * with `refresh_interval_secs` a download that is due is queued.
+   */
+  watchAdvisories(): void {
+    const dir = this.cfg.scan.advisoriesDir;
+    if (!dir) return;
+    const check = async () => {
+      await this.refresh.tick().catch((e) =>
+        log.warn("advisory download schedule check failed", { dir, error: String(e) })
+      );
+      try {
+        if (await this.advisories.changed(dir)) await this.queueLoad();
+      } catch (e) {
+        log.warn("advisory check failed", { dir, error: String(e) });
+      }
+    };
+    this.stopWatch = periodic("advisory check", this.cfg.scan.reloadIntervalSecs * 1000, check, {
+      immediate: true,
+      unref: true,
+    });
+  }
+
+  stop(): void {
+    this.stopWatch();
+  }
+
+  async queueLoad(force = false): Promise<void> {
+    await this.deps.jobs.queue("scan").enqueue({
+      kind: LOAD_KIND,
+      payload: { force },
+      lockKey: LOAD_LOCK,
+    });
+  }
+
+  private async loadJob(job: JobContext): Promise<void> {
+    const dir = this.cfg.scan.advisoriesDir;
+    if (!dir) throw new PermanentJobError("[scan] advisories_dir is not set");
+    const force = (job.payload as { force?: unknown } | null)?.force === true;
+    const r = await this.advisories.load(dir, { force, signal: job.signal });
+    if (!r.loaded) return;
+    log.info("advisories loaded", {
+      snapshot: r.meta.snapshot,
+      records: r.meta.records,
+      affected: r.meta.affected,
+      errors: r.meta.error_count,
+      ms: r.meta.load_ms,
+    });
+    await this.rescanAll();
+  }
+
+  /**
+   * Queues a scan of every platform image (of `namespace` only, when given). Returns how many
+   * were queued; a digest held by several namespaces is queued once.
+   */
+  async rescanAll(
+    opts: {
+      namespace?: string;
+      dryRun?: boolean;
+      /** only images without a report of the current advisory snapshot */
+      onlyStale?: boolean;
+      report?: (line: string) => void;
+    } = {},
+  ): Promise<number> {
+    const seen = new Set<string>();
+    let queued = 0;
+    let last: string | null = null;
+    for (;;) {
+      const page: { names: string[]; more: boolean } = opts.namespace
+        ? { names: [opts.namespace], more: false }
+        : await this.meta.catalog(200, last, () => true);
+      for (const ns of page.names) {
+        for await (const { digest, rec } of this.meta.revisions(ns)) {
+          if (seen.has(digest)) continue;
+          let parsed;
+          try {
+            parsed = parseManifest(await this.deps.manifests.body(digest, rec), rec.mediaType);
+          } catch {
+            continue;
+          }
+          if (!isImage(parsed)) continue;
+          seen.add(digest);
+          if (opts.onlyStale && !(await this.stale(digest))) continue;
+          queued++;
+          opts.report?.(`scan ${ns}@${digest}`);
+          if (!opts.dryRun) {
+            await this.deps.jobs.queue("scan").enqueue(scanImageJob(digest, ns));
+          }
+        }
+      }
+      if (!page.more) break;
+      last = page.names[page.names.length - 1];
+    }
+    return queued;
+  }
+
+  private async stale(digest: string): Promise<boolean> {
+    const rec = await this.scanner.record(digest);
+    const adv = await this.advisories.meta();
+    return !rec || rec.version < SCAN_VERSION || (adv?.snapshot ?? null) !== rec.snapshot;
+  }
+
+  async status(): Promise<AdvisoryMeta | null> {
+    return await this.advisories.meta();
+  }
+
+  /** The report of a manifest of `ns`: an image's, or one summary per platform of an index. */
+  async report(ns: string, digest: string): Promise<ReportAnswer> {
+    const rev = await this.meta.revision(ns, digest);
+    if (!rev) {
+      throw new RegistryError("MANIFEST_UNKNOWN", `${truncate(ns)}@${truncate(digest)}`);
+    }
+    const parsed = parseManifest(await this.deps.manifests.body(digest, rev), rev.mediaType);
+    if (parsed.children.length > 0) {
+      const manifests: PlatformSummary[] = [];
+      for (const child of parsed.children.slice(0, 256)) {
+        const link = `/v2/${ns}/_svc/vulnerabilities/${child.digest}`;
+        const platform = child.platform
+          ? {
+            os: child.platform.os,
+            architecture: child.platform.architecture,
+            ...(child.platform.variant ? { variant: child.platform.variant } : {}),
+          }
+          : null;
+        const childRev = await this.meta.revision(ns, child.digest);
+        let image = false;
+        if (childRev) {
+          try {
+            image = isImage(
+              parseManifest(
+                await this.deps.manifests.body(child.digest, childRev),
+                childRev.mediaType,
+              ),
+            );
+          } catch {
+            image = false;
+          }
+        }
+        if (!image) {
+          manifests.push({ digest: child.digest, platform, status: "not-an-image", report: link });
+          continue;
+        }
+        const rec = await this.current(ns, child.digest);
+        manifests.push(
+          rec
+            ? {
+              digest: child.digest,
+              platform,
+              status: "ready",
+              counts: rec.counts,
+              scanned_at: new Date(rec.scanned_at).toISOString(),
+              report: link,
+            }
+            : { digest: child.digest, platform, status: "scanning", report: link },
+        );
+      }
+      return { status: 200, kind: "index", digest, manifests };
+    }
+    if (!isImage(parsed)) {
+      throw new RegistryError("UNSUPPORTED", `${truncate(digest)} is not an image: no report`, {
+        status: 404,
+      });
+    }
+    const rec = await this.current(ns, digest);
+    if (!rec) return { status: 202 };
+    const adv = await this.advisories.meta();
+    const refreshing = (adv?.snapshot ?? null) !== rec.snapshot;
+    return { status: 200, kind: "image", report: await this.scanner.report(rec), refreshing };
+  }
+
+  /**
+   * Two images of `ns` compared (refs are tags or digests). 202 while a layer of either is not
+   * indexed yet (its index job is queued).
+   */
+  async diff(
+    ns: string,
+    fromRef: string,
+    toRef: string,
+    limit: number,
+  ): Promise<{ status: 202 } | { status: 200; diff: ImageDiff }> {
+    const sides = [];
+    for (const ref of [fromRef, toRef]) {
+      const { digest, rev } = await this.deps.manifests.resolve(ns, ref);
+      const parsed = parseManifest(await this.deps.manifests.body(digest, rev), rev.mediaType);
+      if (!isImage(parsed)) {
+        throw new RegistryError(
+          "UNSUPPORTED",
+          `${truncate(ref)} is not an image${
+            parsed.children.length ? ": name one platform's manifest" : ""
+          }`,
+          { status: 404 },
+        );
+      }
+      sides.push({ digest, layers: tarLayers(parsed) });
+    }
+    let waiting = false;
+    const recs: IndexRecord[][] = [];
+    for (const s of sides) {
+      const got: IndexRecord[] = [];
+      for (const d of s.layers) {
+        const rec = (await this.deps.kv.get<IndexRecord>(indexKey(d))).value;
+        if (!rec || rec.version < INDEX_VERSION) {
+          waiting = true;
+          await this.deps.jobs.queue("index").enqueue(indexLayerJob(d));
+        } else got.push(rec);
+      }
+      recs.push(got);
+    }
+    if (waiting) return { status: 202 };
+    // A diff holds both images' merged trees (in a sandbox when large): its size is bounded by
+    // entries, and one runs at a time per process (six diffs of a 1M-file image at once took
+    // 3.9 GiB when they ran here).
+    const total = recs.flat().reduce((n, r) => n + (r.state === "unsupported" ? 0 : r.entries), 0);
+    const max = this.cfg.scan.maxDiffEntries;
+    if (total > max) {
+      throw new RegistryError(
+        "UNSUPPORTED",
+        `the two images hold ${total} layer entries; images over ${max} together are not compared ([scan] max_diff_entries)`,
+        { status: 404 },
+      );
+    }
+    if (this.diffing) {
+      throw new RegistryError("TOOMANYREQUESTS", "another image diff is being computed", {
+        headers: { "Retry-After": "1" },
+      });
+    }
+    this.diffing = true;
+    try {
+      return await this.diffMerged(sides, recs, limit, total);
+    } finally {
+      this.diffing = false;
+    }
+  }
+
+  /**
+   * The diff of two images' merged listings: here for small images (tens of milliseconds),
+   * else in a sandbox process (diff_child.ts) under the scan budgets.
+   */
+  private async diffMerged(
+    sides: { digest: string; layers: string[] }[],
+    recs: IndexRecord[][],
+    limit: number,
+    total: number,
+  ): Promise<{ status: 200; diff: ImageDiff }> {
+    // A reader per diff: its lookup caches go with it.
+    const reader = new LayerReader(this.deps.store);
+    const groups = recs.map((rs) => rs.map((rec) => rec.state === "unsupported" ? null : rec));
+    const mode = this.cfg.scan.sandbox;
+    if (mode === "off" || total <= INLINE_MERGE_ENTRIES) {
+      const merged = [];
+      for (const g of groups) {
+        merged.push(
+          await mergeLayers(
+            g.map((rec) => () => rec ? reader.entries(rec) : (async function* () {})()),
+          ),
+        );
+      }
+      return {
+        status: 200,
+        diff: diffImages(
+          { ...sides[0], merged: merged[0] },
+          { ...sides[1], merged: merged[1] },
+          limit,
+        ),
+      };
+    }
+    const { input, readPaths, stdin } = listingsFor(reader, groups, mode);
+    try {
+      const diff = await runSandboxedJson<ImageDiff>({
+        mode,
+        label: "diff",
+        module: DIFF_CHILD,
+        args: { listings: input, sides, limit } satisfies DiffArgs,
+        readPaths,
+        stdin,
+        budget: this.cfg.scan.budget,
+        maxOutputBytes: MAX_DIFF_OUTPUT,
+      });
+      return { status: 200, diff };
+    } catch (e) {
+      if (isSandboxVerdict(e)) {
+        throw new RegistryError("UNSUPPORTED", `the images could not be compared: ${e.message}`, {
+          status: 404,
+        });
+      }
+      throw e;
+    }
+  }
+
+  /** The stored record, queueing a scan when there is none or it is out of date. */
+  private async current(ns: string, digest: string): Promise<ScanRecord | null> {
+    const rec = await this.scanner.record(digest);
+    if (await this.stale(digest)) {
+      await this.deps.jobs.queue("scan").enqueue(scanImageJob(digest, ns));
+    }
+    return rec;
+  }
+}

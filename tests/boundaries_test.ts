@@ -1,5 +1,6 @@
 // DESIGN.md §Layout: which folder may import which, no Hono in lib/, no cycles between lib
-// folders, routes/ only through lib/*/mod.ts (or the folder's public files).
+// folders or among the files of one folder, routes/ only through lib/*/mod.ts (or the folder's
+// public files).
 import assert from "node:assert/strict";
 import { dirname, join, normalize, relative } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -184,9 +185,8 @@ Deno.test("nothing in lib/ or routes/ imports commands/ or main.ts", async () =>
   assert.deepEqual(problems, []);
 });
 
-/** Each routes/ file (tests aside) → the routes/ files it imports, type-only imports included. */
-async function routesGraph(): Promise<Map<string, string[]>> {
-  const dir = join(ROOT, "routes");
+/** Each file of `dir` (tests aside) → the files of `dir` it imports, type-only imports included. */
+async function folderGraph(dir: string): Promise<Map<string, string[]>> {
   const graph = new Map<string, string[]>();
   for await (const file of tsFiles(dir)) {
     const deps = imports(await Deno.readTextFile(file))
@@ -197,6 +197,8 @@ async function routesGraph(): Promise<Map<string, string[]>> {
   }
   return graph;
 }
+
+const routesGraph = () => folderGraph(join(ROOT, "routes"));
 
 /** The first import cycle found, as the files along it, or null. */
 function findCycle(graph: Map<string, string[]>): string[] | null {
@@ -234,4 +236,34 @@ Deno.test("routes/ files import each other without cycles", async () => {
   // the check itself finds one
   const circle = new Map([["a.ts", ["b.ts"]], ["b.ts", ["a.ts"]], ["c.ts", []]]);
   assert.deepEqual(findCycle(circle), ["a.ts", "b.ts", "a.ts"]);
+});
+
+Deno.test("the files inside each lib/ folder import each other without cycles", async () => {
+  const cycles: string[] = [];
+  for await (const e of Deno.readDir(join(ROOT, "lib"))) {
+    if (!e.isDirectory) continue;
+    const cycle = findCycle(await folderGraph(join(ROOT, "lib", e.name)));
+    if (cycle) cycles.push(`lib/${e.name}: ${cycle.join(" → ")}`);
+  }
+  assert.deepEqual(cycles, []);
+  // the check itself finds one made of a type-only import, in files on disk
+  const dir = await Deno.makeTempDir();
+  try {
+    await Deno.writeTextFile(
+      join(dir, "a.ts"),
+      'import type { B } from "./b.ts";\nexport type A = B;\n',
+    );
+    await Deno.writeTextFile(
+      join(dir, "b.ts"),
+      'import { a } from "./c.ts";\nexport type B = 1;\n',
+    );
+    await Deno.writeTextFile(
+      join(dir, "c.ts"),
+      'export { type A } from "./a.ts";\nexport const a = 1;\n',
+    );
+    await Deno.writeTextFile(join(dir, "d.ts"), 'import { a } from "./c.ts";\n');
+    assert.deepEqual(findCycle(await folderGraph(dir)), ["a.ts", "b.ts", "c.ts", "a.ts"]);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
 });

@@ -16,7 +16,7 @@ import { type ParsedManifest, parseManifest, RegistryError } from "../oci/mod.ts
 import { BlobMeta, ManifestMeta } from "../metadata/mod.ts";
 import type { BlobStore } from "../storage/mod.ts";
 import { Scavenger } from "../streams/mod.ts";
-import { type JobContext, PermanentJobError } from "../jobs/mod.ts";
+import { type JobContext, type JobQueues, PermanentJobError } from "../jobs/mod.ts";
 import { isUpstreamError } from "../upstream/mod.ts";
 import { REPLICATION_KINDS, type ReplicationPayload } from "./jobs.ts";
 import type { Registry } from "../registry/mod.ts";
@@ -49,6 +49,21 @@ const REFERRER_DEPTH = 2;
 /** Remembered blob locations per downstream (for mounts): bounded, oldest dropped. */
 const MOUNT_HINTS_MAX = 10_000;
 
+/** What the replicator works with, handed in by the composition root (lib/services). */
+export interface ReplicatorDeps {
+  cfg: Config;
+  /** revisions, tags and blob links it sends; the downstream state it records */
+  kv: Deno.Kv;
+  /** the blobs it uploads */
+  store: BlobStore;
+  /** the `replication` queue: its handlers, and the status view's pending and failed jobs */
+  jobs: JobQueues;
+  /** manifest bodies, byte-exact */
+  manifests: Pick<Registry["manifests"], "body">;
+  /** the referrers pushed after their subject */
+  listings: Pick<Registry["listings"], "referrers">;
+}
+
 interface Local {
   digest: string;
   mediaType: string;
@@ -65,20 +80,23 @@ export class Replicator {
   private readonly mountHints = new Map<string, Map<string, string>>();
   private readonly state: DownstreamState;
   private readonly deletes: DownstreamDeletes;
+  private readonly cfg: Config;
+  private readonly jobs: ReplicatorDeps["jobs"];
+  private readonly manifests: ReplicatorDeps["manifests"];
+  private readonly listings: ReplicatorDeps["listings"];
 
-  constructor(
-    private readonly cfg: Config,
-    private readonly registry: Registry,
-    private readonly events: ReplicationEvents = {},
-  ) {
-    this.meta = new ManifestMeta(registry.kv);
-    this.blobs = new BlobMeta(registry.kv);
-    this.store = registry.store;
-    this.state = new DownstreamState(registry.kv);
-    this.deletes = new DownstreamDeletes(registry.kv, this.state);
-    events.statusFrom?.(async () =>
-      (await replicationStatus(cfg, registry.kv, registry.jobs)).downstreams
-    );
+  constructor(deps: ReplicatorDeps, private readonly events: ReplicationEvents = {}) {
+    const { cfg, kv } = deps;
+    this.cfg = cfg;
+    this.jobs = deps.jobs;
+    this.manifests = deps.manifests;
+    this.listings = deps.listings;
+    this.meta = new ManifestMeta(kv);
+    this.blobs = new BlobMeta(kv);
+    this.store = deps.store;
+    this.state = new DownstreamState(kv);
+    this.deletes = new DownstreamDeletes(kv, this.state);
+    events.statusFrom?.(async () => (await replicationStatus(cfg, kv, deps.jobs)).downstreams);
     for (const rc of cfg.repositories.values()) {
       for (const d of rc.downstreams ?? []) {
         this.clients.set(d.name, { cfg: d, client: new DownstreamClient(d) });
@@ -118,7 +136,7 @@ export class Replicator {
   /** Registers the four job kinds on the `replication` queue. */
   register(): void {
     for (const kind of Object.values(REPLICATION_KINDS)) {
-      this.registry.jobs.handle("replication", kind, (job) => this.run(job));
+      this.jobs.handle("replication", kind, (job) => this.run(job));
     }
   }
 
@@ -188,7 +206,7 @@ export class Replicator {
   private async local(ns: string, digest: string): Promise<Local | null> {
     const rev = await this.meta.revision(ns, digest);
     if (!rev) return null;
-    const bytes = await this.registry.manifests.body(digest, rev);
+    const bytes = await this.manifests.body(digest, rev);
     return { digest, mediaType: rev.mediaType, bytes, parsed: parseManifest(bytes, rev.mediaType) };
   }
 
@@ -232,7 +250,7 @@ export class Replicator {
     if (depth >= REFERRER_DEPTH) return;
     let last: string | null = null;
     for (;;) {
-      const page = await this.registry.listings.referrers(ns, subject, null, last);
+      const page = await this.listings.referrers(ns, subject, null, last);
       for (const r of page.manifests) {
         signal.throwIfAborted();
         const local = await this.local(ns, r.digest);

@@ -120,8 +120,14 @@ export async function openServices(cfg: Config, opts: OpenOptions): Promise<Serv
     },
     get replicator() {
       return replicator ??= new Replicator(
-        cfg,
-        reg(),
+        {
+          cfg,
+          kv,
+          store,
+          jobs,
+          manifests: reg().manifests,
+          listings: reg().listings,
+        },
         background ? metrics.replicationEvents : undefined,
       );
     },

@@ -52,7 +52,7 @@ async function serve(cfg: Config): Promise<void> {
       upstreams();
       downstreams();
       // A sync entry the reload added gets its first run queued (existing ones keep theirs).
-      new Syncer(next, registry).schedule().catch(() => {});
+      new Syncer(next, services).schedule().catch(() => {});
     };
   }, (r) => {
     const restart = r.restart?.length ? `; needs a restart: ${r.restart.join(", ")}` : "";

@@ -132,7 +132,7 @@ export async function openServices(cfg: Config, opts: OpenOptions): Promise<Serv
       );
     },
     get syncer() {
-      return syncer ??= new Syncer(cfg, reg());
+      return syncer ??= new Syncer(cfg, { kv, jobs, registry: reg() });
     },
     get layers() {
       return layers ??= new LayerIndex({

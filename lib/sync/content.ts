@@ -6,7 +6,7 @@
 import type { Config, RepositoryConfig, SyncConfig } from "../config/mod.ts";
 import { BlobMeta } from "../metadata/mod.ts";
 import { type ParsedManifest, parseManifest, RegistryError } from "../oci/mod.ts";
-import type { Registry } from "../registry/mod.ts";
+import type { SyncDeps } from "./deps.ts";
 import type { FetchedManifest, UpstreamSet } from "../upstream/mod.ts";
 import { type RateGate, RateLimited } from "./rate_gate.ts";
 import { matchesPlatform } from "./select.ts";
@@ -32,10 +32,11 @@ function parse(bytes: Uint8Array, contentType: string): ParsedManifest {
 export class ContentFetcher {
   private readonly inflight = new Map<string, Promise<void>>();
   private readonly links: BlobMeta;
+  private readonly registry: SyncDeps["registry"];
 
   constructor(
     private readonly cfg: Config,
-    private readonly registry: Registry,
+    deps: SyncDeps,
     private readonly rc: RepositoryConfig,
     private readonly sync: SyncConfig,
     private readonly up: UpstreamSet,
@@ -43,7 +44,8 @@ export class ContentFetcher {
     private readonly opts: { signal: AbortSignal; insureFills: boolean },
     private readonly hooks: ContentHooks,
   ) {
-    this.links = new BlobMeta(registry.kv);
+    this.registry = deps.registry;
+    this.links = new BlobMeta(deps.kv);
   }
 
   /** The digest `reference` resolves to here, or null. */

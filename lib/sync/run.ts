@@ -6,7 +6,7 @@
 import type { Config, RepositoryConfig, SyncConfig } from "../config/mod.ts";
 import type { SyncRunRecord } from "../metadata/mod.ts";
 import { RegistryError } from "../oci/mod.ts";
-import type { Registry } from "../registry/mod.ts";
+import type { SyncDeps } from "./deps.ts";
 import { upstreamName, UpstreamSet } from "../upstream/mod.ts";
 import { ContentFetcher } from "./content.ts";
 import { RateGate, RateLimited } from "./rate_gate.ts";
@@ -38,7 +38,7 @@ export class SyncRun {
 
   constructor(
     private readonly cfg: Config,
-    private readonly registry: Registry,
+    private readonly deps: SyncDeps,
     private readonly state: SyncState,
     private readonly rc: RepositoryConfig,
     private readonly n: number,
@@ -48,7 +48,7 @@ export class SyncRun {
   ) {
     this.up = new UpstreamSet(rc.name, rc.upstreams!);
     this.gate = new RateGate(opts.signal);
-    this.content = new ContentFetcher(cfg, registry, rc, sync, this.up, this.gate, opts, {
+    this.content = new ContentFetcher(cfg, deps, rc, sync, this.up, this.gate, opts, {
       blobFetched: () => this.record.blobs_fetched++,
       error: (msg) => this.error(msg),
     });
@@ -220,7 +220,7 @@ export class SyncRun {
   private async prune(ns: string, upstream: Set<string>): Promise<void> {
     let local: string[];
     try {
-      local = (await this.registry.listings.tags(ns, null, null)).tags;
+      local = (await this.deps.registry.listings.tags(ns, null, null)).tags;
     } catch (e) {
       if (e instanceof RegistryError && e.code === "NAME_UNKNOWN") return;
       throw e;
@@ -230,7 +230,7 @@ export class SyncRun {
       if (this.opts.dryRun) {
         this.opts.report?.(`would prune ${ns}:${tag} (gone upstream)`);
       } else {
-        await this.registry.manifests.delete(ns, tag, null);
+        await this.deps.registry.manifests.delete(ns, tag, null);
         this.opts.report?.(`pruned ${ns}:${tag} (gone upstream)`);
       }
       this.record.tags_pruned++;

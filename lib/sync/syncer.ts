@@ -8,7 +8,7 @@
 import type { Config } from "../config/mod.ts";
 import type { JobContext } from "../jobs/mod.ts";
 import type { SyncRunRecord } from "../metadata/mod.ts";
-import type { Registry } from "../registry/mod.ts";
+import type { SyncDeps } from "./deps.ts";
 import { log } from "../log.ts";
 import { SyncRun } from "./run.ts";
 import { syncLeaseMs, SyncState } from "./state.ts";
@@ -28,8 +28,8 @@ export type RunResult = { busy: string } | { record: SyncRunRecord };
 export class Syncer {
   readonly state: SyncState;
 
-  constructor(private readonly cfg: Config, private readonly registry: Registry) {
-    this.state = new SyncState(registry.kv, syncLeaseMs(cfg.global.jobQueue.leaseSecs));
+  constructor(private readonly cfg: Config, private readonly deps: SyncDeps) {
+    this.state = new SyncState(deps.kv, syncLeaseMs(cfg.global.jobQueue.leaseSecs));
   }
 
   /** Every configured entry as [repository, n]. Read per call: a reload may change them. */
@@ -44,7 +44,7 @@ export class Syncer {
 
   /** Registers the `sync` job kind (before the runner starts). */
   register(): void {
-    this.registry.jobs.handle("cache", SYNC_KIND, (job) => this.job(job));
+    this.deps.jobs.handle("cache", SYNC_KIND, (job) => this.job(job));
   }
 
   /** Queues each entry's next run unless one is pending (startup of `serve` and `worker`). */
@@ -56,7 +56,7 @@ export class Syncer {
   }
 
   private async enqueue(repository: string, n: number, at: number): Promise<void> {
-    await this.registry.jobs.queue("cache").enqueue({
+    await this.deps.jobs.queue("cache").enqueue({
       kind: SYNC_KIND,
       payload: { repository, index: n } satisfies SyncPayload,
       lockKey: syncLockKey(repository, n),
@@ -152,7 +152,7 @@ export class Syncer {
           cursor: JSON.stringify(resume.cursor),
         });
       }
-      const run = new SyncRun(this.cfg, this.registry, this.state, rc, n, sync, resume, {
+      const run = new SyncRun(this.cfg, this.deps, this.state, rc, n, sync, resume, {
         ...opts,
         signal: ac.signal,
       });

@@ -37,9 +37,10 @@ export async function pruneCommand(cfg: Config, cli: Cli): Promise<number> {
     console.error("wharf: prune: no [global.retention_policy] or repository retention_policy");
     return 2;
   }
-  return await withServices(cfg, async ({ registry }) => {
+  return await withServices(cfg, async ({ kv, registry }) => {
+    const pruneDeps = { kv, manifests: registry.manifests };
     const s = await auditedRun(registry.events.audit, "prune.run", () =>
-      prune(cfg, registry, {
+      prune(cfg, pruneDeps, {
         dryRun: cli.dryRun,
         now: cli.now ?? undefined,
         report: (line) => console.log(`${cli.dryRun ? "would " : ""}${line}`),

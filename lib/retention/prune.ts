@@ -37,6 +37,14 @@ export interface PruneSummary {
   seconds: number;
 }
 
+/** What prune works with, handed in by its callers (the prune command, serve's schedule). */
+export interface PruneDeps {
+  /** namespaces, tags, pull times, index children and referrers it judges by */
+  kv: Deno.Kv;
+  /** the normal delete path its deletes take (events, replication) */
+  manifests: Pick<Registry["manifests"], "delete">;
+}
+
 /** Tag deletes in flight at once within a namespace. */
 const DELETE_CONCURRENCY = 8;
 
@@ -45,7 +53,7 @@ export const PRUNE_ACTOR = { username: "wharf-retention", id: null, client_ip: n
 
 export async function prune(
   cfg: Config,
-  registry: Registry,
+  deps: PruneDeps,
   opts: PruneOptions = {},
 ): Promise<PruneSummary> {
   const t0 = performance.now();
@@ -64,14 +72,14 @@ export async function prune(
   };
   if (rules.size > 0) {
     await withActor(PRUNE_ACTOR, async () => {
-      for await (const e of registry.kv.list({ prefix: K.nsAll() }, { batchSize: 500 })) {
+      for await (const e of deps.kv.list({ prefix: K.nsAll() }, { batchSize: 500 })) {
         if (opts.signal?.aborted) break;
         const ns = e.key[1] as string;
         const rc = repositoryOf(cfg, ns);
         const policy = rules.get(rc.retentionPolicy ? rc.name : "");
         if (!policy) continue;
         s.namespaces++;
-        await pruneNamespace(registry, ns, policy, now, opts, s);
+        await pruneNamespace(deps, ns, policy, now, opts, s);
       }
     });
   }
@@ -80,14 +88,13 @@ export async function prune(
 }
 
 async function pruneNamespace(
-  registry: Registry,
+  { kv, manifests }: PruneDeps,
   ns: string,
   rules: RetentionRules,
   now: number,
   opts: PruneOptions,
   s: PruneSummary,
 ): Promise<void> {
-  const kv = registry.kv;
   const images: ImageFacts[] = [];
   for await (const e of kv.list<TagRecord>({ prefix: K.tags(ns) }, { batchSize: 1000 })) {
     images.push({
@@ -156,7 +163,7 @@ async function pruneNamespace(
       const img = doomed[i];
       if (opts.signal?.aborted) return;
       try {
-        await registry.manifests.delete(ns, img.tag, null);
+        await manifests.delete(ns, img.tag, null);
         untagged.add(img.digest);
       } catch (e) {
         s.deleted--;
@@ -183,7 +190,7 @@ async function pruneNamespace(
     // Re-checked: a referrer may have arrived since the tags were judged.
     if (await protectionOf(kv, ns, d)) continue;
     try {
-      await registry.manifests.delete(ns, d, null);
+      await manifests.delete(ns, d, null);
       opts.report?.(`delete ${ns}@${d}`);
       s.manifests++;
     } catch (e) {

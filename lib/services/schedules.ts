@@ -72,10 +72,11 @@ function schedulePrune(s: Services, signal: AbortSignal): void {
   const { cfg, registry } = s;
   const every = cfg.global.retentionSchedule.intervalSecs;
   if (every === null) return;
+  const pruneDeps = { kv: s.kv, manifests: registry.manifests };
   periodic("scheduled prune", every * 1000, async (signal) => {
     const dryRun = cfg.global.retentionSchedule.dryRun;
     const r = await auditedRun(registry.events.audit, "prune.run", () =>
-      prune(cfg, registry, {
+      prune(cfg, pruneDeps, {
         dryRun,
         signal,
         report: (line) => log.info(`retention: ${dryRun ? "would " : ""}${line}`),

@@ -187,18 +187,29 @@ export function feedCheckpoints(
   const worker = newCheckpointWorker();
   if (!worker) {
     const b = new CheckpointBuilder(undefined, (c) => onWindow(c.window));
-    const stream = src.pipeThrough(
-      new TransformStream<Uint8Array, Uint8Array>({
-        transform(chunk, c) {
-          b.push(chunk);
-          c.enqueue(chunk);
-        },
-      }),
-    );
-    return {
-      stream,
-      result: Promise.resolve().then(() => ({ ...b.finish(), lengths: b.lengths })),
-    };
+    // Settled when the input ends or the walk stops reading (a limit): the checkpoints made
+    // from what was read are the result either way.
+    let settle!: () => void;
+    const result = new Promise<CheckpointsResult>((res) => {
+      settle = () => res({ ...b.finish(), lengths: b.lengths });
+    });
+    const reader = src.getReader();
+    const stream = new ReadableStream<Uint8Array>({
+      async pull(c) {
+        const { value, done } = await reader.read();
+        if (done) {
+          settle();
+          return c.close();
+        }
+        b.push(value);
+        c.enqueue(value);
+      },
+      async cancel(reason) {
+        settle();
+        await reader.cancel(reason);
+      },
+    }, { highWaterMark: 0 });
+    return { stream, result };
   }
   const w = worker;
   w.postMessage({ init: { inflate: false, libs: libraryPaths() } });
@@ -254,8 +265,9 @@ export function feedCheckpoints(
       c.enqueue(value);
     },
     async cancel(reason) {
-      w.terminate();
-      rejectResult(new Error("cancelled"));
+      // The walk stopped reading (a limit, a tar error): the worker ends its input there and
+      // answers with the checkpoints of what it was given, for the partial listing.
+      w.postMessage(null);
       await reader.cancel(reason);
     },
   }, { highWaterMark: 0 });

@@ -23,7 +23,7 @@ import {
 import { isElf, readElf } from "./elf.ts";
 import { fileIndexCurrent, forgetLayer, writeFileIndex } from "./file_search.ts";
 import { beginMarkers, hasCertificate, type PemBlock, pemBlocks } from "./pem.ts";
-import { BudgetExceededError, runSandboxedJson, SandboxError } from "../sandbox/mod.ts";
+import { isSandboxVerdict, runSandboxedJson } from "../sandbox/mod.ts";
 
 const CERT_HEAD = 64 * 1024;
 /** PEM blocks parsed in the serving process (~0.5 ms each); more go to a sandbox. */
@@ -309,7 +309,8 @@ export class LayerIndex {
       stdin: ReadableStream.from([bytes]),
       budget: { ...ix.budget, wallSecs: Math.min(ix.budget.wallSecs, DETAILS_WALL_SECS) },
     }).catch((e) => {
-      if (e instanceof BudgetExceededError || e instanceof SandboxError) {
+      // A budget, a dead sandbox or the child's own error is the file's verdict: 404, not 500.
+      if (isSandboxVerdict(e)) {
         throw new RegistryError("UNSUPPORTED", `${truncate(path)}: no details: ${e.message}`, {
           status: 404,
         });

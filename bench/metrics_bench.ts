@@ -6,7 +6,7 @@ import { countUploadSessions, instrumentKv, openMetadata } from "../lib/metadata
 import { type BlobStore, FsBlobStore, InstrumentedBlobStore } from "../lib/storage/mod.ts";
 import { Metrics } from "../lib/metrics/mod.ts";
 import { Registry } from "../lib/registry/mod.ts";
-import { allWriteEffects } from "../lib/services/mod.ts";
+import { allWriteEffects, httpParts } from "../lib/services/mod.ts";
 import { Authenticator, ClientIpResolver } from "../lib/auth/mod.ts";
 import { PolicySet } from "../lib/policy/mod.ts";
 import { createApp } from "../routes/app.ts";
@@ -23,12 +23,14 @@ const metrics = on ? new Metrics() : undefined;
 const store: BlobStore = metrics ? new InstrumentedBlobStore(fs, metrics.observeBlobStore) : fs;
 const kv = metrics ? instrumentKv(rawKv, metrics.observeKv) : rawKv;
 metrics?.countUploadSessionsWith(() => countUploadSessions(rawKv));
+const registry = new Registry(cfg, kv, store, { effects: allWriteEffects(cfg) });
 const app = createApp({
-  registry: new Registry(cfg, kv, store, { effects: allWriteEffects(cfg) }),
+  registry,
   policies: new PolicySet(cfg),
   authenticator: new Authenticator(cfg),
   clientIp: new ClientIpResolver([]),
   metrics,
+  ...httpParts({ cfg, kv, jobs: registry.jobs, metrics }),
 });
 const server = Deno.serve(
   { hostname: "127.0.0.1", port: 0, onListen: () => {} },

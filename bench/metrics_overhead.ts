@@ -4,10 +4,10 @@
 // Run: deno run -A --unstable-kv bench/metrics_overhead.ts
 import { defaultConfig } from "../lib/config/mod.ts";
 import { instrumentKv, openMetadata } from "../lib/metadata/mod.ts";
-import { FsBlobStore, InstrumentedBlobStore } from "../lib/storage/mod.ts";
+import { type BlobStore, FsBlobStore, InstrumentedBlobStore } from "../lib/storage/mod.ts";
 import { Metrics } from "../lib/metrics/mod.ts";
 import { Registry } from "../lib/registry/mod.ts";
-import { allWriteEffects } from "../lib/services/mod.ts";
+import { allWriteEffects, httpParts } from "../lib/services/mod.ts";
 import { Authenticator, ClientIpResolver } from "../lib/auth/mod.ts";
 import { PolicySet } from "../lib/policy/mod.ts";
 import { createApp } from "../routes/app.ts";
@@ -24,31 +24,25 @@ const base = {
   authenticator: new Authenticator(cfg),
   clientIp: new ClientIpResolver([]),
 };
-const mwOnly = createApp({
-  ...base,
-  registry: new Registry(cfg, kv, fs, { effects }),
-  metrics: new Metrics(),
-});
-const storesOnly = createApp({
-  ...base,
-  registry: new Registry(
-    cfg,
+/** An app over `kv` and `store`, with `appMetrics` as its /metrics and middleware. */
+function appOver(appKv: Deno.Kv, store: BlobStore, appMetrics?: Metrics) {
+  const registry = new Registry(cfg, appKv, store, { effects });
+  return createApp({
+    ...base,
+    registry,
+    metrics: appMetrics,
+    ...httpParts({ cfg, kv: appKv, jobs: registry.jobs, metrics: appMetrics }),
+  });
+}
+const mwOnly = appOver(kv, fs, new Metrics());
+const instrumented = () =>
+  [
     instrumentKv(kv, metrics.observeKv),
     new InstrumentedBlobStore(fs, metrics.observeBlobStore),
-    { effects },
-  ),
-});
-const off = createApp({ ...base, registry: new Registry(cfg, kv, fs, { effects }) });
-const on = createApp({
-  ...base,
-  registry: new Registry(
-    cfg,
-    instrumentKv(kv, metrics.observeKv),
-    new InstrumentedBlobStore(fs, metrics.observeBlobStore),
-    { effects },
-  ),
-  metrics,
-});
+  ] as const;
+const storesOnly = appOver(...instrumented());
+const off = appOver(kv, fs);
+const on = appOver(...instrumented(), metrics);
 const env = { remoteAddr: "127.0.0.1", certificate: null };
 const U = "http://wharf.test";
 

@@ -1,7 +1,7 @@
 // The HTTP app over a process's services, for serve and the Deno Deploy entry.
 import { Authenticator, ClientIpResolver } from "../lib/auth/mod.ts";
 import type { PolicySet } from "../lib/policy/mod.ts";
-import type { Services } from "../lib/services/mod.ts";
+import { httpParts, type Services } from "../lib/services/mod.ts";
 import { createApp, type Services as AppServices } from "../routes/app.ts";
 
 /**
@@ -17,6 +17,7 @@ export function httpApp(s: Services, policies: PolicySet) {
     clientIp: new ClientIpResolver(s.cfg.server.trustedProxies),
     layers: s.layers,
     reports: s.reports,
+    ...httpParts(s),
   };
   return { app: createApp(routes), routes };
 }

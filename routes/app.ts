@@ -22,7 +22,7 @@ import { diffHandler, vulnerabilitiesHandler } from "./vulnerabilities.ts";
 import { filesSearchHandler } from "./files.ts";
 import { countAuth, instrumentFetch, metricsHandler, noteAction } from "./metrics.ts";
 import { uiAction, uiHandler } from "./ui.ts";
-import { applyRateLimit, rateLimiterFor } from "./rate_limit.ts";
+import { applyRateLimit } from "./rate_limit.ts";
 import { anonymousActor, identifyActor, withActor } from "../lib/events/mod.ts";
 import { auditAction, audited, auditHandler } from "./audit.ts";
 import { Query } from "./query.ts";
@@ -52,7 +52,7 @@ export function createApp(services: Services): Hono<{ Bindings: ConnEnv }> {
     services.policies,
     new AuthorizationWebhooks(reg.cfg, services.metrics?.observeAuthzWebhook),
   );
-  const limiter = rateLimiterFor(reg, services.metrics);
+  const limiter = services.limiter;
   app.onError((err, c) => errorResponse(err, c));
   app.notFound((c) => errorResponse(notFound(c.req.method), c));
 

@@ -2,7 +2,7 @@
 // by content digest, exact path, basename or basename pattern (`hello*`, `*.sh`). Each result is shown only to a caller who may read
 // the layer (get-blob) and list the namespace's tags (list-tags), as the catalog filters.
 import { RegistryError } from "../lib/oci/mod.ts";
-import { type SearchField, searchFiles } from "../lib/index/mod.ts";
+import type { SearchField } from "../lib/index/mod.ts";
 import {
   isNamePattern,
   MAX_NAME_PATTERN,
@@ -20,7 +20,7 @@ export const SEARCH_DEFAULT_N = 100;
 export const SEARCH_MAX_N = 1000;
 
 export async function filesSearchHandler(
-  { url, query, registry: reg, headers: extra, head, access }: RequestScope,
+  { url, query, services, headers: extra, head, access }: RequestScope,
 ): Promise<Response> {
   const { canRead, canListTags } = access;
   const given = (["sha256", "path", "name"] as SearchField[])
@@ -53,8 +53,7 @@ export async function filesSearchHandler(
   if (next !== null && !/^[A-Za-z0-9+/=_-]{1,4096}$/.test(next)) throw badQuery("invalid next");
   let page;
   try {
-    page = await searchFiles(
-      reg.kv,
+    page = await services.searchFiles(
       field,
       value,
       n,

@@ -1,20 +1,9 @@
 // The rate-limit step of the request pipeline: after authentication and authorization, before
 // the handler. A refusal is thrown (429 TOOMANYREQUESTS + Retry-After, mapped by errors.ts);
 // pull-limit headers go on the answer through `extra`.
-import type { Registry } from "../lib/registry/mod.ts";
-import type { Metrics } from "../lib/metrics/mod.ts";
-import { RateLimiter } from "../lib/ratelimit/mod.ts";
-import { log } from "../lib/log.ts";
+import type { RateLimiter } from "../lib/ratelimit/mod.ts";
 import type { Action } from "./actions.ts";
 import type { RequestContext } from "./authorize.ts";
-
-export function rateLimiterFor(reg: Registry, metrics?: Metrics): RateLimiter {
-  return new RateLimiter(reg.cfg, reg.kv, {
-    onLimited: (cls) => metrics?.rateLimited.inc([cls]),
-    onKvOp: (op) => metrics?.rateLimitKvOps.inc([op]),
-    onError: (e) => log.warn("rate limit: KV unavailable, deciding locally", { error: String(e) }),
-  });
-}
 
 export async function applyRateLimit(
   limiter: RateLimiter,

@@ -5,5 +5,6 @@
 // imports it (tests/boundaries_test.ts), only main.ts's commands/ and deploy/ do.
 export { holderName, type OpenOptions, openServices, type Role, type Services } from "./open.ts";
 export { startSchedules } from "./schedules.ts";
+export { type HttpParts, httpParts } from "./http_parts.ts";
 export { scrubberFor } from "./scrubber.ts";
 export { allWriteEffects, writeEffectsFor } from "./write_effects.ts";

@@ -5,14 +5,14 @@ import type { RateLimiter } from "../lib/ratelimit/mod.ts";
 import type { Action } from "./actions.ts";
 import type { RequestContext } from "./authorize.ts";
 
-export async function applyRateLimit(
+export function applyRateLimit(
   limiter: RateLimiter,
   ctx: RequestContext,
   a: Action,
   extra: Headers,
-): Promise<void> {
+): void | Promise<void> {
   const id = ctx.auth.identity;
-  const headers = await limiter.admit({
+  const admitted = limiter.admit({
     request: {
       action: a.name,
       method: ctx.method,
@@ -26,5 +26,11 @@ export async function applyRateLimit(
     anonymous: ctx.auth.method === "anonymous" ||
       (id.id === undefined && id.username === undefined),
   });
-  for (const [k, v] of Object.entries(headers)) extra.set(k, v);
+  // Most requests are decided without a promise (fresh buckets): keep this step synchronous then.
+  if (admitted instanceof Promise) return admitted.then((h) => setAll(extra, h));
+  setAll(extra, admitted);
+}
+
+function setAll(extra: Headers, headers: Record<string, string>): void {
+  for (const k in headers) extra.set(k, headers[k]);
 }

@@ -31,6 +31,9 @@ export const PULL_WINDOW_SECS = 3600;
 /** Probes and the UI's own files are never limited: an orchestrator must see a live server. */
 const UNCOUNTED = new Set(["healthz", "readyz", "metrics", "ui-asset"]);
 
+/** The answer of an unlimited request (never written to: callers copy it). */
+const NO_HEADERS: Record<string, string> = Object.freeze({}) as Record<string, string>;
+
 /** Longer identity strings are hashed so no key nears KV's 2 KiB limit. */
 const MAX_WHO = 256;
 
@@ -78,34 +81,38 @@ export class RateLimiter {
   /**
    * Takes the request's tokens. Returns the headers its answer carries (pull limits: Docker
    * Hub's `RateLimit-Limit`/`RateLimit-Remaining`); throws 429 TOOMANYREQUESTS with
-   * `Retry-After` when a bucket is empty.
+   * `Retry-After` when a bucket is empty. Synchronous (no promise) unless a bucket's view is
+   * stale and must be read first: the request path pays for a promise only then.
    */
-  async admit(r: LimitRequest): Promise<Record<string, string>> {
+  admit(r: LimitRequest): Record<string, string> | Promise<Record<string, string>> {
     const g = this.cfg.global.rateLimit;
     const ns = r.request.namespace;
     const rc = ns !== undefined ? repositoryOf(this.cfg, ns) : null;
     const own = rc?.rateLimit ?? null;
-    if (!g && !own) return {};
-    if (UNCOUNTED.has(r.request.action)) return {};
-    // Exemption rules see `request.repository` as access policies do.
-    if (rc) r = { ...r, request: { ...r.request, repository: rc.name } };
-    if (this.exempt(r, g) || this.exempt(r, own)) return {};
-    const who = whoOf(r);
+    if (!g && !own) return NO_HEADERS;
+    if (UNCOUNTED.has(r.request.action)) return NO_HEADERS;
+    if (this.exempt(r, g, rc?.name) || this.exempt(r, own, rc?.name)) return NO_HEADERS;
     const plans = plan(r.request, g, own, rc?.name ?? null);
-    const headers: Record<string, string> = {};
+    if (plans.length === 0) return NO_HEADERS;
+    const who = whoOf(r);
     // A HEAD reads the pull bucket too (it takes nothing): its headers show the shared count.
-    if (plans.length > 0) await this.buckets.ready(plans.map((p) => ({ ...p, who })));
+    const refs = plans.map((p) => ({ scope: p.scope, cls: p.cls, who, bucket: p.bucket }));
+    const wait = this.buckets.prepare(refs);
+    if (wait) return wait.then(() => this.decide(r, plans, who));
+    return this.decide(r, plans, who);
+  }
+
+  /** Takes from this process's (fresh) views: the headers, or the 429. */
+  private decide(r: LimitRequest, plans: Plan[], who: string): Record<string, string> {
+    let headers = NO_HEADERS;
     for (const p of plans) {
       const isPull = p.cls === "pulls";
       if (isPull && r.request.method === "HEAD") {
-        Object.assign(
-          headers,
-          pullHeaders(p.bucket, this.buckets.peek(p.scope, p.cls, who, p.bucket)),
-        );
+        headers = pullHeaders(p.bucket, this.buckets.peek(p.scope, p.cls, who, p.bucket));
         continue;
       }
-      const v = await this.buckets.take(p.scope, p.cls, who, p.bucket);
-      if (isPull) Object.assign(headers, pullHeaders(p.bucket, v.remaining));
+      const v = this.buckets.takeNow(p.scope, p.cls, who, p.bucket);
+      if (isPull) headers = pullHeaders(p.bucket, v.remaining);
       if (v.ok) continue;
       this.onLimited(p.cls);
       const retry = Math.max(1, Math.ceil(v.retryAfterMs / 1000));
@@ -119,7 +126,7 @@ export class RateLimiter {
     return headers;
   }
 
-  private exempt(r: LimitRequest, t: RateLimitConfig | null): boolean {
+  private exempt(r: LimitRequest, t: RateLimitConfig | null, repo?: string): boolean {
     if (!t) return false;
     const { id, username } = r.identity;
     if (!r.anonymous && t.exemptIdentities.some((x) => x === id || x === username)) return true;
@@ -130,7 +137,9 @@ export class RateLimiter {
       p = AccessPolicy.compile({ default: "deny", rules: t.exemptRules }, t.where);
       this.exemptions.set(t, p);
     }
-    return p.allows(r.request, r.identity);
+    // Exemption rules see `request.repository` as access policies do.
+    const request = repo !== undefined ? { ...r.request, repository: repo } : r.request;
+    return p.allows(request, r.identity);
   }
 }
 

@@ -1,15 +1,19 @@
 // Token buckets shared by every process on one KV, at a bounded KV cost. Each process decides
-// from its own view of a bucket, read from the KV when it is older than one sync interval (one
-// getMany for a request's buckets), and settles what it took once per sync interval, ten buckets
-// per atomic commit (the strictest backend's check limit), each commit checked against the
-// versionstamps it last saw (a conflict reads and merges again). A request waits on the KV only
-// for that read.
+// from its own view of a bucket, read from the KV when it is older than one sync interval, and
+// settles what it took once per sync interval, ten buckets per atomic commit (the strictest
+// backend's check limit), each commit checked against the versionstamps it last saw (a conflict
+// reads and merges again). A request waits on the KV only for that read, and the reads are
+// batched per process: stale buckets queue for a getMany of up to ten keys, at most
+// READS_IN_FLIGHT of them running at once, so under load one read serves several identities
+// (the window is one read's time) and at low load a read starts at once. A request whose
+// buckets are fresh is decided synchronously, without a promise.
 //
 // Over-admission (docs/operations.md, "Rate limits"): processes that have not yet seen each
 // other's takes each admit from the same tokens, so P processes can together admit up to
 // P × (capacity + sync_interval × rate) in one interval where one process would admit
 // capacity + sync_interval × rate. Every admitted take is charged at the next settle, so
 // the excess is paid back: the identity is refused until its bucket has refilled past it.
+// Batching the reads changes none of this: a stale bucket's request still waits for its read.
 import { commitWithRetry, conflictPause, K } from "../metadata/mod.ts";
 import { type Bucket, merge, take, tokensLeft, type Verdict } from "./gcra.ts";
 
@@ -46,11 +50,25 @@ export interface KvCounts {
 /** Buckets this process remembers; idle full ones are dropped at each settle. */
 const MAX_ENTRIES = 100_000;
 const CHECKS_PER_COMMIT = 10;
+/** Keys per getMany (the strictest backend's limit). */
+const KEYS_PER_READ = 10;
+/** Reads of stale buckets running at once per process; more stale buckets wait and share one. */
+const READS_IN_FLIGHT = 2;
 /** A settle retries a conflicting batch this often before leaving it to the next settle. */
 const SETTLE_ATTEMPTS = 5;
 
+/** Stale buckets read together in one getMany. */
+interface ReadBatch {
+  entries: Entry[];
+  done: Promise<void>;
+  resolve: () => void;
+}
+
 export class SharedBuckets {
   private readonly entries = new Map<string, Entry>();
+  /** batches waiting for a read slot, oldest first; the last one may still be filling */
+  private readonly batches: ReadBatch[] = [];
+  private reads = 0;
   private readonly dirty = new Set<Entry>();
   private timer: ReturnType<typeof setTimeout> | null = null;
   private settling: Promise<void> | null = null;
@@ -68,9 +86,15 @@ export class SharedBuckets {
     this.onKvOp(op);
   }
 
-  /** Takes one token from the bucket `scope/cls/who`. */
+  /** Takes one token from the bucket `scope/cls/who`, reading it first when stale. */
   async take(scope: string, cls: string, who: string, b: Bucket): Promise<Verdict> {
-    const [e] = await this.load([{ scope, cls, who, bucket: b }]);
+    await this.prepare([{ scope, cls, who, bucket: b }]);
+    return this.takeNow(scope, cls, who, b);
+  }
+
+  /** Takes one token from this process's view as it is (after `prepare`). */
+  takeNow(scope: string, cls: string, who: string, b: Bucket): Verdict {
+    const e = this.entry(scope, cls, who, b);
     const v = take(b, e.tat, Date.now());
     if (v.ok) {
       e.tat = v.tat;
@@ -96,25 +120,51 @@ export class SharedBuckets {
   }
 
   /**
-   * Reads the unseen or stale ones of these buckets from the KV, in one getMany (a request's
-   * buckets: at most two), so that the takes that follow decide from a fresh view.
+   * Queues the unseen or stale ones of these buckets for a batched read, so that the takes that
+   * follow decide from a fresh view. Null when every view is fresh: the caller decides at once.
    */
-  async ready(refs: BucketRef[]): Promise<void> {
-    await this.load(refs);
+  prepare(refs: BucketRef[]): Promise<void> | null {
+    const now = Date.now();
+    const interval = this.syncIntervalMs();
+    // Allocated only when some bucket must wait: the fresh path stays allocation-free.
+    let waits: Promise<void>[] | null = null;
+    for (const r of refs) {
+      const e = this.entry(r.scope, r.cls, r.who, r.bucket);
+      // A view older than one sync interval is read again first: other processes' takes since
+      // then count before this one (at most one read per bucket per interval).
+      if (!e.loading && now - e.syncedAt > interval) this.enqueue(e);
+      if (!e.loading) continue;
+      waits ??= [];
+      if (!waits.includes(e.loading)) waits.push(e.loading);
+    }
+    if (waits === null) return null;
+    this.pump();
+    return waits.length === 1 ? waits[0] : Promise.all(waits).then(() => {});
   }
 
-  private async load(refs: BucketRef[]): Promise<Entry[]> {
-    const now = Date.now();
-    const es = refs.map((r) => this.entry(r.scope, r.cls, r.who, r.bucket));
-    // A view older than one sync interval is read again first: other processes' takes since
-    // then count before this one (at most one read per bucket per interval).
-    const stale = es.filter((e) => !e.loading && now - e.syncedAt > this.syncIntervalMs());
-    if (stale.length > 0) {
-      const p = this.read(stale);
-      for (const e of stale) e.loading = p;
+  private enqueue(e: Entry): void {
+    let b = this.batches.at(-1);
+    if (!b || b.entries.length >= KEYS_PER_READ) {
+      let resolve!: () => void;
+      const done = new Promise<void>((r) => resolve = r);
+      b = { entries: [], done, resolve };
+      this.batches.push(b);
     }
-    for (const e of es) if (e.loading) await e.loading;
-    return es;
+    b.entries.push(e);
+    e.loading = b.done;
+  }
+
+  /** Starts queued reads while a slot is free; a batch queued behind busy slots keeps filling. */
+  private pump(): void {
+    while (this.reads < READS_IN_FLIGHT && this.batches.length > 0) {
+      const b = this.batches.shift()!;
+      this.reads++;
+      this.read(b.entries).finally(() => {
+        this.reads--;
+        b.resolve();
+        this.pump();
+      });
+    }
   }
 
   private entry(scope: string, cls: string, who: string, b: Bucket): Entry {

@@ -102,6 +102,16 @@ try {
       pending.set(i, r as (v: unknown) => void);
       ws.send(JSON.stringify({ id: i, method, params }));
     });
+  const ops = async () => {
+    const t = await (await fetch(`${s.url}/metrics`)).text();
+    const get = (op: string) =>
+      Number(
+        t.match(new RegExp(`wharf_rate_limit_kv_operations_total\\{op="${op}"\\} (\\d+)`))?.[1] ??
+          0,
+      );
+    return { gets: get("gets"), commits: get("commits") };
+  };
+  const ops0 = await ops();
   await call("Profiler.enable");
   await call("Profiler.setSamplingInterval", { interval: 200 });
   await call("Profiler.start");
@@ -110,6 +120,7 @@ try {
   const { profile } = await call("Profiler.stop");
   ws.close();
   const pulls = n - n0;
+  const ops1 = await ops();
   const byId = new Map<number, ProfileNode>(profile.nodes.map((x) => [x.id, x]));
   const parent = new Map<number, number>();
   for (const x of profile.nodes) for (const c of x.children ?? []) parent.set(c, x.id);
@@ -139,6 +150,11 @@ try {
     `${pulls} pulls in ${SECS} s (${(pulls / SECS).toFixed(0)}/s); busy ${
       (busy / 1000).toFixed(0)
     } ms = ${(busy / pulls).toFixed(1)} µs per pull (load ${Deno.loadavg()[0].toFixed(1)})`,
+  );
+  console.log(
+    `limiter KV per pull: ${((ops1.gets - ops0.gets) / pulls).toFixed(3)} getMany, ${
+      ((ops1.commits - ops0.commits) / pulls).toFixed(3)
+    } commits`,
   );
   console.log("\nself time, top 30:");
   const top = [...self.entries()].sort((a, b) => b[1] - a[1]).slice(0, 30);

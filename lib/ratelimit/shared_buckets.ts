@@ -297,13 +297,17 @@ export class SharedBuckets {
     for (const e of batch) if (e.pending > 0) this.dirty.add(e);
   }
 
-  /** Drops buckets that are full and settled: absent means full, and the KV has the rest. */
+  /**
+   * Drops buckets that are full, settled and stale: absent means full, and the KV has the rest.
+   * A view still fresh is kept: dropping it would cost a read when its identity comes back.
+   */
   private sweep(): void {
     const now = Date.now();
+    const interval = this.syncIntervalMs();
     const crowded = this.entries.size > MAX_ENTRIES;
     for (const [k, e] of this.entries) {
       if (e.pending > 0 || e.loading || this.dirty.has(e)) continue;
-      if (crowded || e.tat <= now) this.entries.delete(k);
+      if (crowded || (e.tat <= now && now - e.syncedAt > interval)) this.entries.delete(k);
     }
   }
 }

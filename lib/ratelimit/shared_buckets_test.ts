@@ -122,3 +122,75 @@ Deno.test("a KV that fails: decisions go on from this process's view, errors rep
     assert.match(String(errors[0]), /kv down/);
   });
 });
+
+Deno.test("a stale bucket is read once for all the requests that arrive while it loads", async () => {
+  await withKv(async (kv) => {
+    const a = new SharedBuckets(kv, () => 10_000);
+    const big = { periodMs: 1000, capacity: 1000 };
+    const vs = await Promise.all(
+      Array.from({ length: 100 }, () => a.take("*", "pulls", "id:one", big)),
+    );
+    assert.equal(vs.filter((v) => v.ok).length, 100);
+    assert.equal(a.kvCounts.gets, 1, "one read for 100 concurrent requests");
+    // Fresh now: decided without a promise and without a read.
+    assert.equal(a.prepare([{ scope: "*", cls: "pulls", who: "id:one", bucket: big }]), null);
+    assert.equal(a.takeNow("*", "pulls", "id:one", big).remaining, 899);
+    assert.equal(a.kvCounts.gets, 1);
+  });
+});
+
+Deno.test("stale buckets of many identities share getManys of at most 10 keys", async () => {
+  await withKv(async (kv) => {
+    let widest = 0;
+    const counting = new Proxy(kv, {
+      get(t, p) {
+        if (p === "getMany") {
+          return (keys: Deno.KvKey[]) => {
+            widest = Math.max(widest, keys.length);
+            return t.getMany(keys);
+          };
+        }
+        const v = Reflect.get(t, p);
+        return typeof v === "function" ? v.bind(t) : v;
+      },
+    });
+    const a = new SharedBuckets(counting, () => 10_000);
+    const vs = await Promise.all(
+      Array.from({ length: 60 }, (_, i) => a.take("*", "pulls", `ip:10.0.1.${i}`, B)),
+    );
+    assert.equal(vs.filter((v) => v.ok).length, 60);
+    // Two reads start at once (one key each); the 58 buckets queued behind them share six.
+    assert.ok(a.kvCounts.gets <= 8, `${a.kvCounts.gets} reads for 60 identities`);
+    assert.ok(widest <= 10, `a getMany of ${widest} keys`);
+  });
+});
+
+Deno.test("batched reads keep two processes within 2 × capacity per identity", async () => {
+  await withKv(async (kv) => {
+    const a = new SharedBuckets(kv, () => 50);
+    const b = new SharedBuckets(kv, () => 50);
+    const small = { periodMs: 60_000, capacity: 3 };
+    // 20 identities, 10 takes each, at once, alternating between the processes.
+    const vs = await Promise.all(
+      Array.from(
+        { length: 200 },
+        (_, i) =>
+          (i % 2 ? a : b).take("*", "pulls", `id:${i % 20}`, small).then((v) => ({
+            who: i % 20,
+            ok: v.ok,
+          })),
+      ),
+    );
+    for (let w = 0; w < 20; w++) {
+      const ok = vs.filter((v) => v.who === w && v.ok).length;
+      assert.ok(ok >= 3 && ok <= 6, `identity ${w}: admitted ${ok}`);
+    }
+    assert.ok(a.kvCounts.gets + b.kvCounts.gets < 40, "fewer reads than buckets × processes");
+    await Promise.all([a.flush(), b.flush()]);
+    await sleep(60);
+    for (let w = 0; w < 20; w++) {
+      assert.equal((await a.take("*", "pulls", `id:${w}`, small)).ok, false, `a, ${w}`);
+      assert.equal((await b.take("*", "pulls", `id:${w}`, small)).ok, false, `b, ${w}`);
+    }
+  });
+});

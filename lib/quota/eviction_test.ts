@@ -21,3 +21,17 @@ Deno.test("eviction order: least recently pulled first, never-pulled by fetch ti
     ["sha256:c", "sha256:a", "sha256:d"],
   );
 });
+
+Deno.test("eviction order: an image pulled or fetched within the hold is in use, not a candidate", () => {
+  const images = [
+    img("hub/a", "sha256:a", 100, 900), // pulled at 900: in use from 800 on
+    img("hub/b", "sha256:b", 200, 300),
+    img("hub/c", "sha256:c", 850, null), // fetched at 850, never pulled
+    img("hub/d", "sha256:d", 820, 500), // pulled before it was fetched again (a refetch)
+  ];
+  assert.deepEqual(evictionOrder(images, new Set(), 800).map((i) => i.digest), ["sha256:b"]);
+  assert.deepEqual(
+    evictionOrder(images, new Set(), 901).map((i) => i.digest),
+    ["sha256:b", "sha256:d", "sha256:c", "sha256:a"],
+  );
+});

@@ -1,20 +1,42 @@
 // `max_cache_bytes` on a pull-through repository (issue 26, part 2): before a fill that would
 // take the repository's usage past the cap, its least recently pulled images are evicted (their
 // tags and revision deleted, their blobs no other manifest of the namespace references unlinked,
-// so the next scrub reclaims the bytes) until the fill fits. Images this process is serving or
-// filling are held and never chosen; an evicted image is fetched again on its next pull.
+// so the next scrub reclaims the bytes) until the fill fits. An image is in use, and never chosen,
+// while its pull stamp (or its fetch) is younger than the hold: every manifest pull stamps it, and
+// a blob stream (a serve or a fill) renews the stamps of its images every third of the hold while
+// it lasts, so a process on the same KV sees what another is serving; images this process holds
+// are skipped as well. An evicted image is fetched again on its next pull.
 import { type Config, type RepositoryConfig, repositoryOf } from "../config/mod.ts";
 import { parseManifest, RegistryError } from "../oci/mod.ts";
 import { type BlobMeta, type CacheMeta, NO_FACTS, type UsageLedger } from "../metadata/mod.ts";
 import { evictionOrder } from "../quota/mod.ts";
 import { log } from "../log.ts";
 import type { Manifests } from "./manifests.ts";
+import type { BlobRead } from "./blobs.ts";
+
+/**
+ * How long a pull stamp keeps its image in use. A minute spans the gap between a client's
+ * manifest GET and its first blob GETs with room for a busy machine and clocks a few seconds
+ * apart, while a stream renewing every 20 s costs one list and one write per 20 s; a process
+ * that dies mid-stream leaves its images protected at most this long.
+ */
+export const CACHE_HOLD_MS = 60_000;
+
+/** Test-only: WHARF_TEST_CACHE_HOLD_MS shortens the hold so a test can watch it expire. */
+function configuredHoldMs(): number {
+  try {
+    const v = Number(Deno.env.get("WHARF_TEST_CACHE_HOLD_MS"));
+    if (Number.isSafeInteger(v) && v > 0) return v;
+  } catch { /* no env permission: the default */ }
+  return CACHE_HOLD_MS;
+}
 
 export class CacheCap {
   /** `ns\0digest` → how many requests hold it */
   private readonly held = new Map<string, number>();
   /** one eviction pass per repository at a time in this process */
   private readonly passes = new Map<string, Promise<unknown>>();
+  private readonly holdMs = configuredHoldMs();
   constructor(
     private readonly cfg: () => Config,
     private readonly usage: UsageLedger,
@@ -36,6 +58,43 @@ export class CacheCap {
       if (n > 0) this.held.set(k, n);
       else this.held.delete(k);
     }
+  }
+
+  /**
+   * `read` of blob `digest` from `ns`, its stream renewing the pull stamps of the images the blob
+   * belongs to every third of the hold while it lasts (a slow client, a slow fill), so no process
+   * evicts them meanwhile. A stream shorter than that costs no KV operation.
+   */
+  serving(rc: RepositoryConfig, ns: string, digest: string, read: BlobRead): BlobRead {
+    const body = read.stream;
+    if (rc.maxCacheBytes === undefined || !body) return read;
+    const timer = setInterval(() => {
+      this.meta.imagesOf(ns, digest).then((images) => this.meta.touchAll(ns, images)).catch((e) =>
+        log.warn("cache hold not renewed", { namespace: ns, digest, error: String(e) })
+      );
+    }, this.holdMs / 3);
+    Deno.unrefTimer(timer);
+    const stop = () => clearInterval(timer);
+    const reader = body.getReader();
+    const stream = new ReadableStream<Uint8Array>({
+      async pull(c) {
+        try {
+          const r = await reader.read();
+          if (r.done) {
+            stop();
+            c.close();
+          } else c.enqueue(r.value);
+        } catch (e) {
+          stop();
+          c.error(e);
+        }
+      },
+      cancel(reason) {
+        stop();
+        return reader.cancel(reason);
+      },
+    }, { highWaterMark: 0 });
+    return { ...read, stream };
   }
 
   /** Records a pull of a capped repository's image (its eviction order). Never fails a pull. */
@@ -94,9 +153,13 @@ export class CacheCap {
     );
     const protect = new Set([...this.held.keys(), ...keep.map((d) => `${ns}\0${d}`)]);
     let n = 0;
-    for (const victim of evictionOrder(await this.meta.revisions(namespaces), protect)) {
+    const revisions = await this.meta.revisions(namespaces);
+    for (const victim of evictionOrder(revisions, protect, Date.now() - this.holdMs)) {
       if (used + needed <= cap) break;
       if (this.held.has(`${victim.ns}\0${victim.digest}`)) continue;
+      // A pull since the judgment (any process) wins: the stamp is read again just before.
+      const stamp = await this.meta.stamp(victim.ns, victim.digest);
+      if (stamp !== null && stamp >= Date.now() - this.holdMs) continue;
       if (await this.evict(victim.ns, victim.digest)) n++;
       used = await this.usage.used(rc.name);
     }

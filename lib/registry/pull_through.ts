@@ -255,6 +255,11 @@ export class PullThrough {
     return { digest: local.digest, mediaType: local.rev.mediaType, size: local.rev.size, body };
   }
 
+  /** A blob read of `ns` as served: under a cache cap it keeps its images in use while it streams. */
+  served(rc: RepositoryConfig, ns: string, digest: string, read: BlobRead): BlobRead {
+    return this.d.cacheCap?.serving(rc, ns, digest, read) ?? read;
+  }
+
   private immutable(rc: RepositoryConfig, tag: string): boolean {
     const on = rc.immutableTags ?? this.d.cfg.global.immutableTags;
     const exclusions = rc.immutableTagsExclusions ?? this.d.cfg.global.immutableTagsExclusions;

@@ -198,13 +198,14 @@ export class Registry {
     const redirect = !noRedirect && this.cfg.global.enableBlobRedirect;
     const rc = this.pullThrough.repository(ns);
     if (!rc) return await this.blobs.read(ns, digest, rangeHeader, withBody, redirect);
+    const served = (r: BlobRead) => this.pullThrough.served(rc, ns, digest, r);
     try {
-      return await this.blobs.read(ns, digest, rangeHeader, withBody, redirect);
+      return served(await this.blobs.read(ns, digest, rangeHeader, withBody, redirect));
     } catch (e) {
       if (!(e instanceof RegistryError && e.code === "BLOB_UNKNOWN")) throw e;
     }
     const r = await this.pullThrough.blob(rc, ns, digest, rangeHeader, withBody);
-    return r === "linked" ? await this.blobs.read(ns, digest, rangeHeader, withBody) : r;
+    return served(r === "linked" ? await this.blobs.read(ns, digest, rangeHeader, withBody) : r);
   }
 
   /** Referrers, merged with the upstream's for a pull-through namespace (rule 5). */

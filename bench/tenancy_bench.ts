@@ -1,0 +1,256 @@
+// Quotas, rate limits and the audit trail (issue 26) together: push and pull throughput of
+// Debian's docker-registry, Wharf with all three off, each one alone, and all three on, in one
+// run, with the server CPU per operation and the KV operations per push of each Wharf. A push is
+// what a client sends for a one-layer image: for each of the config and a fresh 256 KiB layer
+// `POST` an upload then `PUT` it with `?digest=`, then the manifest `PUT` by tag. A pull is the
+// manifest GET and both blob GETs. CONCURRENCY clients push (then pull) at once for ROUND_SECS,
+// the servers taking turns round after round in an order rotated each round, so the load other
+// agents put on this shared machine (and the background work one side's pushes leave) falls on
+// every side alike.
+//
+// Limits are set far above the load (nothing is refused): what is measured is the bookkeeping.
+// Every request comes from one client IP (one identity's buckets, the ordinary case; the many-
+// identities case is bench/rate_limit_bench.ts's).
+//
+// Run: deno run -A --unstable-kv bench/tenancy_bench.ts [--small]   (~8 minutes; --small ~1)
+import { startServer, type TestServer } from "../tests/helpers/server.ts";
+import { type Distribution, startDistribution } from "../tests/e2e/_distribution.ts";
+
+const small = Deno.args.includes("--small");
+const CONCURRENCY = 8;
+const ROUND_SECS = small ? 1 : 2;
+const ROUNDS = small ? 2 : 8;
+const LAYER_BYTES = 256 * 1024;
+const MANIFEST = "application/vnd.oci.image.manifest.v1+json";
+
+const QUOTAS = `
+[repository."bench".quota]
+max_bytes = ${1024 ** 4}
+[global.quota]
+default_max_bytes = ${1024 ** 4}
+`;
+const RATE_LIMITS = `
+[global.rate_limit]
+pulls_per_hour = 1000000000
+requests_per_second = 1000000
+burst = 1000000000
+`;
+const AUDIT = `
+[global.audit]
+enabled = true
+`;
+
+interface Side {
+  name: string;
+  url: string;
+  /** the Wharf server process, for its CPU time and /metrics */
+  pid: number | null;
+  pushes: number;
+  pushSeconds: number;
+  pushCpu: number;
+  pulls: number;
+  pullSeconds: number;
+  pullCpu: number;
+  kvOps: number;
+  kvByOp: Map<string, number>;
+}
+
+/** User + system CPU seconds of a process so far (Linux /proc). */
+function cpuSecs(pid: number): number {
+  const f = Deno.readTextFileSync(`/proc/${pid}/stat`).split(") ")[1].split(" ");
+  return (Number(f[11]) + Number(f[12])) / 100;
+}
+
+async function sha256(b: Uint8Array): Promise<string> {
+  const h = await crypto.subtle.digest("SHA-256", b as BufferSource);
+  return "sha256:" + Array.from(new Uint8Array(h), (x) => x.toString(16).padStart(2, "0")).join("");
+}
+
+async function upload(url: string, ns: string, data: Uint8Array): Promise<string> {
+  const digest = await sha256(data);
+  const post = await fetch(`${url}/v2/${ns}/blobs/uploads/`, { method: "POST" });
+  await post.body?.cancel();
+  if (post.status !== 202) throw new Error(`POST upload ${url}: ${post.status}`);
+  const loc = new URL(post.headers.get("location")!, url);
+  loc.searchParams.set("digest", digest);
+  const put = await fetch(loc, {
+    method: "PUT",
+    body: data as BodyInit,
+    headers: { "content-type": "application/octet-stream" },
+  });
+  const text = await put.text();
+  if (put.status !== 201) throw new Error(`PUT upload ${url}: ${put.status} ${text}`);
+  return digest;
+}
+
+let serial = 0;
+async function pushOnce(url: string, tag: string): Promise<{ digest: string; blobs: string[] }> {
+  const n = serial++;
+  const layer = new Uint8Array(LAYER_BYTES);
+  crypto.getRandomValues(layer.subarray(0, 65536));
+  new DataView(layer.buffer).setUint32(65536, n);
+  const cfg = new TextEncoder().encode(JSON.stringify({ architecture: "amd64", os: "linux", n }));
+  const [c, l] = [await upload(url, "bench/app", cfg), await upload(url, "bench/app", layer)];
+  const body = new TextEncoder().encode(JSON.stringify({
+    schemaVersion: 2,
+    mediaType: MANIFEST,
+    config: { mediaType: "application/vnd.oci.image.config.v1+json", digest: c, size: cfg.length },
+    layers: [{
+      mediaType: "application/vnd.oci.image.layer.v1.tar",
+      digest: l,
+      size: layer.length,
+    }],
+  }));
+  const r = await fetch(`${url}/v2/bench/app/manifests/${tag}`, {
+    method: "PUT",
+    body: body as BodyInit,
+    headers: { "content-type": MANIFEST },
+  });
+  const text = await r.text();
+  if (r.status !== 201) throw new Error(`manifest PUT ${url}: ${r.status} ${text}`);
+  return { digest: await sha256(body), blobs: [c, l] };
+}
+
+async function pullOnce(url: string, img: { digest: string; blobs: string[] }): Promise<void> {
+  const m = await fetch(`${url}/v2/bench/app/manifests/${img.digest}`, {
+    headers: { accept: MANIFEST },
+  });
+  await m.arrayBuffer();
+  if (m.status !== 200) throw new Error(`manifest GET ${url}: ${m.status}`);
+  for (const d of img.blobs) {
+    const r = await fetch(`${url}/v2/bench/app/blobs/${d}`);
+    await r.arrayBuffer();
+    if (r.status !== 200) throw new Error(`blob GET ${url}: ${r.status}`);
+  }
+}
+
+/** CONCURRENCY loops of `fn` for ROUND_SECS: how many, in how long, with how much server CPU. */
+async function timed(side: Side, fn: () => Promise<void>) {
+  const cpu0 = side.pid ? cpuSecs(side.pid) : 0;
+  const until = performance.now() + ROUND_SECS * 1000;
+  const t0 = performance.now();
+  let n = 0;
+  await Promise.all(Array.from({ length: CONCURRENCY }, async () => {
+    while (performance.now() < until) {
+      await fn();
+      n++;
+    }
+  }));
+  const seconds = (performance.now() - t0) / 1000;
+  return { n, seconds, cpu: side.pid ? cpuSecs(side.pid) - cpu0 : 0 };
+}
+
+/** `wharf_kv_operation_duration_seconds_count` by op, from a Wharf's /metrics. */
+async function kvOps(url: string): Promise<Map<string, number>> {
+  const t = await (await fetch(`${url}/metrics`)).text();
+  const out = new Map<string, number>();
+  for (const line of t.split("\n")) {
+    if (!line.startsWith("wharf_kv_operation_duration_seconds_count")) continue;
+    const op = line.match(/op="([^"]+)"/)?.[1] ?? "?";
+    out.set(op, (out.get(op) ?? 0) + Number(line.split(" ").pop()));
+  }
+  return out;
+}
+
+const servers: TestServer[] = [];
+let dist: Distribution | null = null;
+try {
+  dist = await startDistribution();
+  const configs: [string, string][] = [
+    ["wharf, all off", ""],
+    ["wharf, quotas", QUOTAS],
+    ["wharf, rate limits", RATE_LIMITS],
+    ["wharf, audit", AUDIT],
+    ["wharf, all three", QUOTAS + RATE_LIMITS + AUDIT],
+    // Two Wharfs with one config have differed by 11–17% on this machine (bench/README.md,
+    // "Quotas"): a second all-off server, started last, shows that noise beside the figures.
+    ["wharf, all off (control, started last)", ""],
+  ];
+  const side = (name: string, url: string, pid: number | null): Side => ({
+    name,
+    url,
+    pid,
+    pushes: 0,
+    pushSeconds: 0,
+    pushCpu: 0,
+    pulls: 0,
+    pullSeconds: 0,
+    pullCpu: 0,
+    kvOps: 0,
+    kvByOp: new Map(),
+  });
+  const sides = [side("docker-registry", dist.url, null)];
+  for (const [name, config] of configs) {
+    const s = await startServer({ unchecked: true, productionFlags: true, config });
+    servers.push(s);
+    sides.push(side(name, s.url, s.pid));
+  }
+  const images = new Map<Side, { digest: string; blobs: string[] }>();
+  for (const s of sides) {
+    for (let i = 0; i < 10; i++) images.set(s, await pushOnce(s.url, `warm${i}`));
+    for (let i = 0; i < 10; i++) await pullOnce(s.url, images.get(s)!);
+  }
+  const load0 = Deno.loadavg()[0];
+  const t0 = new Date();
+  for (let r = 0; r < ROUNDS; r++) {
+    const order = sides.map((_, i) => sides[(i + r) % sides.length]);
+    for (const s of order) {
+      const before = s.pid ? await kvOps(s.url) : null;
+      const p = await timed(s, async () => {
+        await pushOnce(s.url, `t${serial}`);
+      });
+      if (before) {
+        for (const [op, n] of await kvOps(s.url)) {
+          const d = n - (before.get(op) ?? 0);
+          s.kvByOp.set(op, (s.kvByOp.get(op) ?? 0) + d);
+          s.kvOps += d;
+        }
+      }
+      s.pushes += p.n;
+      s.pushSeconds += p.seconds;
+      s.pushCpu += p.cpu;
+    }
+    for (const s of order) {
+      const p = await timed(s, () => pullOnce(s.url, images.get(s)!));
+      s.pulls += p.n;
+      s.pullSeconds += p.seconds;
+      s.pullCpu += p.cpu;
+    }
+  }
+  console.log(
+    `tenancy bench, ${t0.toISOString().slice(0, 16)}–${
+      new Date().toISOString().slice(11, 16)
+    } UTC, load average ${load0.toFixed(1)} → ${Deno.loadavg()[0].toFixed(1)}: ` +
+      `${CONCURRENCY} concurrent clients, push = config + 256 KiB layer (POST+PUT each) + ` +
+      `manifest PUT, pull = manifest + 2 blob GETs; ${ROUNDS} rounds of ${ROUND_SECS} s per side ` +
+      `and direction, taking turns\n`,
+  );
+  console.log(
+    "| side | pushes/s | vs off | CPU ms / push | vs off | pulls/s | vs off | CPU ms / pull | vs off | KV ops / push (by op) |",
+  );
+  console.log("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|");
+  const off = sides[1];
+  const pct = (a: number, b: number) => `${(((a - b) / b) * 100).toFixed(1)}%`;
+  const rate = (s: Side) => [s.pushes / s.pushSeconds, s.pulls / s.pullSeconds];
+  const cpu = (s: Side) => [(s.pushCpu / s.pushes) * 1000, (s.pullCpu / s.pulls) * 1000];
+  for (const [i, s] of sides.entries()) {
+    const [push, pull] = rate(s);
+    const [cpush, cpull] = cpu(s);
+    const vs = (a: number, b: number) => i === 0 ? "–" : pct(a, b);
+    const byOp = [...s.kvByOp.entries()].filter(([, n]) => n > 0).sort()
+      .map(([op, n]) => `${op} ${(n / s.pushes).toFixed(2)}`).join(", ");
+    console.log(
+      `| ${s.name} | ${push.toFixed(1)} | ${vs(push, rate(off)[0])} | ${
+        s.pid ? cpush.toFixed(2) : "–"
+      } | ${s.pid ? vs(cpush, cpu(off)[0]) : "–"} | ${pull.toFixed(0)} | ${
+        vs(pull, rate(off)[1])
+      } | ${s.pid ? cpull.toFixed(3) : "–"} | ${s.pid ? vs(cpull, cpu(off)[1]) : "–"} | ${
+        s.pid ? `${(s.kvOps / s.pushes).toFixed(1)} (${byOp})` : "–"
+      } |`,
+    );
+  }
+} finally {
+  for (const s of servers) await s.stop().catch(() => {});
+  for (const s of servers) await Deno.remove(s.dataDir, { recursive: true }).catch(() => {});
+  await dist?.stop();
+}

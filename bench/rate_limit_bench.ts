@@ -7,7 +7,8 @@
 //
 // Sides: docker-registry; Wharf off and on with every request from one client IP (one hot
 // bucket); Wharf off and on with each pull from one of 1,000 client IPs behind a trusted proxy (many
-// buckets: the worst case for the KV cost, as every bucket is loaded and settled on its own).
+// buckets: the worst case for the KV cost, as every identity comes back with a stale view that is
+// read again, in getManys shared by up to five identities, and settled).
 //
 // Run: deno run -A --unstable-kv bench/rate_limit_bench.ts [--small]
 import { sha256Hex, startServer, type TestServer } from "../tests/helpers/server.ts";
@@ -251,7 +252,7 @@ try {
   console.log(
     `rate limit bench: ${CONCURRENCY} concurrent pulls (manifest + config + 64 KiB layer), ` +
       `${ROUNDS} rounds of ${ROUND_SECS} s per side, taking turns; median round ` +
-      `(busy shared 2-core machine)\n`,
+      `(load average ${Deno.loadavg().map((x) => x.toFixed(1)).join(" ")})\n`,
   );
   console.log(
     "| side | pulls/s | vs limits off | server CPU ms / pull | limiter KV ops / request | all KV ops / request |",

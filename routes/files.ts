@@ -2,15 +2,15 @@
 // by content digest, exact path, basename or basename pattern (`hello*`, `*.sh`). Each result is shown only to a caller who may read
 // the layer (get-blob) and list the namespace's tags (list-tags), as the catalog filters.
 import { RegistryError } from "../lib/oci/mod.ts";
-import type { SearchField } from "../lib/index/mod.ts";
 import {
   isNamePattern,
   MAX_NAME_PATTERN,
   MAX_PATH,
   parseNamePattern,
   searchableLength,
-} from "../lib/index/file_search.ts";
-import { utf8Length } from "../lib/index/utf8.ts";
+  type SearchField,
+  utf8Length,
+} from "../lib/index/mod.ts";
 import { jsonResponse } from "./request.ts";
 import { extensionQueryError } from "./query.ts";
 import type { RequestScope } from "./scope.ts";

@@ -1,9 +1,8 @@
 // The `index-layer` job: which layers get one, and when a push starts them
 // (`[global.index] on_push`). The lock key is the digest: many namespaces share one index, and a
 // layer already indexed makes the job a no-op.
-import type { Config } from "../config/schema.ts";
-import { repositoryOf } from "../config/repositories.ts";
-import type { ParsedManifest } from "../oci/manifest.ts";
+import { type Config, repositoryOf } from "../config/mod.ts";
+import type { ParsedManifest } from "../oci/mod.ts";
 
 export const INDEX_KIND = "index-layer";
 

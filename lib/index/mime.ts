@@ -104,3 +104,6 @@ export function mimeType(path: string, head: Uint8Array): string {
   if (type && (text || !isTextType(type))) return type;
   return text ? "text/plain" : "application/octet-stream";
 }
+
+/** SPEC Layer file 2: a listing without a media type: guessed from the name. */
+export const typeFromName = (path: string): string => mimeType(path, new Uint8Array(0));

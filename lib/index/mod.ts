@@ -3,8 +3,6 @@
 // job and answers the three endpoints; the job walks a layer in stages (indexer.ts); file search
 // (file_search.ts) and the write-effects subscriber that queues the jobs on a push
 // (write_effects.ts, layer_jobs.ts) sit beside them.
-import { mimeType } from "./mime.ts";
-
 export {
   type EntriesAnswer,
   type FileAnswer,
@@ -25,6 +23,11 @@ export { IndexEffects } from "./write_effects.ts";
 export { detectCompression } from "./layer_decode.ts";
 export {
   FILE_INDEX_VERSION,
+  isNamePattern,
+  MAX_NAME_PATTERN,
+  MAX_PATH,
+  parseNamePattern,
+  searchableLength,
   type SearchField,
   searchFiles,
   type SearchHit,
@@ -33,7 +36,6 @@ export {
 } from "./file_search.ts";
 export { type SecretFinding, SecretScanner } from "./secrets.ts";
 export { LayerReader, listingLines } from "./layer_store.ts";
-
-/** SPEC Layer file 2: a listing without a media type: guessed from the name. */
-export const typeFromName = (path: string): string => mimeType(path, new Uint8Array(0));
+export { typeFromName } from "./mime.ts";
 export { INDEX_VERSION, indexKey, type IndexRecord, type ListedEntry } from "./layer_store.ts";
+export { utf8Length } from "./utf8.ts";

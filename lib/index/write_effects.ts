@@ -1,7 +1,7 @@
 // The layer index jobs a write causes: one `index-layer` job per tar layer of a new revision
 // (pushed, or fetched by a pull-through repository), in the commit that adds the revision. Past
 // INDEX_JOBS_IN_COMMIT layers the rest are queued once that commit landed.
-import type { Config } from "../config/schema.ts";
+import type { Config } from "../config/mod.ts";
 import type { JobQueues } from "../jobs/mod.ts";
 import type { PlannedMutation, WriteFact } from "../metadata/mod.ts";
 import type { EffectSubscriber, Outcome, SubscriberScope, WriteIntent } from "../effects/mod.ts";

@@ -1,6 +1,6 @@
 // DESIGN.md §Layout: which folder may import which, no Hono in lib/, no cycles between lib
-// folders or among the files of one folder, routes/ only through lib/*/mod.ts (or the folder's
-// public files).
+// folders or among the files of one folder, and a lib folder reached from outside only through
+// its mod.ts (its public surface).
 import assert from "node:assert/strict";
 import { dirname, join, normalize, relative } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -154,20 +154,81 @@ Deno.test("no lib/ folder imports lib/services, the composition root", async () 
   assert.deepEqual(problems, []);
 });
 
-Deno.test("commands/ and deploy/ reach lib/ only through lib/*/mod.ts (or lib/log.ts)", async () => {
+/**
+ * An import by `file` (relative to the root) of `spec` that goes past a lib folder's mod.ts, as
+ * "file → target", or null. Inside its own folder a file imports its neighbours freely; from
+ * anywhere else (another lib folder, lib/services, routes/, commands/, deploy/, main.ts) a lib
+ * folder is its mod.ts. Beside the folders, lib/ holds one leaf of its own: lib/log.ts.
+ */
+function bypass(file: string, spec: string): string | null {
+  if (!spec.startsWith(".")) return null;
+  const target = relative(ROOT, normalize(join(ROOT, dirname(file), spec)));
+  if (/^lib\/[^/]+$/.test(target)) return target === "lib/log.ts" ? null : `${file} → ${target}`;
+  const m = /^lib\/([^/]+)\/(.+)$/.exec(target);
+  if (!m || m[2] === "mod.ts" || file.startsWith(`lib/${m[1]}/`)) return null;
+  return `${file} → ${target}`;
+}
+
+Deno.test("a lib/ folder is reached from outside it only through its mod.ts", async () => {
+  const files = [join(ROOT, "main.ts")];
+  for (const top of ["lib", "routes", "commands", "deploy"]) {
+    for await (const file of tsFiles(join(ROOT, top))) files.push(file);
+  }
   const problems: string[] = [];
-  for (const top of ["commands", "deploy"]) {
-    for await (const file of tsFiles(join(ROOT, top))) {
-      for (const spec of imports(await Deno.readTextFile(file))) {
-        if (!spec.startsWith(".")) continue;
-        const target = relative(ROOT, normalize(join(dirname(file), spec)));
-        if (target.startsWith("lib/") && !/^lib\/([a-z_]+\/mod|log)\.ts$/.test(target)) {
-          problems.push(`${relative(ROOT, file)} imports ${target}`);
-        }
-      }
+  for (const file of files) {
+    const rel = relative(ROOT, file);
+    for (const spec of imports(await Deno.readTextFile(file))) {
+      const problem = bypass(rel, spec);
+      if (problem) problems.push(problem);
     }
   }
   assert.deepEqual(problems, []);
+  // the check itself tells a bypass from a neighbour, a mod.ts and the lib/log.ts leaf
+  assert.equal(bypass("routes/x.ts", "../lib/oci/errors.ts"), "routes/x.ts → lib/oci/errors.ts");
+  assert.equal(bypass("lib/scan/x.ts", "../oci/errors.ts"), "lib/scan/x.ts → lib/oci/errors.ts");
+  assert.equal(
+    bypass("commands/x.ts", "../lib/jobs/queue.ts"),
+    "commands/x.ts → lib/jobs/queue.ts",
+  );
+  assert.equal(bypass("lib/oci/x.ts", "./errors.ts"), null);
+  assert.equal(bypass("lib/scan/x.ts", "../oci/mod.ts"), null);
+  assert.equal(bypass("commands/x.ts", "../lib/log.ts"), null);
+  assert.equal(bypass("deploy/x.ts", "../lib/other.ts"), "deploy/x.ts → lib/other.ts");
+  assert.equal(bypass("lib/scan/x.ts", "npm:semver"), null);
+});
+
+/** What a mod.ts holds besides its module comment and re-exports (nothing, when it is a surface). */
+function beyondReExports(src: string): string {
+  return src
+    .replace(/^\s*\/\/.*$/gm, "")
+    .replace(/\/\*[\s\S]*?\*\//g, "")
+    .replace(/^\s*export\s+(type\s+)?(\*|\{[^}]*\})\s*from\s*["'][^"']+["'];?/gm, "")
+    .trim();
+}
+
+Deno.test("each lib/*/mod.ts is a public surface: a module comment, then re-exports only", async () => {
+  const problems: string[] = [];
+  for await (const e of Deno.readDir(join(ROOT, "lib"))) {
+    if (!e.isDirectory) continue;
+    const src = await Deno.readTextFile(join(ROOT, "lib", e.name, "mod.ts"));
+    if (!src.startsWith("//")) problems.push(`lib/${e.name}/mod.ts has no module comment`);
+    const rest = beyondReExports(src);
+    if (rest) {
+      problems.push(
+        `lib/${e.name}/mod.ts holds more than re-exports: ${
+          rest.replace(/\s+/g, " ").slice(0, 60)
+        }`,
+      );
+    }
+  }
+  assert.deepEqual(problems, []);
+  // the check itself passes re-exports and catches an implementation
+  assert.equal(
+    beyondReExports('// x\nexport { a, type B } from "./a.ts";\nexport * from "./c.ts";'),
+    "",
+  );
+  assert.equal(beyondReExports('export type {\n  A,\n} from "./a.ts";\n'), "");
+  assert.notEqual(beyondReExports('import { a } from "./a.ts";\nexport const b = a;\n'), "");
 });
 
 Deno.test("nothing in lib/ or routes/ imports commands/ or main.ts", async () => {

@@ -106,7 +106,7 @@ export class SharedBuckets {
     return v;
   }
 
-  /** Tokens left without taking one (HEAD of a manifest), as of the last `ready`. */
+  /** Tokens left without taking one (HEAD of a manifest), as of the last `prepare`. */
   peek(scope: string, cls: string, who: string, b: Bucket): number {
     const e = this.entries.get(id(scope, cls, who));
     return tokensLeft(b, e?.tat ?? 0, Date.now());

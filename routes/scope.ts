@@ -6,15 +6,19 @@ import type { Authenticator, CertificateSubject, ClientIpResolver } from "../lib
 import type { RegistryError } from "../lib/oci/mod.ts";
 import type { PolicySet } from "../lib/policy/mod.ts";
 import type { Metrics } from "../lib/metrics/mod.ts";
-import type { LayerIndex, SearchField, SearchPage } from "../lib/index/mod.ts";
+import type { LayerIndex } from "../lib/index/mod.ts";
 import type { Reports } from "../lib/scan/mod.ts";
-import type { RateLimiter } from "../lib/ratelimit/mod.ts";
-import type { ReplicationStatus } from "../lib/replication/mod.ts";
+import type { HttpParts } from "../lib/services/mod.ts";
 import type { Action } from "./actions.ts";
 import type { RequestContext } from "./authorize.ts";
 import type { Query } from "./query.ts";
 
-export interface Services {
+/**
+ * What the handlers share for the app's lifetime. The HttpParts (rate limiter, file search,
+ * replication status) read the metadata KV; lib/services binds them to it, so no handler holds
+ * the KV.
+ */
+export interface Services extends HttpParts {
   registry: Registry;
   authenticator: Authenticator;
   policies: PolicySet;
@@ -24,20 +28,6 @@ export interface Services {
   /** absent: the layer endpoints answer 404 */
   layers?: LayerIndex;
   reports?: Reports;
-  // The three below read the metadata KV; lib/services (httpParts) binds them to it, so no
-  // handler holds the KV.
-  /** the rate-limit step's limiter: its local buckets are this app's */
-  limiter: RateLimiter;
-  /** one page of `GET /v2/_svc/files/search` */
-  searchFiles: (
-    field: SearchField,
-    value: string,
-    n: number,
-    cursor: string | undefined,
-    visible: (ns: string, layer: string) => Promise<boolean>,
-  ) => Promise<SearchPage>;
-  /** `GET /v2/_svc/replication/status`: per downstream, and the scheduled pull syncs' rows */
-  replicationStatus: () => Promise<ReplicationStatus>;
 }
 
 /** What the listener knows about the connection (Deno.serve or the TLS listener). */

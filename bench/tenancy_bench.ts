@@ -12,7 +12,7 @@
 // Every request comes from one client IP (one identity's buckets, the ordinary case; the many-
 // identities case is bench/rate_limit_bench.ts's).
 //
-// Run: deno run -A --unstable-kv bench/tenancy_bench.ts [--small]   (~8 minutes; --small ~1)
+// Run: deno run -A --unstable-kv bench/tenancy_bench.ts [--small]   (~5 minutes; --small ~1)
 import { startServer, type TestServer } from "../tests/helpers/server.ts";
 import { type Distribution, startDistribution } from "../tests/e2e/_distribution.ts";
 

@@ -56,7 +56,7 @@ export async function listen(
       hostname: cfg.server.bindAddress,
       port: cfg.server.port,
       tls: cfg.server.tls,
-      handler,
+      handler: (req, conn, completed) => handler(req, { ...conn, completed }),
       onListen: ({ hostname, port }) => {
         console.log(
           `wharf listening on https://${hostname}:${port} (${describe}; client certificates: ${
@@ -91,7 +91,13 @@ export async function listen(
         );
       },
     },
-    (req, info) => handler(req, { remoteAddr: info.remoteAddr.hostname, certificate: null }),
+    (req, info) =>
+      handler(req, {
+        remoteAddr: info.remoteAddr.hostname,
+        certificate: null,
+        // rejects when the client leaves mid-answer: that is an end too
+        completed: info.completed.catch(() => {}),
+      }),
   );
   await server.finished;
 }

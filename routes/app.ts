@@ -151,6 +151,7 @@ export function createApp(services: Services): Hono<{ Bindings: ConnEnv }> {
         unauthorized: (detail) => gate.unauthorized(action, detail, origin),
       },
       client: ctx.auth.identity.username ?? ctx.auth.identity.id ?? "anonymous",
+      sent: env.completed ?? null,
     };
     return await handlerFor(action)(scope);
   };

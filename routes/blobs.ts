@@ -3,7 +3,7 @@ import { RegistryError } from "../lib/oci/mod.ts";
 import { noRedirect } from "./request.ts";
 
 export async function blobHandler(
-  { req, action: a, registry: reg, headers: extra, head }: RequestScope,
+  { req, action: a, registry: reg, headers: extra, head, sent }: RequestScope,
 ): Promise<Response> {
   const ns = a.namespace!;
   const digest = a.digest!;
@@ -12,7 +12,7 @@ export async function blobHandler(
     return new Response(null, { status: 202, headers: extra });
   }
   // HEAD never redirects: it has no body to fetch elsewhere.
-  const r = await reg.readBlob(ns, digest, req.headers.get("range"), !head, noRedirect(req));
+  const r = await reg.readBlob(ns, digest, req.headers.get("range"), !head, noRedirect(req), sent);
   extra.set("Docker-Content-Digest", digest);
   if (r.redirect) {
     extra.set("Location", r.redirect);

@@ -34,6 +34,8 @@ export interface Services extends HttpParts {
 export interface ConnEnv {
   remoteAddr: string;
   certificate: CertificateSubject | null;
+  /** settles once the answer was sent or the client left; absent where the server cannot say */
+  completed?: Promise<void>;
 }
 
 /** Authorization questions a handler asks about other namespaces than its action's. */
@@ -65,6 +67,8 @@ export interface RequestScope {
   access: Access;
   /** who is pulling, as pull history records it: username, else id, else `anonymous` */
   client: string;
+  /** settles once the answer was sent or the client left (null: the server cannot say) */
+  sent: Promise<void> | null;
 }
 
 export type Handler = (s: RequestScope) => Promise<Response> | Response;

@@ -18,7 +18,12 @@ export interface ServeTlsOptions {
   hostname: string;
   port: number;
   tls: TlsConfig;
-  handler: (req: Request, conn: ConnInfo) => Promise<Response> | Response;
+  /** `completed` settles once this request's answer was written or the connection closed */
+  handler: (
+    req: Request,
+    conn: ConnInfo,
+    completed: Promise<void>,
+  ) => Promise<Response> | Response;
   onListen?: (addr: { hostname: string; port: number }) => void;
 }
 
@@ -167,6 +172,8 @@ async function bridge(
   opts: ServeTlsOptions,
 ): Promise<void> {
   const aborted = new AbortController();
+  // Deno.serve's info.completed, for this listener: the answer is written or the client left.
+  const completed = new Promise<void>((resolve) => res.once("close", () => resolve()));
   // The handler's signal fires when the client goes away before the response is complete.
   res.on("close", () => {
     if (!res.writableFinished) aborted.abort(new Error("client disconnected"));
@@ -202,7 +209,7 @@ async function bridge(
 
   let response: Response;
   try {
-    response = await opts.handler(request, conn);
+    response = await opts.handler(request, conn, completed);
   } catch (e) {
     log.error("unhandled handler error", { error: errorText(e) });
     if (res.headersSent || res.destroyed) {

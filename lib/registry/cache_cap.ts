@@ -61,11 +61,20 @@ export class CacheCap {
   }
 
   /**
-   * `read` of blob `digest` from `ns`, its stream renewing the pull stamps of the images the blob
-   * belongs to every third of the hold while it lasts (a slow client, a slow fill), so no process
-   * evicts them meanwhile. A stream shorter than that costs no KV operation.
+   * `read` of blob `digest` from `ns`, renewing the pull stamps of the images the blob belongs to
+   * every third of the hold while it is being sent (a slow client, a slow fill), so no process
+   * evicts them meanwhile. A stream shorter than that costs no KV operation. With the server's
+   * completion signal (`sent`) the stream is handed on untouched, so the file store's native pipe
+   * stays (a JS wrapper measured 40–51% slower for 8 concurrent 128 MiB GETs); without it, a
+   * pass-through stream tells when it ends.
    */
-  serving(rc: RepositoryConfig, ns: string, digest: string, read: BlobRead): BlobRead {
+  serving(
+    rc: RepositoryConfig,
+    ns: string,
+    digest: string,
+    read: BlobRead,
+    sent: Promise<void> | null = null,
+  ): BlobRead {
     const body = read.stream;
     if (rc.maxCacheBytes === undefined || !body) return read;
     const timer = setInterval(() => {
@@ -75,6 +84,10 @@ export class CacheCap {
     }, this.holdMs / 3);
     Deno.unrefTimer(timer);
     const stop = () => clearInterval(timer);
+    if (sent) {
+      sent.then(stop, stop);
+      return read;
+    }
     const reader = body.getReader();
     const stream = new ReadableStream<Uint8Array>({
       async pull(c) {

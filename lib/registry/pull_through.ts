@@ -256,8 +256,14 @@ export class PullThrough {
   }
 
   /** A blob read of `ns` as served: under a cache cap it keeps its images in use while it streams. */
-  served(rc: RepositoryConfig, ns: string, digest: string, read: BlobRead): BlobRead {
-    return this.d.cacheCap?.serving(rc, ns, digest, read) ?? read;
+  served(
+    rc: RepositoryConfig,
+    ns: string,
+    digest: string,
+    read: BlobRead,
+    sent: Promise<void> | null = null,
+  ): BlobRead {
+    return this.d.cacheCap?.serving(rc, ns, digest, read, sent) ?? read;
   }
 
   private immutable(rc: RepositoryConfig, tag: string): boolean {

@@ -187,18 +187,22 @@ export class Registry {
     return this.pullThrough.manifest(rc, ns, reference, accept, withBody);
   }
 
-  /** A blob (or range), filled from the upstreams when `ns` is a pull-through namespace. */
+  /**
+   * A blob (or range), filled from the upstreams when `ns` is a pull-through namespace. `sent`
+   * settles once the answer has gone out (the server's completion signal, when it has one).
+   */
   async readBlob(
     ns: string,
     digest: string,
     rangeHeader: string | null,
     withBody: boolean,
     noRedirect = false,
+    sent: Promise<void> | null = null,
   ): Promise<BlobRead> {
     const redirect = !noRedirect && this.cfg.global.enableBlobRedirect;
     const rc = this.pullThrough.repository(ns);
     if (!rc) return await this.blobs.read(ns, digest, rangeHeader, withBody, redirect);
-    const served = (r: BlobRead) => this.pullThrough.served(rc, ns, digest, r);
+    const served = (r: BlobRead) => this.pullThrough.served(rc, ns, digest, r, sent);
     try {
       return served(await this.blobs.read(ns, digest, rangeHeader, withBody, redirect));
     } catch (e) {

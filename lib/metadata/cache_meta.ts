@@ -71,8 +71,12 @@ export class CacheMeta {
 
   /** The newest pull stamp of a cached revision (ms), null when none was recorded. */
   async stamp(ns: string, digest: string): Promise<number | null> {
-    const e = await this.kv.get<Deno.KvU64>(K.lastPull(ns, digest));
-    return e.value === null ? null : Number(e.value.value);
+    return stampOf(await this.stampEntry(ns, digest));
+  }
+
+  /** The stamp's entry, for a commit that must not land after a pull (an eviction). */
+  stampEntry(ns: string, digest: string): Promise<Deno.KvEntryMaybe<Deno.KvU64>> {
+    return this.kv.get<Deno.KvU64>(K.lastPull(ns, digest));
   }
 
   /**
@@ -98,4 +102,9 @@ export class CacheMeta {
     for await (const _ of this.kv.list({ prefix: K.brefs(ns, digest) }, { limit: 1 })) return true;
     return false;
   }
+}
+
+/** A stamp entry's time (ms), null when none was recorded. */
+export function stampOf(e: Deno.KvEntryMaybe<Deno.KvU64>): number | null {
+  return e.value === null ? null : Number(e.value.value);
 }

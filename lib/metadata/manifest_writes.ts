@@ -312,20 +312,28 @@ export async function deleteTag(
  * (tags dropped so far stay dropped). The references go with the revision when they fit, else
  * after it in batches.
  */
-export async function deleteRevision(
-  kv: Deno.Kv,
-  ns: string,
-  digest: string,
-  parsed: ParsedManifest,
-  guard: (t: TagRecord) => void,
-  fx: WriteFacts,
-  usage?: UsageLedger,
-): Promise<void> {
-  const derived = referenceMutations(ns, digest, parsed).map((m) => del(m.key));
+export interface RevisionDelete {
+  ns: string;
+  digest: string;
+  parsed: ParsedManifest;
+  /** sees each tag the delete removes; throws to refuse the delete (replication's LWW) */
+  guard: (t: TagRecord) => void;
+  fx: WriteFacts;
+  usage?: UsageLedger;
+  /**
+   * Read afresh for each commit: an entry every commit checks, so a write to it since stops the
+   * delete there (the cache cap's pull stamp); it throws to call the delete off.
+   */
+  unlessChanged?: () => Promise<Deno.KvEntryMaybe<unknown>>;
+}
+
+export async function deleteRevision(kv: Deno.Kv, d: RevisionDelete): Promise<void> {
+  const derived = referenceMutations(d.ns, d.digest, d.parsed).map((m) => del(m.key));
+  const { fx } = d;
   for (;;) {
     const step = await commitWithRetry(
       "manifest delete",
-      () => deleteStep(kv, ns, digest, parsed, guard, fx, derived, usage),
+      () => deleteStep(kv, d, derived),
       {
         attempts: DELETE_ATTEMPTS,
         between: deletePause,
@@ -348,15 +356,12 @@ export async function deleteRevision(
  */
 async function deleteStep(
   kv: Deno.Kv,
-  ns: string,
-  digest: string,
-  parsed: ParsedManifest,
-  guard: (t: TagRecord) => void,
-  fx: WriteFacts,
+  d: RevisionDelete,
   derived: PlannedMutation[],
-  usage?: UsageLedger,
 ): Promise<{ op: Deno.AtomicOperation; value: "more" | "head" | "all" }> {
+  const { ns, digest, parsed, guard, fx, usage } = d;
   fx.attempt();
+  const unchanged = d.unlessChanged ? await d.unlessChanged() : null;
   // Read at once: the shorter the span between these reads and the commit, the fewer tag
   // writes in the namespace (each bumps tagver) land in it.
   const tags: string[] = [];
@@ -381,6 +386,7 @@ async function deleteStep(
   const budget = new CommitBudget();
   budget.checkOn(op, rev);
   budget.checkOn(op, tagver);
+  if (unchanged) budget.checkOn(op, unchanged);
   // Always rewritten: cached tag lists are validated by its versionstamp.
   budget.addAll(op, [set(K.tagver(ns), true)]);
   let i = 0;

@@ -1,6 +1,5 @@
 // Manifest revisions, tags and the indexes derived from them: reads here, writes (push and
 // delete, planned within KV's limits) in manifest_writes.ts.
-import type { ParsedManifest } from "../oci/mod.ts";
 import type { WriteFacts } from "./write_facts.ts";
 import { K, type ReferrerRecord, type RevisionRecord, type TagRecord } from "./keys.ts";
 import { listAll } from "./kv_util.ts";
@@ -9,6 +8,7 @@ import {
   deleteRevision,
   deleteTag,
   type ManifestWrite,
+  type RevisionDelete,
 } from "./manifest_writes.ts";
 
 import type { UsageLedger } from "./usage.ts";
@@ -63,14 +63,8 @@ export class ManifestMeta {
   }
 
   /** DELETE by digest: the revision, its tags and its references (manifest_writes.ts). */
-  deleteRevision(
-    ns: string,
-    digest: string,
-    parsed: ParsedManifest,
-    guard: (t: TagRecord) => void,
-    effects: WriteFacts,
-  ): Promise<void> {
-    return deleteRevision(this.kv, ns, digest, parsed, guard, effects, this.usage);
+  deleteRevision(d: Omit<RevisionDelete, "usage">): Promise<void> {
+    return deleteRevision(this.kv, { ...d, usage: this.usage });
   }
 
   /**

@@ -54,4 +54,4 @@ export {
   UsageMeta,
   usageValue,
 } from "./usage.ts";
-export { type CachedRevision, CacheMeta } from "./cache_meta.ts";
+export { type CachedRevision, CacheMeta, stampOf } from "./cache_meta.ts";

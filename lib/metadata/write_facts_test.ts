@@ -107,7 +107,13 @@ Deno.test("a re-push that changes nothing states no revision or tag fact", async
     await meta.deleteTag(NS, "t", () => {}, d.facts);
     assert.deepEqual(d.landed, [{ kind: "tag-deleted", ns: NS, tag: "t", digest: MANIFEST }]);
     const rm = recording();
-    await meta.deleteRevision(NS, MANIFEST, write([]).parsed, () => {}, rm.facts);
+    await meta.deleteRevision({
+      ns: NS,
+      digest: MANIFEST,
+      parsed: write([]).parsed,
+      guard: () => {},
+      fx: rm.facts,
+    });
     assert.deepEqual(rm.landed, [{ kind: "revision-removed", ns: NS, digest: MANIFEST }]);
   } finally {
     await t.close();

@@ -8,7 +8,13 @@
 // are skipped as well. An evicted image is fetched again on its next pull.
 import { type Config, type RepositoryConfig, repositoryOf } from "../config/mod.ts";
 import { parseManifest, RegistryError } from "../oci/mod.ts";
-import { type BlobMeta, type CacheMeta, NO_FACTS, type UsageLedger } from "../metadata/mod.ts";
+import {
+  type BlobMeta,
+  type CacheMeta,
+  NO_FACTS,
+  stampOf,
+  type UsageLedger,
+} from "../metadata/mod.ts";
 import { evictionOrder } from "../quota/mod.ts";
 import { log } from "../log.ts";
 import type { Manifests } from "./manifests.ts";
@@ -170,9 +176,6 @@ export class CacheCap {
     for (const victim of evictionOrder(revisions, protect, Date.now() - this.holdMs)) {
       if (used + needed <= cap) break;
       if (this.held.has(`${victim.ns}\0${victim.digest}`)) continue;
-      // A pull since the judgment (any process) wins: the stamp is read again just before.
-      const stamp = await this.meta.stamp(victim.ns, victim.digest);
-      if (stamp !== null && stamp >= Date.now() - this.holdMs) continue;
       if (await this.evict(victim.ns, victim.digest)) n++;
       used = await this.usage.used(rc.name);
     }
@@ -194,7 +197,16 @@ export class CacheCap {
     try {
       const { rev } = await this.manifests.resolve(ns, digest);
       blobs = parseManifest(await this.manifests.body(digest, rev), rev.mediaType).blobs;
-      await this.manifests.delete(ns, digest, null);
+      // A pull since the judgment (any process) wins: every commit of the delete checks the
+      // stamp it read just before, and a stamp within the hold calls the eviction off.
+      await this.manifests.delete(ns, digest, null, async () => {
+        const e = await this.meta.stampEntry(ns, digest);
+        const at = stampOf(e);
+        if (at !== null && at >= Date.now() - this.holdMs) {
+          throw new RegistryError("DENIED", "the image is in use: not evicted");
+        }
+        return e;
+      });
     } catch (e) {
       // Gone already (another process evicted it) or unreadable: the next candidate serves.
       if (e instanceof RegistryError) return false;

@@ -258,7 +258,16 @@ export class Manifests {
     return (tag) => on && !exclusions.some((re) => re.test(tag));
   }
 
-  async delete(ns: string, reference: string, sourceTimestamp: string | null): Promise<void> {
+  /**
+   * DELETE of a tag or (by digest) a revision. `unlessChanged` (by digest only): an entry every
+   * commit of the delete checks, read afresh for each, that calls the delete off by throwing.
+   */
+  async delete(
+    ns: string,
+    reference: string,
+    sourceTimestamp: string | null,
+    unlessChanged?: () => Promise<Deno.KvEntryMaybe<unknown>>,
+  ): Promise<void> {
     const lww = parseSourceTimestamp(sourceTimestamp);
     const guard = (t: TagRecord) => {
       if (lww !== null && t.createdAt !== undefined && t.createdAt > lww) {
@@ -298,7 +307,7 @@ export class Manifests {
       at: lww ?? Date.now(),
     });
     try {
-      await this.meta.deleteRevision(ns, reference, parsed, guard, fx);
+      await this.meta.deleteRevision({ ns, digest: reference, parsed, guard, fx, unlessChanged });
     } finally {
       await fx.committed();
     }

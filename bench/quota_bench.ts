@@ -8,6 +8,7 @@
 // background work one side's pushes leave) falls on every side alike.
 //
 // Run: deno run -A --unstable-kv bench/quota_bench.ts [--small] [--quotas-first] [--control]
+import { pullOnce, pushOnce } from "./image_traffic.ts";
 import { startServer, type TestServer } from "../tests/helpers/server.ts";
 import { type Distribution, startDistribution } from "../tests/e2e/_distribution.ts";
 
@@ -17,8 +18,6 @@ const control = Deno.args.includes("--control");
 const CONCURRENCY = 8;
 const ROUND_SECS = small ? 2 : 3;
 const ROUNDS = small ? 2 : 8;
-const LAYER_BYTES = 256 * 1024;
-const MANIFEST = "application/vnd.oci.image.manifest.v1+json";
 
 interface Side {
   name: string;
@@ -29,69 +28,6 @@ interface Side {
   pulls: number;
   pullSeconds: number;
   kvPerPush: number;
-}
-
-async function sha256(b: Uint8Array): Promise<string> {
-  const h = await crypto.subtle.digest("SHA-256", b as BufferSource);
-  return "sha256:" + Array.from(new Uint8Array(h), (x) => x.toString(16).padStart(2, "0")).join("");
-}
-
-async function upload(url: string, ns: string, data: Uint8Array): Promise<string> {
-  const digest = await sha256(data);
-  const post = await fetch(`${url}/v2/${ns}/blobs/uploads/`, { method: "POST" });
-  await post.body?.cancel();
-  if (post.status !== 202) throw new Error(`POST upload: ${post.status}`);
-  const loc = new URL(post.headers.get("location")!, url);
-  loc.searchParams.set("digest", digest);
-  const put = await fetch(loc, {
-    method: "PUT",
-    body: data as BodyInit,
-    headers: { "content-type": "application/octet-stream" },
-  });
-  const text = await put.text();
-  if (put.status !== 201) throw new Error(`PUT upload: ${put.status} ${text}`);
-  return digest;
-}
-
-let serial = 0;
-async function pushOnce(url: string, tag: string): Promise<{ digest: string; blobs: string[] }> {
-  const n = serial++;
-  const layer = new Uint8Array(LAYER_BYTES);
-  crypto.getRandomValues(layer.subarray(0, 65536));
-  new DataView(layer.buffer).setUint32(65536, n);
-  const cfg = new TextEncoder().encode(JSON.stringify({ architecture: "amd64", os: "linux", n }));
-  const [c, l] = [await upload(url, "bench/app", cfg), await upload(url, "bench/app", layer)];
-  const body = new TextEncoder().encode(JSON.stringify({
-    schemaVersion: 2,
-    mediaType: MANIFEST,
-    config: { mediaType: "application/vnd.oci.image.config.v1+json", digest: c, size: cfg.length },
-    layers: [{
-      mediaType: "application/vnd.oci.image.layer.v1.tar",
-      digest: l,
-      size: layer.length,
-    }],
-  }));
-  const r = await fetch(`${url}/v2/bench/app/manifests/${tag}`, {
-    method: "PUT",
-    body: body as BodyInit,
-    headers: { "content-type": MANIFEST },
-  });
-  const text = await r.text();
-  if (r.status !== 201) throw new Error(`manifest PUT: ${r.status} ${text}`);
-  return { digest: await sha256(body), blobs: [c, l] };
-}
-
-async function pullOnce(url: string, img: { digest: string; blobs: string[] }): Promise<void> {
-  const m = await fetch(`${url}/v2/bench/app/manifests/${img.digest}`, {
-    headers: { accept: MANIFEST },
-  });
-  await m.arrayBuffer();
-  if (m.status !== 200) throw new Error(`manifest GET ${m.status}`);
-  for (const d of img.blobs) {
-    const r = await fetch(`${url}/v2/bench/app/blobs/${d}`);
-    await r.arrayBuffer();
-    if (r.status !== 200) throw new Error(`blob GET ${r.status}`);
-  }
 }
 
 async function timed(fn: () => Promise<void>): Promise<{ n: number; seconds: number }> {
@@ -118,6 +54,8 @@ async function kvOps(url: string): Promise<number> {
   return sum;
 }
 
+/** tags of the measured pushes, distinct across sides and rounds */
+let pushed = 0;
 const servers: TestServer[] = [];
 let dist: Distribution | null = null;
 try {
@@ -168,7 +106,7 @@ try {
     for (const s of order) {
       const before = s.metrics ? await kvOps(s.url) : 0;
       const p = await timed(async () => {
-        await pushOnce(s.url, `t${serial}`);
+        await pushOnce(s.url, `t${pushed++}`);
       });
       if (s.metrics) s.kvPerPush += (await kvOps(s.url) - before) / p.n / ROUNDS;
       s.pushes += p.n;

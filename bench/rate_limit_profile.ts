@@ -6,17 +6,7 @@
 // Run: WHARF_SERVER_INSPECT=127.0.0.1:9339 deno run -A --unstable-kv bench/rate_limit_profile.ts \
 //        [--many] [--off] [--secs N]
 import { sha256Hex, startServer } from "../tests/helpers/server.ts";
-
-interface ProfileNode {
-  id: number;
-  callFrame: { functionName: string; url: string; lineNumber: number };
-  children?: number[];
-}
-interface Profile {
-  nodes: ProfileNode[];
-  samples: number[];
-  timeDeltas: number[];
-}
+import { openInspector, type ProfileNode } from "./inspector.ts";
 
 const many = Deno.args.includes("--many");
 const off = Deno.args.includes("--off");
@@ -84,24 +74,7 @@ try {
     }));
   };
   await drive(2);
-  const list = await (await fetch(`http://${inspect}/json/list`)).json();
-  const ws = new WebSocket(list[0].webSocketDebuggerUrl);
-  await new Promise((r) => ws.onopen = r);
-  let id = 0;
-  const pending = new Map<number, (v: unknown) => void>();
-  ws.onmessage = (m) => {
-    const d = JSON.parse(m.data);
-    if (d.id && pending.has(d.id)) {
-      pending.get(d.id)!(d.result);
-      pending.delete(d.id);
-    }
-  };
-  const call = (method: string, params = {}) =>
-    new Promise<{ profile: Profile }>((r) => {
-      const i = ++id;
-      pending.set(i, r as (v: unknown) => void);
-      ws.send(JSON.stringify({ id: i, method, params }));
-    });
+  const inspector = await openInspector(inspect);
   const ops = async () => {
     const t = await (await fetch(`${s.url}/metrics`)).text();
     const get = (op: string) =>
@@ -112,13 +85,11 @@ try {
     return { gets: get("gets"), commits: get("commits") };
   };
   const ops0 = await ops();
-  await call("Profiler.enable");
-  await call("Profiler.setSamplingInterval", { interval: 200 });
-  await call("Profiler.start");
+  await inspector.startProfile(200);
   const n0 = n;
   await drive(SECS);
-  const { profile } = await call("Profiler.stop");
-  ws.close();
+  const profile = await inspector.stopProfile();
+  inspector.close();
   const pulls = n - n0;
   const ops1 = await ops();
   const byId = new Map<number, ProfileNode>(profile.nodes.map((x) => [x.id, x]));

@@ -13,6 +13,7 @@
 // identities case is bench/rate_limit_bench.ts's).
 //
 // Run: deno run -A --unstable-kv bench/tenancy_bench.ts [--small]   (~5 minutes; --small ~1)
+import { pullOnce, pushOnce } from "./image_traffic.ts";
 import { startServer, type TestServer } from "../tests/helpers/server.ts";
 import { type Distribution, startDistribution } from "../tests/e2e/_distribution.ts";
 
@@ -20,8 +21,6 @@ const small = Deno.args.includes("--small");
 const CONCURRENCY = 8;
 const ROUND_SECS = small ? 1 : 2;
 const ROUNDS = small ? 2 : 8;
-const LAYER_BYTES = 256 * 1024;
-const MANIFEST = "application/vnd.oci.image.manifest.v1+json";
 
 const QUOTAS = `
 [repository."bench".quota]
@@ -61,69 +60,6 @@ function cpuSecs(pid: number): number {
   return (Number(f[11]) + Number(f[12])) / 100;
 }
 
-async function sha256(b: Uint8Array): Promise<string> {
-  const h = await crypto.subtle.digest("SHA-256", b as BufferSource);
-  return "sha256:" + Array.from(new Uint8Array(h), (x) => x.toString(16).padStart(2, "0")).join("");
-}
-
-async function upload(url: string, ns: string, data: Uint8Array): Promise<string> {
-  const digest = await sha256(data);
-  const post = await fetch(`${url}/v2/${ns}/blobs/uploads/`, { method: "POST" });
-  await post.body?.cancel();
-  if (post.status !== 202) throw new Error(`POST upload ${url}: ${post.status}`);
-  const loc = new URL(post.headers.get("location")!, url);
-  loc.searchParams.set("digest", digest);
-  const put = await fetch(loc, {
-    method: "PUT",
-    body: data as BodyInit,
-    headers: { "content-type": "application/octet-stream" },
-  });
-  const text = await put.text();
-  if (put.status !== 201) throw new Error(`PUT upload ${url}: ${put.status} ${text}`);
-  return digest;
-}
-
-let serial = 0;
-async function pushOnce(url: string, tag: string): Promise<{ digest: string; blobs: string[] }> {
-  const n = serial++;
-  const layer = new Uint8Array(LAYER_BYTES);
-  crypto.getRandomValues(layer.subarray(0, 65536));
-  new DataView(layer.buffer).setUint32(65536, n);
-  const cfg = new TextEncoder().encode(JSON.stringify({ architecture: "amd64", os: "linux", n }));
-  const [c, l] = [await upload(url, "bench/app", cfg), await upload(url, "bench/app", layer)];
-  const body = new TextEncoder().encode(JSON.stringify({
-    schemaVersion: 2,
-    mediaType: MANIFEST,
-    config: { mediaType: "application/vnd.oci.image.config.v1+json", digest: c, size: cfg.length },
-    layers: [{
-      mediaType: "application/vnd.oci.image.layer.v1.tar",
-      digest: l,
-      size: layer.length,
-    }],
-  }));
-  const r = await fetch(`${url}/v2/bench/app/manifests/${tag}`, {
-    method: "PUT",
-    body: body as BodyInit,
-    headers: { "content-type": MANIFEST },
-  });
-  const text = await r.text();
-  if (r.status !== 201) throw new Error(`manifest PUT ${url}: ${r.status} ${text}`);
-  return { digest: await sha256(body), blobs: [c, l] };
-}
-
-async function pullOnce(url: string, img: { digest: string; blobs: string[] }): Promise<void> {
-  const m = await fetch(`${url}/v2/bench/app/manifests/${img.digest}`, {
-    headers: { accept: MANIFEST },
-  });
-  await m.arrayBuffer();
-  if (m.status !== 200) throw new Error(`manifest GET ${url}: ${m.status}`);
-  for (const d of img.blobs) {
-    const r = await fetch(`${url}/v2/bench/app/blobs/${d}`);
-    await r.arrayBuffer();
-    if (r.status !== 200) throw new Error(`blob GET ${url}: ${r.status}`);
-  }
-}
-
 /** CONCURRENCY loops of `fn` for ROUND_SECS: how many, in how long, with how much server CPU. */
 async function timed(side: Side, fn: () => Promise<void>) {
   const cpu0 = side.pid ? cpuSecs(side.pid) : 0;
@@ -152,6 +88,8 @@ async function kvOps(url: string): Promise<Map<string, number>> {
   return out;
 }
 
+/** tags of the measured pushes, distinct across sides and rounds */
+let pushed = 0;
 const servers: TestServer[] = [];
 let dist: Distribution | null = null;
 try {
@@ -197,7 +135,7 @@ try {
     for (const s of order) {
       const before = s.pid ? await kvOps(s.url) : null;
       const p = await timed(s, async () => {
-        await pushOnce(s.url, `t${serial}`);
+        await pushOnce(s.url, `t${pushed++}`);
       });
       if (before) {
         for (const [op, n] of await kvOps(s.url)) {

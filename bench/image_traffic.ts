@@ -1,0 +1,78 @@
+// The image traffic the tenancy and quota benches send: small OCI images pushed the way docker
+// pushes them (POST + PUT per blob, then the manifest) and pulled back (manifest, then each blob).
+// Every status is checked: a bench that measured refusals would measure nothing.
+
+export const MANIFEST = "application/vnd.oci.image.manifest.v1+json";
+/** each pushed image's layer: 64 KiB random, the rest zeros, distinct by a serial number */
+export const LAYER_BYTES = 256 * 1024;
+
+export async function sha256(b: Uint8Array): Promise<string> {
+  const h = await crypto.subtle.digest("SHA-256", b as BufferSource);
+  return "sha256:" + Array.from(new Uint8Array(h), (x) => x.toString(16).padStart(2, "0")).join("");
+}
+
+export async function upload(url: string, ns: string, data: Uint8Array): Promise<string> {
+  const digest = await sha256(data);
+  const post = await fetch(`${url}/v2/${ns}/blobs/uploads/`, { method: "POST" });
+  await post.body?.cancel();
+  if (post.status !== 202) throw new Error(`POST upload ${url}: ${post.status}`);
+  const loc = new URL(post.headers.get("location")!, url);
+  loc.searchParams.set("digest", digest);
+  const put = await fetch(loc, {
+    method: "PUT",
+    body: data as BodyInit,
+    headers: { "content-type": "application/octet-stream" },
+  });
+  const text = await put.text();
+  if (put.status !== 201) throw new Error(`PUT upload ${url}: ${put.status} ${text}`);
+  return digest;
+}
+
+let serial = 0;
+/** Pushes one distinct image to `bench/app:tag`. */
+export async function pushOnce(
+  url: string,
+  tag: string,
+): Promise<{ digest: string; blobs: string[] }> {
+  const n = serial++;
+  const layer = new Uint8Array(LAYER_BYTES);
+  crypto.getRandomValues(layer.subarray(0, 65536));
+  new DataView(layer.buffer).setUint32(65536, n);
+  const cfg = new TextEncoder().encode(JSON.stringify({ architecture: "amd64", os: "linux", n }));
+  const [c, l] = [await upload(url, "bench/app", cfg), await upload(url, "bench/app", layer)];
+  const body = new TextEncoder().encode(JSON.stringify({
+    schemaVersion: 2,
+    mediaType: MANIFEST,
+    config: { mediaType: "application/vnd.oci.image.config.v1+json", digest: c, size: cfg.length },
+    layers: [{
+      mediaType: "application/vnd.oci.image.layer.v1.tar",
+      digest: l,
+      size: layer.length,
+    }],
+  }));
+  const r = await fetch(`${url}/v2/bench/app/manifests/${tag}`, {
+    method: "PUT",
+    body: body as BodyInit,
+    headers: { "content-type": MANIFEST },
+  });
+  const text = await r.text();
+  if (r.status !== 201) throw new Error(`manifest PUT ${url}: ${r.status} ${text}`);
+  return { digest: await sha256(body), blobs: [c, l] };
+}
+
+/** Pulls an image pushed by pushOnce: its manifest by digest, then its blobs. */
+export async function pullOnce(
+  url: string,
+  img: { digest: string; blobs: string[] },
+): Promise<void> {
+  const m = await fetch(`${url}/v2/bench/app/manifests/${img.digest}`, {
+    headers: { accept: MANIFEST },
+  });
+  await m.arrayBuffer();
+  if (m.status !== 200) throw new Error(`manifest GET ${url}: ${m.status}`);
+  for (const d of img.blobs) {
+    const r = await fetch(`${url}/v2/bench/app/blobs/${d}`);
+    await r.arrayBuffer();
+    if (r.status !== 200) throw new Error(`blob GET ${url}: ${r.status}`);
+  }
+}

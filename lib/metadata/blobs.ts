@@ -18,9 +18,11 @@ export async function linkUsage(
   ns: string,
   digest: string,
   size: number,
+  /** the link as the caller just read it (saves reading it again) */
+  seen?: Deno.KvEntryMaybe<unknown>,
 ): Promise<Pick<UsagePlan, "apply" | "pause">> {
   if (!ledger) return { apply: () => {}, pause: () => Promise.resolve() };
-  const link = await kv.get(K.link(ns, digest));
+  const link = seen ?? await kv.get(K.link(ns, digest));
   const plan = link.versionstamp === null ? await ledger.planAdd(ns, digest, size) : null;
   return {
     apply: (op) => {
@@ -64,7 +66,12 @@ export class BlobMeta {
   constructor(private readonly kv: Deno.Kv, private readonly usage?: UsageLedger) {}
 
   async link(ns: string, digest: string): Promise<LinkRecord | null> {
-    return (await this.kv.get<LinkRecord>(K.link(ns, digest))).value;
+    return (await this.linkEntry(ns, digest)).value;
+  }
+
+  /** The link entry itself, for a later `addLink` to check instead of reading it again. */
+  linkEntry(ns: string, digest: string): Promise<Deno.KvEntryMaybe<LinkRecord>> {
+    return this.kv.get<LinkRecord>(K.link(ns, digest));
   }
 
   async blob(digest: string): Promise<BlobRecord | null> {
@@ -103,13 +110,16 @@ export class BlobMeta {
     reserved: string,
     placed: BytesPlaced,
     effects: WriteFacts,
+    /** the link as read before the bytes moved (`linkEntry`): the first attempt checks it */
+    seen?: Deno.KvEntryMaybe<LinkRecord>,
   ): Promise<void> {
     let guard = reserved;
     let usage: Pick<UsagePlan, "apply" | "pause"> | undefined;
     await commitWithRetry("blob link", async () => {
       effects.attempt();
       const now = Date.now();
-      usage = await linkUsage(this.kv, this.usage, ns, digest, size);
+      usage = await linkUsage(this.kv, this.usage, ns, digest, size, seen);
+      seen = undefined; // a retry reads afresh
       const op = this.kv.atomic()
         .check({ key: K.blob(digest), versionstamp: guard })
         .set(K.blob(digest), { size, at: now } satisfies BlobRecord)

@@ -151,12 +151,18 @@ export async function commitManifest(
   let reserved = w.reserved;
   // What the last attempt read, for the step between attempts.
   let last: { plan?: UsagePlan; outOfLine: boolean } = { outOfLine: false };
+  // The first attempt checks the tags as the guards saw them when each is checked by itself
+  // (tagver, read after them, would not catch a tag write in between).
+  let fresh: Deno.KvEntryMaybe<TagRecord>[] | null = oneByOne ? before : null;
   const head = await commitWithRetry("manifest push", async () => {
     for (;;) {
       fx.attempt();
-      const rev = await kv.get<RevisionRecord>(K.rev(ns, digest));
-      const tagver = await kv.get(K.tagver(ns));
-      const tagEntries = await getAll<TagRecord>(kv, w.tags.map((t) => K.tag(ns, t)));
+      const [rev, tagver] = await kv.getMany<[RevisionRecord, unknown]>([
+        K.rev(ns, digest),
+        K.tagver(ns),
+      ]);
+      const tagEntries = fresh ?? await getAll<TagRecord>(kv, w.tags.map((t) => K.tag(ns, t)));
+      fresh = null;
       const owned = w.requireBlobs && !rev.value
         ? await requireOwned(kv, ns, w.parsed.blobs)
         : null;

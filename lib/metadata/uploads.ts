@@ -23,15 +23,17 @@ export class UploadMeta {
     return this.kv.get<UploadRecord>(K.upload(ns, uuid));
   }
 
-  /** Moves the committed offset; false when another writer changed the session meanwhile. */
-  async advance(entry: Deno.KvEntry<UploadRecord>, offset: number): Promise<boolean> {
-    const r = await this.kv.atomic().check(entry).set(entry.key, {
-      ...entry.value,
-      offset,
-      updatedAt: Date.now(),
-    })
-      .commit();
-    return r.ok;
+  /**
+   * Moves the committed offset; returns the session as written (its versionstamp from the
+   * commit, so no read follows), null when another writer changed the session meanwhile.
+   */
+  async advance(
+    entry: Deno.KvEntry<UploadRecord>,
+    offset: number,
+  ): Promise<Deno.KvEntry<UploadRecord> | null> {
+    const value: UploadRecord = { ...entry.value, offset, updatedAt: Date.now() };
+    const r = await this.kv.atomic().check(entry).set(entry.key, value).commit();
+    return r.ok ? { key: entry.key, value, versionstamp: r.versionstamp } : null;
   }
 
   async delete(ns: string, uuid: string): Promise<void> {

@@ -14,6 +14,7 @@ import { type BlobStore, ConcurrentUploadError, TooLargeError } from "../storage
 import { Hasher } from "../streams/mod.ts";
 import {
   type BlobMeta,
+  type LinkRecord,
   NO_FACTS,
   type UploadMeta,
   type UploadRecord,
@@ -120,12 +121,13 @@ export class Uploads {
           "digest does not use the session's digest-algorithm",
         );
       }
-      if (await this.d.blobs.link(ns, d.value)) {
+      const link = await this.d.blobs.linkEntry(ns, d.value);
+      if (link.value) {
         await input.body?.cancel();
         return { kind: "created", digest: d.value, linked: false };
       }
       if (input.contentLength !== null) {
-        await this.monolithic(ns, d, input, fx);
+        await this.monolithic(ns, d, input, fx, link);
         return { kind: "created", digest: d.value, linked: true };
       }
       return await this.newSession(ns, d.algorithm, pinned, input.body);
@@ -185,6 +187,7 @@ export class Uploads {
     d: Digest,
     input: BodyInput,
     fx: WriteFacts,
+    link: Deno.KvEntryMaybe<LinkRecord>,
   ): Promise<void> {
     const declared = input.contentLength!;
     if (this.d.maxBlobSize !== null && declared > this.d.maxBlobSize) {
@@ -220,6 +223,7 @@ export class Uploads {
           reserved,
           this.placed(d.value),
           fx,
+          link,
         ));
     } finally {
       await this.d.store.deleteUpload(uuid);
@@ -243,8 +247,11 @@ export class Uploads {
     size: number,
     body: ReadableStream<Uint8Array> | null = null,
   ): Promise<void> {
+    const usage = this.d.usage;
+    // No quota on the repository: nothing to refuse, so nothing to read.
+    if (!usage || usage.policy.maxBytes(usage.policy.repositoryOf(ns)) === null) return;
     try {
-      await this.d.usage?.planAdd(ns, digest, size); // reads only; throws past the quota
+      await usage.planAdd(ns, digest, size); // reads only; throws past the quota
     } catch (e) {
       await body?.cancel();
       throw e;
@@ -279,8 +286,9 @@ export class Uploads {
   }
 
   /**
-   * Appends a body to a session under its lock, applying PATCH rules 1-6. Returns the new
-   * committed entry state and the session's hasher.
+   * Appends a body to a session under its lock, applying PATCH rules 1-6. Returns the session's
+   * entry and hasher; `deferred`: the new offset is not committed yet (`moved` says whether
+   * there is one to commit), the caller commits it or deletes the session.
    */
   private async append(
     ns: string,
@@ -288,7 +296,10 @@ export class Uploads {
     entry: Deno.KvEntry<UploadRecord>,
     input: BodyInput,
     contentRange: string | null,
-  ): Promise<{ offset: number; hasher: Hasher; entry: Deno.KvEntry<UploadRecord> }> {
+    deferred = false,
+  ): Promise<
+    { offset: number; hasher: Hasher; entry: Deno.KvEntry<UploadRecord>; moved: boolean }
+  > {
     const rec = entry.value;
     let window: number | null = null;
     if (contentRange !== null) {
@@ -350,14 +361,23 @@ export class Uploads {
     }
     void cut; // a short body commits what arrived (PATCH rule 5)
     const offset = rec.offset + written;
-    if (written > 0 && !(await this.d.uploads.advance(entry, offset))) {
-      throw new RegistryError("BLOB_UPLOAD_INVALID", "upload session changed concurrently", {
-        status: 409,
-      });
-    }
-    const next = written > 0 ? await this.session(ns, uuid) : entry;
     this.hashers.put(uuid, offset, hasher);
-    return { offset, hasher, entry: next };
+    // A completing PUT moves the offset only if it fails: on success the session goes in the
+    // link commit, which checks the same entry (a commit saved per upload).
+    if (written === 0 || deferred) return { offset, hasher, entry, moved: written > 0 };
+    return { offset, hasher, entry: await this.advance(entry, offset), moved: false };
+  }
+
+  /** Commits a session's new offset; 409 when another writer changed the session meanwhile. */
+  private async advance(
+    entry: Deno.KvEntry<UploadRecord>,
+    offset: number,
+  ): Promise<Deno.KvEntry<UploadRecord>> {
+    const next = await this.d.uploads.advance(entry, offset);
+    if (next) return next;
+    throw new RegistryError("BLOB_UPLOAD_INVALID", "upload session changed concurrently", {
+      status: 409,
+    });
   }
 
   /** Two processes wrote the session at once: its bytes are not the hashed ones; it ends. */
@@ -416,23 +436,37 @@ export class Uploads {
           `session hashes ${entry0.value.algorithm}, digest is ${d.algorithm}`,
         );
       }
-      let { offset, hasher, entry } = await this.append(
+      let { offset, hasher, entry, moved } = await this.append(
         ns,
         uuid,
         entry0,
         input,
         input.contentRange ?? null,
+        true,
       );
+      // A refused completion keeps the final chunk, as a PATCH would have.
+      const keepChunk = async () => {
+        if (moved) entry = await this.advance(entry, offset);
+        moved = false;
+      };
       if (hasher.algorithm !== d.algorithm) {
         hasher = await this.hashers.rehash(uuid, d.algorithm, offset);
       }
       if (hasher.peek() !== d.value) {
         this.hashers.put(uuid, offset, hasher);
+        await keepChunk();
         throw new RegistryError("DIGEST_INVALID", `uploaded content does not hash to ${d.value}`);
       }
       const done = await this.admitted(ns, d.value, offset, async (likely) => {
         // Past the quota the session stays as it is: the client may free room and PUT again.
-        if (!likely) await this.quotaRoom(ns, d.value, offset);
+        if (!likely) {
+          try {
+            await this.quotaRoom(ns, d.value, offset);
+          } catch (e) {
+            await keepChunk();
+            throw e;
+          }
+        }
         const reserved = await this.d.blobs.reserve(d.value, offset);
         try {
           await this.d.store.commitUpload(uuid, d.value, offset);

@@ -1,0 +1,235 @@
+// Issue 25: the fixed per-blob work of a push, counted on a real server through /metrics (the
+// KV wrapper's and the blob store's per-operation counters) and pinned, so work added to the
+// push path later shows up here instead of as a slower bench run nobody can explain.
+import assert from "node:assert/strict";
+import { req, serverTestOpts } from "../helpers/api.ts";
+import { pushBlob, sha256Hex, type TestServer, withServer } from "../helpers/server.ts";
+
+const SAMPLE = /^(wharf_(?:kv|blob_store)_operation_duration_seconds)_count\{op="([^"]+)"\} (\S+)$/;
+
+/** op counts (`kv.get`, `store.appendUpload`, …) from /metrics. */
+async function counts(s: TestServer): Promise<Map<string, number>> {
+  const r = await req(s, "/metrics");
+  const text = await r.text();
+  assert.equal(r.status, 200, text);
+  const out = new Map<string, number>();
+  for (const line of text.split("\n")) {
+    const m = SAMPLE.exec(line);
+    if (!m) continue;
+    out.set(`${m[1].startsWith("wharf_kv") ? "kv" : "store"}.${m[2]}`, Number(m[3]));
+  }
+  return out;
+}
+
+const NO_WORKERS = `
+[global.job_queue.concurrency]
+cache = 0
+replication = 0
+scan = 0
+index = 0
+events = 0
+`;
+
+let scrape: Record<string, number> = {};
+
+/** The operations `step` caused (those that moved), e.g. `{ "kv.commit": 3 }`. */
+async function work(s: TestServer, step: () => Promise<void>): Promise<Record<string, number>> {
+  const before = await counts(s);
+  await step();
+  const after = await counts(s);
+  const out: Record<string, number> = {};
+  for (const [k, v] of after) {
+    const d = v - (before.get(k) ?? 0) - (scrape[k] ?? 0);
+    if (d > 0) out[k] = d;
+  }
+  return out;
+}
+
+/** Fails naming every operation over its bound, so one run shows the whole regression. */
+function assertAtMost(what: string, got: Record<string, number>, bound: Record<string, number>) {
+  console.log(`${what}: ${JSON.stringify(got)}`);
+  const over = Object.entries(got).filter(([k, v]) => v > (bound[k] ?? 0));
+  assert.deepEqual(over, [], `${what}: over the pinned bound ${JSON.stringify(bound)}`);
+}
+
+function blobOf(n: number, seed: number): Uint8Array {
+  return new Uint8Array(n).map((_, i) => (i * 31 + seed) & 0xff);
+}
+
+async function ok(r: Response, status: number, what: string): Promise<Response> {
+  if (r.status !== status) throw new Error(`${what}: ${r.status} ${await r.text()}`);
+  return r;
+}
+
+Deno.test({
+  name: "per-blob work of pushes stays within its pinned counts",
+  ...serverTestOpts,
+  fn: async (t) => {
+    // No queue drained in this process: only the request's own work is counted (the jobs it
+    // enqueues are part of its commits; running them is another process's business).
+    await withServer({ config: NO_WORKERS }, async (s) => {
+      // Warms the namespace (its ns record) and the process, so every case below counts the
+      // steady-state work of one more blob.
+      await pushBlob(s.url, "work/app", blobOf(1024, 0));
+      // What a scrape itself costs (its gauges list and read KV), taken off every count.
+      scrape = await work(s, () => Promise.resolve());
+
+      await t.step("(c1) monolithic POST ?digest= of 200 KiB", async () => {
+        const data = blobOf(200 << 10, 1);
+        const got = await work(s, async () => {
+          await pushBlob(s.url, "work/app", data);
+        });
+        // Before issue 25: 2 gets, 2 getMany, 2 commits (the quota pre-check read usage with no
+        // quota configured; the link commit read the link again).
+        assertAtMost("POST ?digest", got, {
+          // link/<ns>/<digest>: does the namespace have it already (then nothing is written);
+          // the link commit checks this very entry
+          "kv.get": 1,
+          // repository usage (qref, usage, qwriter), kept by the link commit even without quotas
+          "kv.getMany": 1,
+          // blob reservation (scrub cannot claim the digest), then the link with its jobs
+          "kv.commit": 2,
+          // the body into an upload file (synced), then renamed to its blob path
+          "store.appendUpload": 1,
+          "store.commitUpload": 1,
+          // the upload file left behind by a failed push (a no-op on success)
+          "store.deleteUpload": 1,
+        });
+      });
+
+      await t.step("(c2) Docker's flow: POST, then PUT ?digest= with the body", async () => {
+        const data = blobOf(200 << 10, 2);
+        const digest = `sha256:${await sha256Hex(data)}`;
+        const got = await work(s, async () => {
+          const post = await ok(
+            await req(s, "/v2/work/app/blobs/uploads/", { method: "POST" }),
+            202,
+            "POST",
+          );
+          await post.body?.cancel();
+          const loc = post.headers.get("location")!;
+          const put = await ok(
+            await req(s, `${loc}${loc.includes("?") ? "&" : "?"}digest=${digest}`, {
+              method: "PUT",
+              body: data as BodyInit,
+              headers: { "content-type": "application/octet-stream" },
+            }),
+            201,
+            "PUT",
+          );
+          await put.body?.cancel();
+        });
+        // Before issue 25: 3 gets, 1 getMany, 1 set, 3 commits (PUT committed the final chunk's
+        // offset, then re-read the session, then deleted it in the link commit).
+        assertAtMost("POST + PUT ?digest", got, {
+          // PUT reads the session; the link commit reads the link it checks
+          "kv.get": 2,
+          "kv.getMany": 1,
+          // POST: the session; PUT: the reservation, the link deleting the session
+          "kv.set": 1,
+          "kv.commit": 2,
+          // POST creates the (empty) upload file; PUT appends the body and places it
+          "store.appendUpload": 2,
+          "store.commitUpload": 1,
+        });
+      });
+
+      await t.step("(c3) chunked: POST, 3 PATCHes, PUT ?digest=", async () => {
+        const data = blobOf(300 << 10, 3);
+        const digest = `sha256:${await sha256Hex(data)}`;
+        const got = await work(s, async () => {
+          const post = await ok(
+            await req(s, "/v2/work/app/blobs/uploads/", { method: "POST" }),
+            202,
+            "POST",
+          );
+          await post.body?.cancel();
+          let loc = post.headers.get("location")!;
+          const third = data.length / 3;
+          for (let i = 0; i < 3; i++) {
+            const chunk = data.subarray(i * third, (i + 1) * third);
+            const r = await ok(
+              await req(s, loc, {
+                method: "PATCH",
+                body: chunk as BodyInit,
+                headers: {
+                  "content-type": "application/octet-stream",
+                  "content-range": `${i * third}-${(i + 1) * third - 1}`,
+                },
+              }),
+              202,
+              `PATCH ${i}`,
+            );
+            await r.body?.cancel();
+            loc = r.headers.get("location")!;
+          }
+          const put = await ok(
+            await req(s, `${loc}${loc.includes("?") ? "&" : "?"}digest=${digest}`, {
+              method: "PUT",
+            }),
+            201,
+            "PUT",
+          );
+          await put.body?.cancel();
+        });
+        // Before issue 25: 8 gets (each PATCH re-read the session it had just written).
+        assertAtMost("POST + 3 PATCH + PUT", got, {
+          // each PATCH and the PUT read the session; the link commit reads the link
+          "kv.get": 5,
+          "kv.getMany": 1,
+          "kv.set": 1,
+          // 3 offsets, the reservation, the link
+          "kv.commit": 5,
+          "store.appendUpload": 5,
+          "store.commitUpload": 1,
+        });
+      });
+
+      await t.step("(d) manifest PUT with 5 layers (blobs pushed before)", async () => {
+        const enc = new TextEncoder();
+        const configBytes = enc.encode(JSON.stringify({ architecture: "amd64", os: "linux" }));
+        const config = await pushBlob(s.url, "work/app", configBytes);
+        const layers = [];
+        for (let i = 0; i < 5; i++) {
+          const b = blobOf(4096, 10 + i);
+          layers.push({
+            mediaType: "application/vnd.oci.image.layer.v1.tar+gzip",
+            digest: await pushBlob(s.url, "work/app", b),
+            size: b.length,
+          });
+        }
+        const body = enc.encode(JSON.stringify({
+          schemaVersion: 2,
+          mediaType: "application/vnd.oci.image.manifest.v1+json",
+          config: {
+            mediaType: "application/vnd.oci.image.config.v1+json",
+            digest: config,
+            size: configBytes.length,
+          },
+          layers,
+        }));
+        const got = await work(s, async () => {
+          const r = await ok(
+            await req(s, "/v2/work/app/manifests/v1", {
+              method: "PUT",
+              body: body as BodyInit,
+              headers: { "content-type": "application/vnd.oci.image.manifest.v1+json" },
+            }),
+            201,
+            "manifest PUT",
+          );
+          await r.body?.cancel();
+        });
+        // Before issue 25: 2 gets, 3 getMany, 1 commit (the tag was read twice; the revision
+        // and tagver one by one).
+        assertAtMost("manifest PUT, 5 layers", got, {
+          // the tag (its guard, and the commit's check), then the revision and tagver together,
+          // then repository usage for the new revision
+          "kv.getMany": 3,
+          // revision, tag, references and jobs in one commit
+          "kv.commit": 1,
+        });
+      });
+    });
+  },
+});

@@ -233,3 +233,39 @@ Deno.test({
     });
   },
 });
+
+Deno.test({
+  name: "a PUT refused for its digest keeps its final chunk, as a PATCH would",
+  ...serverTestOpts,
+  fn: () =>
+    withServer({}, async (s) => {
+      const data = blobOf(100, 7);
+      const digest = `sha256:${await sha256Hex(data)}`;
+      const post = await ok(
+        await req(s, "/v2/work/keep/blobs/uploads/", { method: "POST" }),
+        202,
+        "POST",
+      );
+      await post.body?.cancel();
+      const loc = post.headers.get("location")!;
+      const at = (d: string) => `${loc}${loc.includes("?") ? "&" : "?"}digest=${d}`;
+      const wrong = `sha256:${"0".repeat(64)}`;
+      const bad = await req(s, at(wrong), {
+        method: "PUT",
+        body: data as BodyInit,
+        headers: { "content-type": "application/octet-stream" },
+      });
+      assert.equal(bad.status, 400);
+      assert.equal((await bad.json()).errors[0].code, "DIGEST_INVALID");
+      // As after a PATCH of the same bytes: the session holds them and completes without a body.
+      const status = await req(s, loc);
+      await status.body?.cancel();
+      assert.equal(status.status, 204);
+      assert.equal(status.headers.get("range"), "0-99");
+      const put = await ok(await req(s, at(digest), { method: "PUT" }), 201, "PUT");
+      await put.body?.cancel();
+      const got = await req(s, `/v2/work/keep/blobs/${digest}`);
+      assert.equal(got.status, 200);
+      assert.deepEqual(new Uint8Array(await got.arrayBuffer()), data);
+    }),
+});

@@ -42,6 +42,9 @@ export const CACHE_FILL_KIND = "fill-blob";
  */
 export const CACHE_FILL_DELAY_MS = 30_000;
 
+/** A fill still running after this long gets its `cache` job (see `insure`). */
+export const INSURE_AFTER_MS = 250;
+
 export type PullThroughResult =
   | "hit"
   | "miss"
@@ -291,10 +294,11 @@ export class PullThrough {
         this.d.observe?.("blob", "follow");
         return await this.followFill(fill, rangeHeader, withBody);
       }
+      const stored = await this.d.blobs.blob(digest);
       // A fill of this namespace may have settled (and linked) since the caller looked: read
       // it locally rather than asking the upstream to vouch for bytes this name already holds.
-      if (!fill && await this.d.blobs.link(ns, digest)) return "linked";
-      const stored = await this.d.blobs.blob(digest);
+      // Only bytes stored here can be linked, so a blob new to this registry skips the read.
+      if (stored && !fill && await this.d.blobs.link(ns, digest)) return "linked";
       if (stored || fill) {
         // The bytes are here or on their way: the upstream only has to vouch for this name.
         await up.headBlob(ns, digest);
@@ -453,14 +457,35 @@ export class PullThrough {
     return true;
   }
 
-  /** Queues the `cache` job that redoes `fill` should this process die before it settles. */
+  /**
+   * Queues the `cache` job that redoes `fill` should this process die before it settles: once
+   * the fill has run INSURE_AFTER_MS, or at once (due now) when it failed sooner, so it retries or
+   * dead-letters. Most fills (small layers, configs) settle within a few upstream round trips,
+   * and queueing then deleting their job was two KV commits and three reads each, half of a cold
+   * blob's KV work (issue 25). A kill before INSURE_AFTER_MS loses only the background retry:
+   * the client's pull failed with the process, and its retry fills afresh.
+   */
   private insure(fill: BlobFill, ns: string, digest: string): void {
-    // Queued without holding up the response (a KV commit); the fill does not wait for it.
-    this.queueFill(ns, digest, CACHE_FILL_DELAY_MS).then((job) => {
-      if (job === null) return;
-      const cache = this.d.jobs.queue("cache");
-      return fill.settled.then(() => cache.deletePending(job), () => cache.expedite(job));
-    }).catch(() => {});
+    const cache = this.d.jobs.queue("cache");
+    const t = setTimeout(() => {
+      timer = null;
+      // Queued without holding up the fill or the response (a KV commit).
+      this.queueFill(ns, digest, CACHE_FILL_DELAY_MS).then((job) => {
+        if (job === null) return;
+        return fill.settled.then(() => cache.deletePending(job), () => cache.expedite(job));
+      }).catch(() => {});
+    }, INSURE_AFTER_MS);
+    Deno.unrefTimer(t as unknown as number);
+    let timer: typeof t | null = t;
+    const early = () => {
+      if (timer === null) return false;
+      clearTimeout(timer);
+      timer = null;
+      return true;
+    };
+    fill.settled.then(early, () => {
+      if (early()) this.queueFill(ns, digest, 0).catch(() => {});
+    });
   }
 
   /** Referrers rule 5: the upstream's referrers of `subject`; an unreachable upstream is left out. */

@@ -1,0 +1,305 @@
+// Pull-through over a shaped link (issue 25): the upstream docker-registry runs in the network
+// namespace of ../shared/tools/wan-ns.sh (198.18.0.2, behind RATE and RTT both ways); Wharf,
+// docker-registry as a proxy and the client stay on loopback. For a big-layer image (3 × 33 MiB)
+// and a small-layer image (50 × ~200 KiB), each round with a fresh image: direct from the
+// upstream, through Wharf cold then warm, through the proxy cold then warm; median of 3 rounds.
+// Reports MiB/s, ratios to direct, Wharf's CPU (utime+stime from /proc) per 100 MiB of cold pull
+// and Wharf's KV operations per blob (wharf_kv_operation_duration_seconds_count by op, minus what
+// reading /metrics costs). The link is always taken down at the end.
+//
+// Run (root: it creates a netns): deno run -A --unstable-kv bench/wan_pull_through_bench.ts
+//   [--rate 1gbit] [--rtt 10]
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { startDistribution } from "../tests/e2e/_distribution.ts";
+import { startDaemon } from "../tests/e2e/_tools.ts";
+import { startServer, type TestServer } from "../tests/helpers/server.ts";
+
+const ROOT = fileURLToPath(new URL("../", import.meta.url));
+const WAN = join(ROOT, "..", "shared", "tools", "wan-ns.sh");
+const arg = (name: string, dflt: string) => {
+  const i = Deno.args.indexOf(name);
+  return i >= 0 ? Deno.args[i + 1] : dflt;
+};
+const RATE = arg("--rate", "1gbit");
+const RTT = Number(arg("--rtt", "10"));
+const ROUNDS = 3;
+const UPSTREAM_PORT = 5000;
+const MANIFEST = "application/vnd.oci.image.manifest.v1+json";
+const IMAGES = [
+  { name: "big", layers: Array(3).fill(33 << 20) as number[] },
+  { name: "small", layers: Array(50).fill(200 << 10) as number[] },
+];
+
+function wan(...args: string[]): void {
+  const r = new Deno.Command("bash", { args: [WAN, ...args], stderr: "inherit" }).outputSync();
+  if (!r.success && args[0] === "up") throw new Error(`wan-ns.sh ${args.join(" ")} failed`);
+}
+
+/** docker-registry inside the namespace, on the far side of the link. */
+async function startUpstream(): Promise<{ url: string; stop(): Promise<void> }> {
+  const dir = await Deno.makeTempDir({ prefix: "wharf-wan-upstream-" });
+  const cfg = join(dir, "config.yml");
+  await Deno.writeTextFile(
+    cfg,
+    `version: 0.1
+log:
+  level: warn
+  accesslog:
+    disabled: true
+storage:
+  cache:
+    blobdescriptor: inmemory
+  filesystem:
+    rootdirectory: ${dir}/data
+http:
+  addr: 198.18.0.2:${UPSTREAM_PORT}
+`,
+  );
+  const url = `http://198.18.0.2:${UPSTREAM_PORT}`;
+  const daemon = await startDaemon(
+    "ip",
+    ["netns", "exec", "wharfwan", "docker-registry", "serve", cfg],
+    async () => {
+      try {
+        const r = await fetch(`${url}/v2/`, { signal: AbortSignal.timeout(1000) });
+        await r.body?.cancel();
+        return r.status === 200;
+      } catch {
+        return false;
+      }
+    },
+  );
+  return {
+    url,
+    stop: async () => {
+      await daemon.stop();
+      await Deno.remove(dir, { recursive: true }).catch(() => {});
+    },
+  };
+}
+
+async function sha(b: Uint8Array): Promise<string> {
+  const h = await crypto.subtle.digest("SHA-256", b as BufferSource);
+  return `sha256:${Array.from(new Uint8Array(h), (x) => x.toString(16).padStart(2, "0")).join("")}`;
+}
+
+function randomBytes(n: number): Uint8Array {
+  const b = new Uint8Array(n);
+  for (let o = 0; o < n; o += 65536) crypto.getRandomValues(b.subarray(o, Math.min(n, o + 65536)));
+  return b;
+}
+
+async function pushBlob(url: string, repo: string, data: Uint8Array): Promise<string> {
+  const d = await sha(data);
+  const start = await fetch(`${url}/v2/${repo}/blobs/uploads/`, { method: "POST" });
+  await start.body?.cancel();
+  const loc = new URL(start.headers.get("location")!, url);
+  loc.searchParams.set("digest", d);
+  const r = await fetch(loc, {
+    method: "PUT",
+    body: data as BodyInit,
+    headers: { "content-type": "application/octet-stream" },
+  });
+  await r.body?.cancel();
+  if (r.status !== 201) throw new Error(`push blob ${r.status}`);
+  return d;
+}
+
+async function pushImage(url: string, repo: string, layers: number[]): Promise<void> {
+  const cfg = new TextEncoder().encode(
+    JSON.stringify({ architecture: "amd64", os: "linux", n: crypto.randomUUID() }),
+  );
+  const config = await pushBlob(url, repo, cfg);
+  const descs = [];
+  for (const size of layers) {
+    const b = randomBytes(size);
+    descs.push({
+      mediaType: "application/vnd.oci.image.layer.v1.tar+gzip",
+      digest: await pushBlob(url, repo, b),
+      size,
+    });
+  }
+  const r = await fetch(`${url}/v2/${repo}/manifests/v1`, {
+    method: "PUT",
+    headers: { "content-type": MANIFEST },
+    body: JSON.stringify({
+      schemaVersion: 2,
+      mediaType: MANIFEST,
+      config: {
+        mediaType: "application/vnd.oci.image.config.v1+json",
+        digest: config,
+        size: cfg.length,
+      },
+      layers: descs,
+    }),
+  });
+  await r.body?.cancel();
+  if (r.status !== 201) throw new Error(`push manifest ${r.status}`);
+}
+
+/** A client pull: manifest, then config and layers 3 at a time (every body fully read). */
+async function pull(base: string, repo: string): Promise<{ s: number; bytes: number }> {
+  const t0 = performance.now();
+  const m = await fetch(`${base}/v2/${repo}/manifests/v1`, { headers: { accept: MANIFEST } });
+  if (m.status !== 200) throw new Error(`manifest ${m.status} ${await m.text()}`);
+  const man = await m.json();
+  const blobs: string[] = [
+    man.config.digest,
+    ...man.layers.map((l: { digest: string }) => l.digest),
+  ];
+  let bytes = 0;
+  let next = 0;
+  await Promise.all(Array.from({ length: 3 }, async () => {
+    for (let i = next++; i < blobs.length; i = next++) {
+      const r = await fetch(`${base}/v2/${repo}/blobs/${blobs[i]}`);
+      if (r.status !== 200) throw new Error(`${base} ${blobs[i]}: ${r.status} ${await r.text()}`);
+      for await (const c of r.body!) bytes += c.length;
+    }
+  }));
+  return { s: (performance.now() - t0) / 1000, bytes };
+}
+
+function cpuMs(pid: number): number {
+  const f = Deno.readTextFileSync(`/proc/${pid}/stat`).split(") ")[1].split(" ");
+  return (Number(f[11]) + Number(f[12])) * 10; // clock ticks (USER_HZ = 100)
+}
+
+async function kvOps(s: TestServer): Promise<Record<string, number>> {
+  const t = await (await fetch(`${s.url}/metrics`)).text();
+  const out: Record<string, number> = {};
+  for (const m of t.matchAll(/^wharf_kv_operation_duration_seconds_count\{op="(\w+)"\} (\S+)$/gm)) {
+    out[m[1]] = Number(m[2]);
+  }
+  return out;
+}
+
+const diff = (a: Record<string, number>, b: Record<string, number>) =>
+  Object.fromEntries(Object.keys(b).map((k) => [k, b[k] - (a[k] ?? 0)]).filter(([, v]) => v));
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+type Row = "direct" | "wharf_cold" | "wharf_warm" | "proxy_cold" | "proxy_warm";
+
+async function main() {
+  wan("down");
+  wan("up", RATE, String(RTT));
+  const load = Deno.readTextFileSync("/proc/loadavg").split(" ").slice(0, 3).join(" ");
+  const upstream = await startUpstream();
+  const proxy = await startDistribution({ proxy: { remoteurl: upstream.url } });
+  const wharf = await startServer({
+    config: `[repository."hub"]\n[[repository."hub".upstream]]\nurl = "${upstream.url}"\n`,
+    unchecked: true,
+    productionFlags: true,
+  });
+  const results: Record<string, unknown> = { rate: RATE, rtt_ms: RTT, load_before: load };
+  try {
+    for (const img of IMAGES) {
+      const rows: Record<Row, number[]> = {
+        direct: [],
+        wharf_cold: [],
+        wharf_warm: [],
+        proxy_cold: [],
+        proxy_warm: [],
+      };
+      const cpu: number[] = [];
+      let ops: Record<string, number>[] = [];
+      let warmOps: Record<string, number>[] = [];
+      let bytes = 0;
+      for (let r = 0; r < ROUNDS; r++) {
+        const repo = `library/${img.name}${r}`;
+        await pushImage(upstream.url, repo, img.layers);
+        const direct = await pull(upstream.url, repo);
+        bytes = direct.bytes;
+        const k0 = await kvOps(wharf);
+        const k1 = await kvOps(wharf); // what one /metrics read costs
+        const c0 = cpuMs(wharf.pid);
+        const wc = await pull(wharf.url, `hub/${repo}`);
+        cpu.push(cpuMs(wharf.pid) - c0);
+        await sleep(300); // the fills' job deletions land after the bodies
+        const k2 = await kvOps(wharf);
+        const ww = await pull(wharf.url, `hub/${repo}`);
+        await sleep(300);
+        const k3 = await kvOps(wharf);
+        const perRead = diff(k0, k1);
+        const less = (d: Record<string, number>) =>
+          Object.fromEntries(Object.entries(d).map(([k, v]) => [k, v - (perRead[k] ?? 0)]));
+        ops = [...ops, less(diff(k1, k2))];
+        warmOps = [...warmOps, less(diff(k2, k3))];
+        const pc = await pull(proxy.url, repo);
+        const pw = await pull(proxy.url, repo);
+        const got = { direct, wharf_cold: wc, wharf_warm: ww, proxy_cold: pc, proxy_warm: pw };
+        for (const [k, v] of Object.entries(got) as [Row, { s: number; bytes: number }][]) {
+          if (v.bytes !== direct.bytes) throw new Error(`${img.name} ${k}: ${v.bytes} bytes`);
+          rows[k].push(v.s);
+        }
+        console.log(
+          `${img.name} round ${r + 1}: ${
+            JSON.stringify(
+              Object.fromEntries(Object.entries(rows).map(([k, v]) => [k, +v[r].toFixed(3)])),
+            )
+          }`,
+        );
+      }
+      const mib = bytes / 2 ** 20;
+      const med = Object.fromEntries(
+        Object.entries(rows).map(([k, v]) => [k, median(v)]),
+      ) as Record<Row, number>;
+      const blobs = img.layers.length + 1;
+      const perBlob = (all: Record<string, number>[]) => {
+        const keys = new Set(all.flatMap((o) => Object.keys(o)));
+        return Object.fromEntries(
+          [...keys].map((k) => [k, +(median(all.map((o) => o[k] ?? 0)) / blobs).toFixed(2)]),
+        );
+      };
+      results[img.name] = {
+        image_mib: mib,
+        blobs,
+        median_s: med,
+        mib_per_s: Object.fromEntries(Object.entries(med).map(([k, s]) => [k, mib / s])),
+        vs_direct: Object.fromEntries(Object.entries(med).map(([k, s]) => [k, med.direct / s])),
+        wharf_cold_cpu_ms_per_100_mib: median(cpu) / mib * 100,
+        kv_ops_per_blob_cold: perBlob(ops),
+        kv_ops_per_blob_warm: perBlob(warmOps),
+        rounds: rows,
+      };
+    }
+  } finally {
+    await wharf.stop();
+    await Deno.remove(wharf.dataDir, { recursive: true }).catch(() => {});
+    await proxy.stop();
+    await upstream.stop();
+    wan("down");
+  }
+  results.load_after = Deno.readTextFileSync("/proc/loadavg").split(" ").slice(0, 3).join(" ");
+  await Deno.mkdir(join(ROOT, "bench", "out"), { recursive: true });
+  await Deno.writeTextFile(
+    join(ROOT, "bench", "out", "wan_pull_through.json"),
+    JSON.stringify(results, null, 2),
+  );
+  const f = (n: number) => n.toFixed(2);
+  for (const img of IMAGES) {
+    // deno-lint-ignore no-explicit-any
+    const r = results[img.name] as any;
+    console.log(
+      `\n| ${img.name}: ${
+        f(r.image_mib)
+      } MiB, ${r.blobs} blobs, ${RATE} / ${RTT} ms, median of ${ROUNDS} | s | MiB/s | vs direct |
+|---|---|---|---|
+${
+        (["direct", "wharf_cold", "wharf_warm", "proxy_cold", "proxy_warm"] as Row[]).map((k) =>
+          `| ${k} | ${f(r.median_s[k])} | ${f(r.mib_per_s[k])} | ${f(r.vs_direct[k])}× |`
+        ).join("\n")
+      }
+
+Wharf CPU per 100 MiB cold: ${
+        r.wharf_cold_cpu_ms_per_100_mib.toFixed(0)
+      } ms. KV operations per blob (manifest's share included): cold ${
+        JSON.stringify(r.kv_ops_per_blob_cold)
+      }, warm ${JSON.stringify(r.kv_ops_per_blob_warm)}.`,
+    );
+  }
+  console.log(`load before ${load}, after ${results.load_after}`);
+}
+
+await main();

@@ -160,6 +160,18 @@ async function pull(base: string, repo: string): Promise<{ s: number; bytes: num
   return { s: (performance.now() - t0) / 1000, bytes };
 }
 
+/** Milliseconds from a blob GET to the first body byte (the rest is drained). */
+async function firstByteMs(url: string): Promise<number> {
+  const t0 = performance.now();
+  const r = await fetch(url);
+  if (r.status !== 200) throw new Error(`${url}: ${r.status}`);
+  const reader = r.body!.getReader();
+  await reader.read();
+  const ms = performance.now() - t0;
+  while (!(await reader.read()).done);
+  return ms;
+}
+
 function cpuMs(pid: number): number {
   const f = Deno.readTextFileSync(`/proc/${pid}/stat`).split(") ")[1].split(" ");
   return (Number(f[11]) + Number(f[12])) * 10; // clock ticks (USER_HZ = 100)
@@ -203,6 +215,7 @@ async function main() {
         proxy_warm: [],
       };
       const cpu: number[] = [];
+      const ttfb: { direct: number[]; wharf_cold: number[] } = { direct: [], wharf_cold: [] };
       let ops: Record<string, number>[] = [];
       let warmOps: Record<string, number>[] = [];
       let bytes = 0;
@@ -226,6 +239,10 @@ async function main() {
           Object.fromEntries(Object.entries(d).map(([k, v]) => [k, v - (perRead[k] ?? 0)]));
         ops = [...ops, less(diff(k1, k2))];
         warmOps = [...warmOps, less(diff(k2, k3))];
+        // Time to first byte of one more cold blob of the image's layer size.
+        const lone = await pushBlob(upstream.url, repo, randomBytes(img.layers[0]));
+        ttfb.direct.push(await firstByteMs(`${upstream.url}/v2/${repo}/blobs/${lone}`));
+        ttfb.wharf_cold.push(await firstByteMs(`${wharf.url}/v2/hub/${repo}/blobs/${lone}`));
         const pc = await pull(proxy.url, repo);
         const pw = await pull(proxy.url, repo);
         const got = { direct, wharf_cold: wc, wharf_warm: ww, proxy_cold: pc, proxy_warm: pw };
@@ -261,6 +278,7 @@ async function main() {
         wharf_cold_cpu_ms_per_100_mib: median(cpu) / mib * 100,
         kv_ops_per_blob_cold: perBlob(ops),
         kv_ops_per_blob_warm: perBlob(warmOps),
+        ttfb_ms: { direct: median(ttfb.direct), wharf_cold: median(ttfb.wharf_cold) },
         rounds: rows,
       };
     }
@@ -292,6 +310,9 @@ ${
         ).join("\n")
       }
 
+Time to first byte of one cold blob (median): direct ${f(r.ttfb_ms.direct)} ms, through Wharf ${
+        f(r.ttfb_ms.wharf_cold)
+      } ms.
 Wharf CPU per 100 MiB cold: ${
         r.wharf_cold_cpu_ms_per_100_mib.toFixed(0)
       } ms. KV operations per blob (manifest's share included): cold ${

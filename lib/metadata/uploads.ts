@@ -1,5 +1,5 @@
 // Upload session records. Bytes live in the blob store under the session's uuid.
-import { K, type UploadRecord } from "./keys.ts";
+import { K, type LinkRecord, type UploadRecord } from "./keys.ts";
 import { checkNotReclaiming, reclaimingError } from "./reclaim.ts";
 import { type BytesPlaced, reservationAfterConflict, RESERVED_WRITE_ATTEMPTS } from "./blobs.ts";
 import { addJobs } from "./kv_limits.ts";
@@ -21,6 +21,19 @@ export class UploadMeta {
 
   get(ns: string, uuid: string): Promise<Deno.KvEntryMaybe<UploadRecord>> {
     return this.kv.get<UploadRecord>(K.upload(ns, uuid));
+  }
+
+  /** The session and the link its completion would write, in one read (`complete`'s `seen`). */
+  async getWithLink(
+    ns: string,
+    uuid: string,
+    digest: string,
+  ): Promise<[Deno.KvEntryMaybe<UploadRecord>, Deno.KvEntryMaybe<LinkRecord>]> {
+    const [session, link] = await this.kv.getMany<[UploadRecord, LinkRecord]>([
+      K.upload(ns, uuid),
+      K.link(ns, digest),
+    ]);
+    return [session, link];
   }
 
   /**
@@ -54,6 +67,8 @@ export class UploadMeta {
     reserved: string,
     placed: BytesPlaced,
     effects: WriteFacts,
+    /** the link as read with the session (`getWithLink`): the first attempt checks it */
+    seen?: Deno.KvEntryMaybe<LinkRecord>,
   ): Promise<boolean> {
     let guard = reserved;
     let usage: Pick<UsagePlan, "apply" | "pause"> | undefined;
@@ -64,7 +79,8 @@ export class UploadMeta {
         effects.attempt();
         const now = Date.now();
         // May throw 403 DENIED (quota): the session stays, as for any refused completion.
-        usage = await linkUsage(this.kv, this.usage, ns, digest, size);
+        usage = await linkUsage(this.kv, this.usage, ns, digest, size, seen);
+        seen = undefined; // a retry reads afresh
         const op = this.kv.atomic()
           .check(entry)
           .check({ key: K.blob(digest), versionstamp: guard })

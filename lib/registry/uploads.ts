@@ -5,6 +5,7 @@ import {
   type Digest,
   isAlgorithm,
   parseContentRange,
+  parseDigest,
   RegistryError,
   requireDigest,
   requireName,
@@ -225,8 +226,10 @@ export class Uploads {
           fx,
           link,
         ));
-    } finally {
+    } catch (e) {
+      // On success the file was renamed into place: nothing is left to remove.
       await this.d.store.deleteUpload(uuid);
+      throw e;
     }
   }
 
@@ -427,7 +430,16 @@ export class Uploads {
     fx: WriteFacts,
   ): Promise<{ digest: string; size: number }> {
     return this.lock.run(uuid, async () => {
-      const entry0 = await this.session(ns, uuid);
+      // A well-formed digest: the link its completion checks is read with the session.
+      const named = digestParam === null ? null : parseDigest(digestParam);
+      let link: Deno.KvEntryMaybe<LinkRecord> | undefined;
+      let entry0: Deno.KvEntry<UploadRecord>;
+      if (named) {
+        const [session, seen] = await this.d.uploads.getWithLink(ns, uuid, named.value);
+        if (!session.value) throw new RegistryError("BLOB_UPLOAD_UNKNOWN", uuid);
+        entry0 = session as Deno.KvEntry<UploadRecord>;
+        link = seen;
+      } else entry0 = await this.session(ns, uuid);
       const d = requireDigest(digestParam);
       if (entry0.value.pinned && d.algorithm !== entry0.value.algorithm) {
         await input.body?.cancel();
@@ -477,7 +489,16 @@ export class Uploads {
         this.hashers.drop(uuid);
         const placed = this.placed(d.value);
         try {
-          return await this.d.uploads.complete(entry, ns, d.value, offset, reserved, placed, fx);
+          return await this.d.uploads.complete(
+            entry,
+            ns,
+            d.value,
+            offset,
+            reserved,
+            placed,
+            fx,
+            link,
+          );
         } catch (e) {
           // A concurrent push took the last room: the bytes already moved to the blob path
           // (unlinked, so scrub reclaims them), so the session cannot complete again.

@@ -52,8 +52,9 @@ interface Side {
   /** this round's server: its process for CPU time (null: docker-registry) */
   url: string;
   pid: number | null;
-  /** pushes/s of each round, for the per-round spread */
+  /** pushes/s and server CPU ms per push of each round, for the per-round spread */
   pushRates: number[];
+  pushCpus: number[];
   pushes: number;
   pushSeconds: number;
   pushCpu: number;
@@ -116,6 +117,7 @@ const sides: Side[] = configs.map(([name, config]) => ({
   url: "",
   pid: null,
   pushRates: [],
+  pushCpus: [],
   pushes: 0,
   pushSeconds: 0,
   pushCpu: 0,
@@ -182,6 +184,7 @@ for (let r = 0; r < ROUNDS; r++) {
       s.pushSeconds += p.seconds;
       s.pushCpu += p.cpu;
       s.pushRates.push(p.n / p.seconds);
+      s.pushCpus.push((p.cpu / p.n) * 1000);
       const img = await pushOnce(s.url, "pulled");
       const q = await timed(s, () => pullOnce(s.url, img));
       s.pulls += q.n;
@@ -228,5 +231,7 @@ for (const [i, s] of sides.entries()) {
 // Rounds are paired (one round's sides run back to back), so the control's per-round ratio to
 // all-off is the noise any one feature's figure carries.
 const control = sides[sides.length - 1];
-const ratios = off.pushRates.map((x, r) => pct(control.pushRates[r], x));
-console.log(`\ncontrol vs all off, pushes/s per round: ${ratios.join(", ")}`);
+const perRound = (of: (s: Side) => number[]) =>
+  of(off).map((x, r) => pct(of(control)[r], x)).join(", ");
+console.log(`\ncontrol vs all off, pushes/s per round: ${perRound((s) => s.pushRates)}`);
+console.log(`control vs all off, CPU ms / push per round: ${perRound((s) => s.pushCpus)}`);

@@ -5,7 +5,9 @@
 // push and the self time per push in the quota and audit code's files; then, over both sides of
 // each kind, the self time per push of those files' functions and of the functions that differ
 // most between the sides. Self time, not inclusive: the audit context and the quota ledger's
-// `admit` wrap whole requests and commits, so their inclusive time is the push's.
+// `admit` wrap whole requests and commits, so their inclusive time is the push's. A V8 profile
+// sees only the JavaScript thread: the process's CPU per push is also split by thread from
+// /proc (the JS thread against the rest: KV's SQLite and file system work run on other threads).
 //
 // Run: WHARF_SERVER_INSPECT=127.0.0.1:9339 deno run -A --unstable-kv bench/push_profile.ts \
 //        [--secs N]
@@ -41,6 +43,9 @@ const PARTS: [string, RegExp][] = [
 interface Result {
   pushes: number;
   busyUs: number;
+  /** server CPU µs per push over the profiled window: the JS thread, the other threads */
+  cpuMain: number;
+  cpuOther: number;
   self: Map<string, number>;
   parts: Map<string, number>;
 }
@@ -51,7 +56,28 @@ function frame(x: ProfileNode): string {
   }:${x.callFrame.lineNumber}`;
 }
 
-function digest(profile: Profile, pushes: number): Result {
+/** User + system CPU µs per thread of a process so far (Linux /proc), the main thread first. */
+function threadCpu(pid: number): { main: number; other: number } {
+  let main = 0, other = 0;
+  for (const t of Deno.readDirSync(`/proc/${pid}/task`)) {
+    let f: string[];
+    try {
+      f = Deno.readTextFileSync(`/proc/${pid}/task/${t.name}/stat`).split(") ")[1].split(" ");
+    } catch {
+      continue; // the thread ended
+    }
+    const us = (Number(f[11]) + Number(f[12])) * 10_000;
+    if (Number(t.name) === pid) main += us;
+    else other += us;
+  }
+  return { main, other };
+}
+
+function digest(
+  profile: Profile,
+  pushes: number,
+  cpu: { main: number; other: number },
+): Result {
   const byId = new Map<number, ProfileNode>(profile.nodes.map((x) => [x.id, x]));
   const self = new Map<string, number>();
   const parts = new Map<string, number>();
@@ -67,7 +93,14 @@ function digest(profile: Profile, pushes: number): Result {
       if (re.test(x.callFrame.url)) parts.set(name, (parts.get(name) ?? 0) + dt);
     }
   });
-  return { pushes, busyUs, self, parts };
+  return {
+    pushes,
+    busyUs,
+    cpuMain: cpu.main / pushes,
+    cpuOther: cpu.other / pushes,
+    self,
+    parts,
+  };
 }
 
 async function profileSide(config: string): Promise<Result> {
@@ -86,10 +119,12 @@ async function profileSide(config: string): Promise<Result> {
     const inspector = await openInspector(inspect);
     await inspector.startProfile(200);
     const n0 = n;
+    const c0 = threadCpu(s.pid);
     await drive(SECS);
+    const c1 = threadCpu(s.pid);
     const profile = await inspector.stopProfile();
     inspector.close();
-    return digest(profile, n - n0);
+    return digest(profile, n - n0, { main: c1.main - c0.main, other: c1.other - c0.other });
   } finally {
     await s.stop().catch(() => {});
     await Deno.remove(s.dataDir, { recursive: true }).catch(() => {});
@@ -108,7 +143,9 @@ for (const { on, r } of runs) {
   const parts = PARTS.map(([name]) => `${name} ${((r.parts.get(name) ?? 0) / r.pushes).toFixed(0)}`)
     .join(", ");
   console.log(
-    `${on ? "on " : "off"}: ${r.pushes} pushes, busy ${
+    `${on ? "on " : "off"}: ${r.pushes} pushes, CPU µs/push ${
+      (r.cpuMain + r.cpuOther).toFixed(0)
+    } (JS thread ${r.cpuMain.toFixed(0)}, other threads ${r.cpuOther.toFixed(0)}), profiled busy ${
       (r.busyUs / r.pushes).toFixed(0)
     } µs/push; self µs/push: ${parts}`,
   );

@@ -1,4 +1,4 @@
-// The image traffic the tenancy and quota benches send: small OCI images pushed the way docker
+// The image traffic the benches send: blobs and small OCI images pushed the way docker
 // pushes them (POST + PUT per blob, then the manifest) and pulled back (manifest, then each blob).
 // Every status is checked: a bench that measured refusals would measure nothing.
 
@@ -11,6 +11,14 @@ export async function sha256(b: Uint8Array): Promise<string> {
   return "sha256:" + Array.from(new Uint8Array(h), (x) => x.toString(16).padStart(2, "0")).join("");
 }
 
+/** `n` random bytes (getRandomValues fills at most 64 KiB per call). */
+export function randomBytes(n: number): Uint8Array {
+  const b = new Uint8Array(n);
+  for (let o = 0; o < n; o += 65536) crypto.getRandomValues(b.subarray(o, Math.min(n, o + 65536)));
+  return b;
+}
+
+/** Pushes one blob as docker does (POST, then PUT ?digest= with the body); its digest. */
 export async function upload(url: string, ns: string, data: Uint8Array): Promise<string> {
   const digest = await sha256(data);
   const post = await fetch(`${url}/v2/${ns}/blobs/uploads/`, { method: "POST" });

@@ -12,6 +12,7 @@
 // Run: deno run -A --unstable-kv bench/pull_through_bench.ts [--small]   (loopback only)
 import { createHash } from "node:crypto";
 import { join } from "node:path";
+import { randomBytes, upload } from "./image_traffic.ts";
 import { fileURLToPath } from "node:url";
 import { freePort, startDistribution } from "../tests/e2e/_distribution.ts";
 
@@ -74,41 +75,17 @@ async function startWharf(upstream: string): Promise<Wharf> {
   };
 }
 
-const sha = (b: Uint8Array) => `sha256:${createHash("sha256").update(b).digest("hex")}`;
-
-function randomBytes(n: number): Uint8Array {
-  const b = new Uint8Array(n);
-  for (let o = 0; o < n; o += 65536) crypto.getRandomValues(b.subarray(o, o + 65536));
-  return b;
-}
-
-async function pushBlob(url: string, repo: string, data: Uint8Array): Promise<string> {
-  const d = sha(data);
-  const start = await fetch(`${url}/v2/${repo}/blobs/uploads/`, { method: "POST" });
-  await start.body?.cancel();
-  const loc = new URL(start.headers.get("location")!, url);
-  loc.searchParams.set("digest", d);
-  const r = await fetch(loc, {
-    method: "PUT",
-    body: data as BodyInit,
-    headers: { "content-type": "application/octet-stream" },
-  });
-  await r.body?.cancel();
-  if (r.status !== 201) throw new Error(`push blob ${r.status}`);
-  return d;
-}
-
 async function pushImage(url: string, repo: string, layerMb: number[]): Promise<string[]> {
   const cfg = new TextEncoder().encode(
     JSON.stringify({ architecture: "amd64", os: "linux", n: crypto.randomUUID() }),
   );
-  const config = await pushBlob(url, repo, cfg);
+  const config = await upload(url, repo, cfg);
   const layers = [];
   for (const mb of layerMb) {
     const b = randomBytes(mb * 1024 * 1024);
     layers.push({
       mediaType: "application/vnd.oci.image.layer.v1.tar+gzip",
-      digest: await pushBlob(url, repo, b),
+      digest: await upload(url, repo, b),
       size: b.length,
     });
   }

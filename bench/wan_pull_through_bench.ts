@@ -10,6 +10,7 @@
 // Run (root: it creates a netns): deno run -A --unstable-kv bench/wan_pull_through_bench.ts
 //   [--rate 1gbit] [--rtt 10]
 import { join } from "node:path";
+import { randomBytes, upload } from "./image_traffic.ts";
 import { fileURLToPath } from "node:url";
 import { startDistribution } from "../tests/e2e/_distribution.ts";
 import { startDaemon } from "../tests/e2e/_tools.ts";
@@ -79,44 +80,17 @@ http:
   };
 }
 
-async function sha(b: Uint8Array): Promise<string> {
-  const h = await crypto.subtle.digest("SHA-256", b as BufferSource);
-  return `sha256:${Array.from(new Uint8Array(h), (x) => x.toString(16).padStart(2, "0")).join("")}`;
-}
-
-function randomBytes(n: number): Uint8Array {
-  const b = new Uint8Array(n);
-  for (let o = 0; o < n; o += 65536) crypto.getRandomValues(b.subarray(o, Math.min(n, o + 65536)));
-  return b;
-}
-
-async function pushBlob(url: string, repo: string, data: Uint8Array): Promise<string> {
-  const d = await sha(data);
-  const start = await fetch(`${url}/v2/${repo}/blobs/uploads/`, { method: "POST" });
-  await start.body?.cancel();
-  const loc = new URL(start.headers.get("location")!, url);
-  loc.searchParams.set("digest", d);
-  const r = await fetch(loc, {
-    method: "PUT",
-    body: data as BodyInit,
-    headers: { "content-type": "application/octet-stream" },
-  });
-  await r.body?.cancel();
-  if (r.status !== 201) throw new Error(`push blob ${r.status}`);
-  return d;
-}
-
 async function pushImage(url: string, repo: string, layers: number[]): Promise<void> {
   const cfg = new TextEncoder().encode(
     JSON.stringify({ architecture: "amd64", os: "linux", n: crypto.randomUUID() }),
   );
-  const config = await pushBlob(url, repo, cfg);
+  const config = await upload(url, repo, cfg);
   const descs = [];
   for (const size of layers) {
     const b = randomBytes(size);
     descs.push({
       mediaType: "application/vnd.oci.image.layer.v1.tar+gzip",
-      digest: await pushBlob(url, repo, b),
+      digest: await upload(url, repo, b),
       size,
     });
   }
@@ -240,7 +214,7 @@ async function main() {
         ops = [...ops, less(diff(k1, k2))];
         warmOps = [...warmOps, less(diff(k2, k3))];
         // Time to first byte of one more cold blob of the image's layer size.
-        const lone = await pushBlob(upstream.url, repo, randomBytes(img.layers[0]));
+        const lone = await upload(upstream.url, repo, randomBytes(img.layers[0]));
         ttfb.direct.push(await firstByteMs(`${upstream.url}/v2/${repo}/blobs/${lone}`));
         ttfb.wharf_cold.push(await firstByteMs(`${wharf.url}/v2/hub/${repo}/blobs/${lone}`));
         const pc = await pull(proxy.url, repo);

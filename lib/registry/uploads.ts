@@ -215,7 +215,8 @@ export class Uploads {
         throw new RegistryError("DIGEST_INVALID", `content does not hash to ${d.value}`);
       }
       const reserved = await this.d.blobs.reserve(d.value, declared);
-      await this.d.store.commitUpload(uuid, d.value, declared);
+      // This request's own uuid, written from 0 by the append above, which synced it.
+      await this.d.store.commitUpload(uuid, d.value, declared, { synced: true });
       await this.admitted(ns, d.value, declared, () =>
         this.d.blobs.addLink(
           ns,

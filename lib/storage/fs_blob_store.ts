@@ -8,6 +8,7 @@ import {
   type AppendResult,
   assertDerivedName,
   type BlobStore,
+  type CommitOptions,
   type StoredObject,
   TooLargeError,
   type UploadReader,
@@ -156,12 +157,19 @@ export class FsBlobStore implements BlobStore {
     body: ReadableStream<Uint8Array> | null,
     opts: AppendOptions,
   ): Promise<AppendResult> {
-    const f = await Deno.open(this.uploadPath(uuid), { write: true, create: true });
+    // At offset 0 the open truncates: two file operations fewer for every single-request blob.
+    const f = await Deno.open(this.uploadPath(uuid), {
+      write: true,
+      create: true,
+      truncate: offset === 0,
+    });
     let written = 0;
     try {
-      // Bytes past the committed offset were never acknowledged (a crash mid-PATCH): drop them.
-      await f.truncate(offset);
-      await f.seek(offset, Deno.SeekMode.Start);
+      if (offset > 0) {
+        // Bytes past the committed offset were never acknowledged (a crash mid-PATCH): drop them.
+        await f.truncate(offset);
+        await f.seek(offset, Deno.SeekMode.Start);
+      }
       if (!body) return { written: 0, cut: false };
       const chunks = bodyChunks(body, opts.unsized === true);
       try {
@@ -224,8 +232,14 @@ export class FsBlobStore implements BlobStore {
     };
   }
 
-  async commitUpload(uuid: string, digest: string, size: number): Promise<void> {
+  async commitUpload(
+    uuid: string,
+    digest: string,
+    size: number,
+    opts?: CommitOptions,
+  ): Promise<void> {
     const src = this.uploadPath(uuid);
+    if (opts?.synced) return await this.place(src, this.blobPath(digest));
     const f = await Deno.open(src, { write: true });
     try {
       await f.truncate(size);

@@ -1,6 +1,12 @@
 // A BlobStore decorator that reports each operation's latency to a callback, so storage stays
 // ignorant of the metrics module (main.ts wires the two).
-import type { AppendOptions, AppendResult, BlobStore, StoredObject } from "./blob_store.ts";
+import type {
+  AppendOptions,
+  AppendResult,
+  BlobStore,
+  CommitOptions,
+  StoredObject,
+} from "./blob_store.ts";
 
 export type ObserveOp = (op: string, seconds: number) => void;
 
@@ -78,8 +84,8 @@ export class InstrumentedBlobStore implements BlobStore {
   openUpload(uuid: string) {
     return this.timed("openUpload", () => this.inner.openUpload(uuid));
   }
-  commitUpload(uuid: string, digest: string, size: number) {
-    return this.timed("commitUpload", () => this.inner.commitUpload(uuid, digest, size));
+  commitUpload(uuid: string, digest: string, size: number, opts?: CommitOptions) {
+    return this.timed("commitUpload", () => this.inner.commitUpload(uuid, digest, size, opts));
   }
   deleteUpload(uuid: string) {
     return this.timed("deleteUpload", () => this.inner.deleteUpload(uuid));

@@ -1,6 +1,12 @@
 // Blob bytes only (metadata lives in lib/metadata): the BlobStore interface, its filesystem and
 // S3 implementations, an instrumented decorator, and openBlobStore for the configured one.
-export type { AppendOptions, AppendResult, BlobStore, UploadReader } from "./blob_store.ts";
+export type {
+  AppendOptions,
+  AppendResult,
+  BlobStore,
+  CommitOptions,
+  UploadReader,
+} from "./blob_store.ts";
 export { ConcurrentUploadError, TooLargeError } from "./blob_store.ts";
 export { FsBlobStore, limitStream, readFileRange } from "./fs_blob_store.ts";
 export {

@@ -45,7 +45,7 @@ const READ_BLOCK = 1 << 20;
  * time, so every stage after does a quarter of the calls. The piece is copied out so the buffer
  * is reused and what stays in memory is exactly its size.
  */
-function bodyReader(body: ReadableStream<Uint8Array> | null): {
+function bodyReader(body: ReadableStream<Uint8Array> | null, declared: number | null): {
   read: () => Promise<ReadableStreamReadResult<Uint8Array>>;
   cancel: (reason?: unknown) => Promise<void>;
 } | null {
@@ -61,7 +61,11 @@ function bodyReader(body: ReadableStream<Uint8Array> | null): {
     return { read: () => r.read(), cancel: (reason) => r.cancel(reason) };
   }
   const b = byob;
-  let scratch = new Uint8Array(READ_BLOCK);
+  // No bigger than the body needs (+1 to see a byte too many): a zeroed 1 MiB per small blob
+  // costs more than reading it.
+  let scratch = new Uint8Array(
+    declared === null ? READ_BLOCK : Math.max(1, Math.min(READ_BLOCK, declared + 1)),
+  );
   return {
     read: async () => {
       const r = await b.read(scratch);
@@ -76,7 +80,7 @@ function bodyReader(body: ReadableStream<Uint8Array> | null): {
 
 export function guardBody(res: Response, g: BodyGuard): ReadableStream<Uint8Array> {
   const declared = declaredLength(res);
-  const reader = bodyReader(res.body);
+  const reader = bodyReader(res.body, declared);
   const of = declared === null ? "" : ` of ${declared}`;
   const stallError = () =>
     g.error(

@@ -73,8 +73,8 @@ Deno.test("pull-through: the work of one 200 KiB blob, cold and warm", serverTes
         "kv.getMany": 2,
         // blob reserve (a scrub cannot claim the digest under the fill), then the link commit
         "kv.commit": 2,
-        // the writer's one append of the upload file (it creates the file), then its move into
-        // place (truncate, fsync, rename)
+        // the writer's one append of the upload file (it creates the file and syncs it), then
+        // its move into place (rename, directory sync: the append's sync stands)
         "blob_store.appendUpload": 1,
         "blob_store.commitUpload": 1,
       });

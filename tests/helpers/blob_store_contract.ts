@@ -185,6 +185,26 @@ export function blobStoreContract(
     assert.deepEqual(await store.readAll(empty), new Uint8Array(0));
   });
 
+  test("commitUpload({synced}) after one append from 0 stores exactly those bytes (empty too); a second append from 0 replaces the first", async ({ store }) => {
+    const opts = { maxBytes: 1 << 20, onChunk: () => {} };
+    const u = crypto.randomUUID();
+    // an earlier, longer attempt under the same name is replaced by an append from offset 0
+    await store.appendUpload(u, 0, ReadableStream.from([pattern(90_000)]), opts);
+    const data = pattern(70_001).map((b) => b ^ 0x5a);
+    const r = await store.appendUpload(u, 0, ReadableStream.from([data]), opts);
+    assert.equal(r.written, data.length);
+    const d = `sha256:${await sha256Hex(data)}`;
+    await store.commitUpload(u, d, data.length, { synced: true });
+    await store.deleteUpload(u);
+    assert.deepEqual(await store.readAll(d), data);
+    const e = crypto.randomUUID();
+    await store.appendUpload(e, 0, ReadableStream.from([]), opts);
+    const empty = `sha256:${await sha256Hex(new Uint8Array(0))}`;
+    await store.commitUpload(e, empty, 0, { synced: true });
+    await store.deleteUpload(e);
+    assert.deepEqual(await store.readAll(empty), new Uint8Array(0));
+  });
+
   test("appendUpload past maxBytes keeps what fits and throws TooLargeError", async ({ store }) => {
     const u = crypto.randomUUID();
     await assert.rejects(

@@ -3,6 +3,7 @@
 import { parse as parseToml } from "smol-toml";
 import {
   type Config,
+  DEFAULT_PREFETCH_MAX_BYTES,
   defaultConfig,
   DOWNSTREAM_DEFAULTS,
   type DownstreamConfig,
@@ -345,6 +346,7 @@ export function buildConfig(doc: Table, paths: string[]): Config {
       "rate_limit",
       "quota",
       "max_cache_bytes",
+      "prefetch_max_bytes",
     ]);
     const rc: RepositoryConfig = {
       name,
@@ -375,6 +377,11 @@ export function buildConfig(doc: Table, paths: string[]): Config {
       }
       rc.maxCacheBytes = cap;
     }
+    const prefetch = readBytes(t, "prefetch_max_bytes", path, fail);
+    if (prefetch !== undefined && !rc.upstreams) {
+      r.fail(`${path}.prefetch_max_bytes`, "only applies to a repository with upstreams");
+    }
+    if (rc.upstreams) rc.prefetchMaxBytes = prefetch ?? DEFAULT_PREFETCH_MAX_BYTES;
     const syncs = readSyncs(t.sync, `${path}.sync`, fail);
     if (syncs.length > 0) {
       if (!rc.upstreams) r.fail(`${path}.sync`, "only applies to a repository with upstreams");

@@ -245,3 +245,27 @@ Deno.test("auth, TLS and policy sections load with their defaults", () => {
   assert.deepEqual(c.global.accessPolicy, { default: "deny", rules: ["true"] });
   assert.deepEqual(c.repositories.get("a")?.accessPolicy, { default: "allow", rules: ["false"] });
 });
+
+Deno.test("prefetch_max_bytes: 4 MiB by default on a pull-through repository, 0 turns it off, hosted ones refuse it", () => {
+  const up = { upstream: [{ url: "https://registry-1.docker.io" }] };
+  const c = buildConfig({
+    repository: {
+      hub: up,
+      off: { ...up, prefetch_max_bytes: 0 },
+      some: { ...up, prefetch_max_bytes: 65536 },
+      local: {},
+    },
+  }, []);
+  assert.equal(c.repositories.get("hub")!.prefetchMaxBytes, 4 * 1024 * 1024);
+  assert.equal(c.repositories.get("off")!.prefetchMaxBytes, 0);
+  assert.equal(c.repositories.get("some")!.prefetchMaxBytes, 65536);
+  assert.equal(c.repositories.get("local")!.prefetchMaxBytes, undefined);
+  assert.throws(
+    () => buildConfig({ repository: { local: { prefetch_max_bytes: 1 } } }, []),
+    (e) => e instanceof ConfigError && /prefetch_max_bytes.*only applies/.test(e.message),
+  );
+  assert.throws(
+    () => buildConfig({ repository: { hub: { ...up, prefetch_max_bytes: -1 } } }, []),
+    (e) => e instanceof ConfigError && /prefetch_max_bytes/.test(e.message),
+  );
+});

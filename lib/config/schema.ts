@@ -213,6 +213,9 @@ export function defaultScanConfig(): ScanConfig {
   };
 }
 
+/** `prefetch_max_bytes` of a pull-through repository that does not set it. */
+export const DEFAULT_PREFETCH_MAX_BYTES = 4 * 1024 * 1024;
+
 export interface RepositoryConfig {
   name: string;
   accessPolicy?: PolicyConfig;
@@ -236,6 +239,9 @@ export interface RepositoryConfig {
   quotaMaxBytes?: number;
   /** pull-through only: least recently pulled images are evicted to keep the cache under it */
   maxCacheBytes?: number;
+  /** pull-through only: blobs of a fetched manifest up to this size are filled ahead of the
+   * client's GETs (lib/registry/prefetch.ts); 0 = none */
+  prefetchMaxBytes?: number;
   /** `[repository."<name>".rate_limit]`: replaces the global numbers it sets, in its own buckets */
   rateLimit?: RateLimitConfig;
 }

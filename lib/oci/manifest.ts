@@ -23,6 +23,8 @@ export interface ParsedManifest {
   mediaType: string;
   /** config + layers (image) */
   blobs: string[];
+  /** the size each of `blobs` is declared with (set by parseManifest) */
+  blobSizes?: ReadonlyMap<string, number>;
   /** the layers alone, with their media types (the layer index picks the tar ones) */
   layers: { digest: string; mediaType: string }[];
   /** manifests (index) */
@@ -141,14 +143,21 @@ export function parseManifest(body: Uint8Array, contentType: string | null): Par
       throw invalid("image manifest has no config");
     }
     if (m.manifests !== undefined) throw invalid("image manifest carries manifests");
-    if (m.config !== undefined) out.blobs.push(descriptor(m.config, "config").digest);
+    const sizes = new Map<string, number>();
+    if (m.config !== undefined) {
+      const c = descriptor(m.config, "config");
+      out.blobs.push(c.digest);
+      sizes.set(c.digest, c.size);
+    }
     if (IMAGE_TYPES.has(mediaType) && !Array.isArray(m.layers)) {
       throw invalid("image manifest has no layers array");
     }
     for (const d of descriptorList(m.layers, "layers")) {
       out.blobs.push(d.digest);
+      sizes.set(d.digest, Math.max(d.size, sizes.get(d.digest) ?? 0));
       out.layers.push({ digest: d.digest, mediaType: d.mediaType });
     }
+    out.blobSizes = sizes;
     if (m.artifactType === undefined && m.config !== undefined) {
       const cfg = m.config as Record<string, unknown>;
       // OCI 1.1: the config media type stands in for the artifact type when none is set.

@@ -200,7 +200,7 @@ export class Manifests {
     bytes: Uint8Array,
     contentType: string | null,
     tag: string | null,
-  ): Promise<RevisionRecord> {
+  ): Promise<{ record: RevisionRecord; parsed: ParsedManifest }> {
     let parsed: ParsedManifest;
     try {
       parsed = parseManifest(bytes, null);
@@ -226,7 +226,7 @@ export class Manifests {
     } finally {
       await fx.committed();
     }
-    return record;
+    return { record, parsed };
   }
 
   /**

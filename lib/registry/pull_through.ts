@@ -7,8 +7,16 @@
 //   copy is served with a Warning (stale beats down);
 // - manifests are stored byte-exact as served, after their digest was verified;
 // - a blob is filled once (blob_fill.ts) while every client follows the fill; a range over an
-//   uncached blob is forwarded upstream and the blob queued for a `cache` job.
-import { parseDigest, RegistryError, resolveRange, truncate } from "../oci/mod.ts";
+//   uncached blob is forwarded upstream and the blob queued for a `cache` job;
+// - a manifest fetched from the upstream has its blobs of at most `prefetch_max_bytes` filled at
+//   once (prefetch.ts), so the client's GETs for them follow fills already under way.
+import {
+  parseDigest,
+  type ParsedManifest,
+  RegistryError,
+  resolveRange,
+  truncate,
+} from "../oci/mod.ts";
 import { type Config, type RepositoryConfig, repositoryOf } from "../config/mod.ts";
 import {
   type BlobMeta,
@@ -29,6 +37,7 @@ import { type BlobFill, FillError, type Fills } from "./blob_fill.ts";
 import type { ManifestBody, Manifests } from "./manifests.ts";
 import type { ReferrerDescriptor } from "./listings.ts";
 import type { CacheCap } from "./cache_cap.ts";
+import { AwaitingLayer, Prefetcher, type PrefetchItem } from "./prefetch.ts";
 
 /** The Warning a stale manifest is served with (RFC 9111 warn-code 110). */
 export const STALE_WARNING = '110 wharf "Response is Stale: every upstream is unavailable"';
@@ -54,6 +63,8 @@ export type PullThroughResult =
   | "linked"
   | "follow"
   | "range"
+  /** a blob filled ahead of the client (prefetch.ts) */
+  | "prefetch"
   | "error";
 
 export interface PullThroughDeps {
@@ -81,6 +92,8 @@ interface FillPayload {
 
 export class PullThrough {
   private sets = new Map<string, UpstreamSet>();
+  private readonly prefetcher = new Prefetcher((item, signal) => this.prefetchOne(item, signal));
+  private readonly awaitingLayer = new AwaitingLayer();
 
   /** Builds the upstream clients now, so a bad ca_bundle fails at startup. */
   constructor(private readonly d: PullThroughDeps) {
@@ -118,6 +131,7 @@ export class PullThrough {
   }
 
   close(): void {
+    this.prefetcher.close();
     for (const s of this.sets.values()) s.close();
   }
 
@@ -210,16 +224,19 @@ export class PullThrough {
     const m = await up.getManifest(ns, reference, accept, this.d.cfg.global.maxManifestSize);
     const cap = this.d.cacheCap;
     let rec: RevisionRecord;
+    let parsed: ParsedManifest;
     try {
       const store = () => this.d.manifests.storeFetched(ns, m.digest, m.bytes, m.mediaType, tag);
-      if (cap) {
-        rec = await cap.hold(ns, m.digest, async () => {
+      const stored = cap
+        ? await cap.hold(ns, m.digest, async () => {
           await cap.makeRoom(rc, ns, m.bytes.byteLength, [m.digest]);
           const r = await store();
           cap.touched(rc, ns, m.digest);
           return r;
-        });
-      } else rec = await store();
+        })
+        : await store();
+      rec = stored.record;
+      parsed = stored.parsed;
     } catch (e) {
       if (e instanceof RegistryError && e.code === "MANIFEST_INVALID") {
         throw new RegistryError(
@@ -230,8 +247,31 @@ export class PullThrough {
       }
       throw e;
     }
+    this.prefetch(rc, ns, parsed);
     if (tag !== null) await this.d.checks.record(ns, tag, m.digest);
     return { digest: m.digest, mediaType: rec.mediaType, size: m.bytes.byteLength, body: m.bytes };
+  }
+
+  /**
+   * Remembers the small blobs of a manifest just fetched: the first GET of one of its layers
+   * queues them all (prefetch.ts). Not the manifest fetch itself: `skopeo inspect` and a sync's
+   * completeness check read a manifest (and a config) without wanting its layers.
+   */
+  private prefetch(rc: RepositoryConfig, ns: string, parsed: ParsedManifest): void {
+    const max = rc.prefetchMaxBytes ?? 0;
+    if (max <= 0 || !parsed.blobSizes) return;
+    const small = parsed.blobs.filter((d) => (parsed.blobSizes!.get(d) ?? Infinity) <= max);
+    if (small.length === 0) return;
+    this.awaitingLayer.add(ns, parsed.layers.map((l) => l.digest), small);
+  }
+
+  /** One queued prefetch: what a `cache` job does, without the job (prefetch.ts). */
+  private async prefetchOne(item: PrefetchItem, signal: AbortSignal): Promise<void> {
+    const rc = this.repository(item.ns);
+    if (!rc || (rc.prefetchMaxBytes ?? 0) <= 0) return;
+    if (await this.ensureBlob(rc, item.ns, item.digest, signal, false)) {
+      this.d.observe?.("blob", "prefetch");
+    }
   }
 
   private async cached(
@@ -288,6 +328,10 @@ export class PullThrough {
     withBody: boolean,
   ): Promise<BlobRead | "linked"> {
     const up = this.set(rc);
+    if (withBody) {
+      const ahead = this.awaitingLayer.take(ns, digest);
+      if (ahead) this.prefetcher.add(ns, ahead.filter((d) => d !== digest));
+    }
     try {
       const fill = await this.runningFill(digest);
       if (fill && fill.ns === ns) {

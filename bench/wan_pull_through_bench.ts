@@ -8,7 +8,7 @@
 // reading /metrics costs). The link is always taken down at the end.
 //
 // Run (root: it creates a netns): deno run -A --unstable-kv bench/wan_pull_through_bench.ts
-//   [--rate 1gbit] [--rtt 10]
+//   [--rate 1gbit] [--rtt 10] [--prefetch <prefetch_max_bytes>]
 import { join } from "node:path";
 import { randomBytes, upload } from "./image_traffic.ts";
 import { fileURLToPath } from "node:url";
@@ -24,6 +24,8 @@ const arg = (name: string, dflt: string) => {
 };
 const RATE = arg("--rate", "1gbit");
 const RTT = Number(arg("--rtt", "10"));
+/** `prefetch_max_bytes` of the Wharf side (unset: the default, 4 MiB; 0: no prefetch) */
+const PREFETCH = arg("--prefetch", "");
 const ROUNDS = 3;
 const UPSTREAM_PORT = 5000;
 const MANIFEST = "application/vnd.oci.image.manifest.v1+json";
@@ -174,11 +176,18 @@ async function main() {
   const upstream = await startUpstream();
   const proxy = await startDistribution({ proxy: { remoteurl: upstream.url } });
   const wharf = await startServer({
-    config: `[repository."hub"]\n[[repository."hub".upstream]]\nurl = "${upstream.url}"\n`,
+    config: `[repository."hub"]\n${
+      PREFETCH === "" ? "" : `prefetch_max_bytes = ${Number(PREFETCH)}\n`
+    }[[repository."hub".upstream]]\nurl = "${upstream.url}"\n`,
     unchecked: true,
     productionFlags: true,
   });
-  const results: Record<string, unknown> = { rate: RATE, rtt_ms: RTT, load_before: load };
+  const results: Record<string, unknown> = {
+    rate: RATE,
+    rtt_ms: RTT,
+    prefetch_max_bytes: PREFETCH === "" ? "default" : Number(PREFETCH),
+    load_before: load,
+  };
   try {
     for (const img of IMAGES) {
       const rows: Record<Row, number[]> = {

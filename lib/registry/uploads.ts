@@ -482,7 +482,10 @@ export class Uploads {
         }
         const reserved = await this.d.blobs.reserve(d.value, offset);
         try {
-          await this.d.store.commitUpload(uuid, d.value, offset);
+          // A final chunk (written under this session's lock, from the committed offset, which
+          // it truncated the file to first, and synced) leaves the file exact and durable; with
+          // no body, bytes of a PATCH that died mid-write may lie past the offset.
+          await this.d.store.commitUpload(uuid, d.value, offset, { synced: moved });
         } catch (e) {
           if (e instanceof ConcurrentUploadError) throw await this.writtenTwice(ns, uuid, e);
           throw e;

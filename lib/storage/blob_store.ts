@@ -2,9 +2,10 @@
 
 export interface CommitOptions {
   /**
-   * The upload holds exactly `size` bytes, all written by one appendUpload from offset 0 that
-   * returned (and so made them durable) in this process, under a name no one else was given:
-   * a store may skip truncating and syncing it again (the fs store: 4 file operations fewer).
+   * The upload holds exactly `size` bytes, all durable: the last appendUpload, with no writer
+   * since, wrote bytes and ended at `size` (an append truncates to its start offset first and
+   * syncs what it wrote, as every earlier one did). A store may then skip truncating and syncing
+   * the file again (the fs store: 4 file operations fewer per blob).
    */
   synced?: boolean;
 }

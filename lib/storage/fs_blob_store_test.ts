@@ -46,14 +46,14 @@ Deno.test("ring buffers start on a page boundary plus the file position's cache-
     const ring = allocRing(position);
     assert.equal(ring.length, 4);
     for (const buf of ring) {
-      assert.equal(buf.byteLength, 1 << 20);
+      assert.equal(buf.byteLength, 2 << 20);
       const addr = BigInt(Deno.UnsafePointer.value(Deno.UnsafePointer.of(buf)));
       assert.equal(Number(addr % 4096n), position % 64, `position ${position}`);
     }
     // Distinct, non-overlapping slots of one allocation.
     assert.equal(new Set(ring.map((b) => b.byteOffset)).size, 4);
     for (let i = 1; i < ring.length; i++) {
-      assert.equal(ring[i].byteOffset - ring[i - 1].byteOffset, 1 << 20);
+      assert.equal(ring[i].byteOffset - ring[i - 1].byteOffset, 2 << 20);
     }
   }
 });

@@ -7,27 +7,31 @@ import { FakeRegistry, randomBytes } from "../helpers/fake_registry.ts";
 import { type TestServer, withServer } from "../helpers/server.ts";
 import { bytesOf, req, serverTestOpts } from "../helpers/api.ts";
 import { MAX_PER_MANIFEST } from "../../lib/registry/prefetch.ts";
+import {
+  imageManifest,
+  jsonBytes,
+  OCI_CONFIG,
+  OCI_LAYER,
+  OCI_MANIFEST,
+} from "../helpers/oci_content.ts";
 
-const MANIFEST = "application/vnd.oci.image.manifest.v1+json";
-const LAYER = "application/vnd.oci.image.layer.v1.tar+gzip";
+const MANIFEST = OCI_MANIFEST;
 
 function image(up: FakeRegistry, name: string, sizes: number[]) {
-  const cfg = new TextEncoder().encode(JSON.stringify({ os: "linux", n: crypto.randomUUID() }));
+  const cfg = jsonBytes({ os: "linux", n: crypto.randomUUID() });
   const config = up.addBlob(name, cfg);
   const layers = sizes.map((n) => {
     const bytes = randomBytes(n);
     return { digest: up.addBlob(name, bytes), bytes, size: n };
   });
-  const manifest = up.addManifest(name, {
-    schemaVersion: 2,
-    mediaType: MANIFEST,
-    config: {
-      mediaType: "application/vnd.oci.image.config.v1+json",
-      digest: config,
-      size: cfg.length,
-    },
-    layers: layers.map((l) => ({ mediaType: LAYER, digest: l.digest, size: l.size })),
-  }, { tags: ["v1"] });
+  const manifest = up.addManifest(
+    name,
+    imageManifest(
+      { mediaType: OCI_CONFIG, digest: config, size: cfg.length },
+      layers.map((l) => ({ mediaType: OCI_LAYER, digest: l.digest, size: l.size })),
+    ),
+    { tags: ["v1"] },
+  );
   return { config, cfg, layers, manifest };
 }
 
@@ -154,16 +158,15 @@ Deno.test(
     try {
       const cfg = up.addBlob("library/many", new TextEncoder().encode("{}"));
       const layers = Array.from({ length: 3000 }, (_, i) => ({
-        mediaType: LAYER,
+        mediaType: OCI_LAYER,
         digest: `sha256:${i.toString(16).padStart(64, "0")}`,
         size: 10,
       }));
-      up.addManifest("library/many", {
-        schemaVersion: 2,
-        mediaType: MANIFEST,
-        config: { mediaType: "application/vnd.oci.image.config.v1+json", digest: cfg, size: 2 },
-        layers,
-      }, { tags: ["v1"] });
+      up.addManifest(
+        "library/many",
+        imageManifest({ mediaType: OCI_CONFIG, digest: cfg, size: 2 }, layers),
+        { tags: ["v1"] },
+      );
       await withServer({ config: config(up.url) }, async (s) => {
         await getManifest(s, "library/many");
         const first = await req(s, `/v2/hub/library/many/blobs/${layers[0].digest}`);

@@ -31,6 +31,8 @@ import type { WriteFacts } from "./write_facts.ts";
 
 /** A push naming at most this many tags checks each tag key; more are guarded by tagver. */
 const TAG_CHECKS_MAX = 3;
+/** Keys one `getMany` takes (Deno KV's limit). */
+const KV_GET_MANY_MAX = 10;
 const DELETE_ATTEMPTS = 20;
 
 /**
@@ -143,8 +145,17 @@ export async function commitManifest(
   const { ns, digest } = w;
   const refs = referenceMutations(ns, digest, w.parsed);
   // Every guard sees the stored tags before anything is written, so a refused tag (immutable,
-  // superseded) leaves no trace even when the push takes several commits.
-  const before = await getAll<TagRecord>(kv, w.tags.map((t) => K.tag(ns, t)));
+  // superseded) leaves no trace even when the push takes several commits. With few tags the
+  // first attempt's revision and tagver come in the same read (one KV round trip per push less,
+  // issue 25; one snapshot, so the checks are as consistent as reading them apart).
+  const tagKeys = w.tags.map((t) => K.tag(ns, t));
+  let head0: [Deno.KvEntryMaybe<RevisionRecord>, Deno.KvEntryMaybe<unknown>] | null = null;
+  let before: Deno.KvEntryMaybe<TagRecord>[];
+  if (tagKeys.length + 2 <= KV_GET_MANY_MAX) {
+    const all = await kv.getMany<unknown[]>([K.rev(ns, digest), K.tagver(ns), ...tagKeys]);
+    head0 = [all[0] as Deno.KvEntryMaybe<RevisionRecord>, all[1]];
+    before = all.slice(2) as Deno.KvEntryMaybe<TagRecord>[];
+  } else before = await getAll<TagRecord>(kv, tagKeys);
   before.forEach((e, i) => w.guard(w.tags[i], e.value));
   const oneByOne = w.tags.length <= TAG_CHECKS_MAX;
   let refsWritten = false;
@@ -157,10 +168,11 @@ export async function commitManifest(
   const head = await commitWithRetry("manifest push", async () => {
     for (;;) {
       fx.attempt();
-      const [rev, tagver] = await kv.getMany<[RevisionRecord, unknown]>([
+      const [rev, tagver] = head0 ?? await kv.getMany<[RevisionRecord, unknown]>([
         K.rev(ns, digest),
         K.tagver(ns),
       ]);
+      head0 = null;
       const tagEntries = fresh ?? await getAll<TagRecord>(kv, w.tags.map((t) => K.tag(ns, t)));
       fresh = null;
       const owned = w.requireBlobs && !rev.value

@@ -22,8 +22,13 @@ export async function linkUsage(
   seen?: Deno.KvEntryMaybe<unknown>,
 ): Promise<Pick<UsagePlan, "apply" | "pause">> {
   if (!ledger) return { apply: () => {}, pause: () => Promise.resolve() };
-  const link = seen ?? await kv.get(K.link(ns, digest));
-  const plan = link.versionstamp === null ? await ledger.planAdd(ns, digest, size) : null;
+  let link = seen;
+  let read: Deno.KvEntryMaybe<unknown>[] | undefined;
+  if (!link) {
+    // The link and the usage a new link adds to, in one read (issue 25).
+    [link, ...read] = await kv.getMany([K.link(ns, digest), ...ledger.keysFor(ns, digest)]);
+  }
+  const plan = link.versionstamp === null ? await ledger.planAdd(ns, digest, size, read) : null;
   return {
     apply: (op) => {
       op.check(link);

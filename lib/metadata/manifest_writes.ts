@@ -148,13 +148,24 @@ export async function commitManifest(
   // superseded) leaves no trace even when the push takes several commits. With few tags the
   // first attempt's revision and tagver come in the same read (one KV round trip per push less,
   // issue 25; one snapshot, so the checks are as consistent as reading them apart).
+  // The usage a new revision adds to joins that read when it fits too.
   const tagKeys = w.tags.map((t) => K.tag(ns, t));
   let head0: [Deno.KvEntryMaybe<RevisionRecord>, Deno.KvEntryMaybe<unknown>] | null = null;
+  let usage0: Deno.KvEntryMaybe<unknown>[] | undefined;
   let before: Deno.KvEntryMaybe<TagRecord>[];
   if (tagKeys.length + 2 <= KV_GET_MANY_MAX) {
-    const all = await kv.getMany<unknown[]>([K.rev(ns, digest), K.tagver(ns), ...tagKeys]);
+    const usageKeys = usage && tagKeys.length + 2 + 3 <= KV_GET_MANY_MAX
+      ? usage.keysFor(ns, digest)
+      : [];
+    const all = await kv.getMany<unknown[]>([
+      K.rev(ns, digest),
+      K.tagver(ns),
+      ...tagKeys,
+      ...usageKeys,
+    ]);
     head0 = [all[0] as Deno.KvEntryMaybe<RevisionRecord>, all[1]];
-    before = all.slice(2) as Deno.KvEntryMaybe<TagRecord>[];
+    before = all.slice(2, 2 + tagKeys.length) as Deno.KvEntryMaybe<TagRecord>[];
+    if (usageKeys.length > 0) usage0 = all.slice(2 + tagKeys.length);
   } else before = await getAll<TagRecord>(kv, tagKeys);
   before.forEach((e, i) => w.guard(w.tags[i], e.value));
   const oneByOne = w.tags.length <= TAG_CHECKS_MAX;
@@ -173,6 +184,8 @@ export async function commitManifest(
         K.tagver(ns),
       ]);
       head0 = null;
+      const usageRead = usage0; // the first attempt's only: a retry reads afresh
+      usage0 = undefined;
       const tagEntries = fresh ?? await getAll<TagRecord>(kv, w.tags.map((t) => K.tag(ns, t)));
       fresh = null;
       const owned = w.requireBlobs && !rev.value
@@ -205,7 +218,7 @@ export async function commitManifest(
         }
         fixed.push(...fx.mutationsFor({ kind: "revision-added", ns, digest, parsed: w.parsed }));
         // The revision is a new member of the repository's usage (403 DENIED past its quota).
-        plan = await usage?.planAdd(ns, digest, w.record.size);
+        plan = await usage?.planAdd(ns, digest, w.record.size, usageRead);
         if (plan && !plan.fits(budget)) throw new Error("manifest head commit exceeds KV limits");
         plan?.apply(op);
       }

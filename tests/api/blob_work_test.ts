@@ -220,11 +220,12 @@ Deno.test({
           await r.body?.cancel();
         });
         // Before issue 25: 2 gets, 3 getMany, 1 commit (the tag was read twice; the revision
-        // and tagver one by one); then 3 getMany, 1 commit (the tag apart from the revision).
+        // and tagver one by one); then 3 getMany, 1 commit (the tag, the revision and the usage
+        // read apart).
         assertAtMost("manifest PUT, 5 layers", got, {
-          // the tag (its guard, and the commit's check) with the revision and tagver, then
-          // repository usage for the new revision
-          "kv.getMany": 2,
+          // the tag (its guard, and the commit's check) with the revision, tagver and the
+          // repository usage a new revision adds to, in one read
+          "kv.getMany": 1,
           // revision, tag, references and jobs in one commit
           "kv.commit": 1,
         });

@@ -136,8 +136,11 @@ export class CacheCap {
     size: number | null,
   ): Promise<void> {
     if (size === null) return;
-    if (rc.maxCacheBytes !== undefined) await this.makeRoom(rc, ns, size);
-    else await this.usage.planAdd(ns, digest, size); // throws past a quota; commits nothing
+    if (rc.maxCacheBytes !== undefined) return void await this.makeRoom(rc, ns, size);
+    // No quota on the repository: nothing to refuse, so nothing to read (issue 25).
+    const policy = this.usage.policy;
+    if (policy.maxBytes(policy.repositoryOf(ns)) === null) return;
+    await this.usage.planAdd(ns, digest, size); // throws past a quota; commits nothing
   }
 
   /**

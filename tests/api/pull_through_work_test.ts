@@ -62,15 +62,17 @@ Deno.test("pull-through: the work of one 200 KiB blob, cold and warm", serverTes
       // delete (2 commits, 3 gets, the worker's wake-up list) is now queued only for a fill still
       // running after INSURE_AFTER_MS or failed; the fill's link is not read twice; the upload
       // file is created by the writer's first append and opened only by a follower that falls
-      // behind the memory window.
+      // behind the memory window (10 operations). Then the link commit read the link with the
+      // usage in one getMany, and a repository without a quota is not read before the download
+      // (8 operations).
       within("cold", await work(s, pull), {
         // the route's read of link/<ns>/<digest>; the manifest revision of the digest (a blob
         // GET may name a manifest); the blob record (bytes another namespace holds are only
         // linked, not fetched)
         "kv.get": 3,
-        // the repository usage plan: once when the fill starts (quota before the download),
-        // once in the linking commit, read with the link it checks
-        "kv.getMany": 2,
+        // the link commit's read of the link it checks and the usage it adds to (no quota: no
+        // usage read before the download)
+        "kv.getMany": 1,
         // blob reserve (a scrub cannot claim the digest under the fill), then the link commit
         "kv.commit": 2,
         // the writer's one append of the upload file (it creates the file and syncs it), then

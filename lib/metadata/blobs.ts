@@ -12,22 +12,39 @@ import type { UsageLedger, UsagePlan } from "./usage.ts";
  * Reads what a commit setting link/<ns>/<digest> needs for usage (lib/metadata/usage.ts): a
  * check of the link as read and, when it is new, the usage plan (403 DENIED past a quota).
  */
+/**
+ * A link entry as read before a linking commit, with the entries of the usage that commit adds
+ * to when they were read alongside (`UsageLedger.keysFor`): its first attempt checks them.
+ */
+export interface LinkRead {
+  link: Deno.KvEntryMaybe<LinkRecord>;
+  usage?: Deno.KvEntryMaybe<unknown>[];
+}
+
+/** Reads `ns`'s link of `digest` and, with a ledger, the usage a new link adds to: one getMany. */
+export async function readLink(
+  kv: Deno.Kv,
+  ledger: UsageLedger | undefined,
+  ns: string,
+  digest: string,
+): Promise<LinkRead> {
+  if (!ledger) return { link: await kv.get<LinkRecord>(K.link(ns, digest)) };
+  const [link, ...usage] = await kv.getMany([K.link(ns, digest), ...ledger.keysFor(ns, digest)]);
+  return { link: link as Deno.KvEntryMaybe<LinkRecord>, usage };
+}
+
 export async function linkUsage(
   kv: Deno.Kv,
   ledger: UsageLedger | undefined,
   ns: string,
   digest: string,
   size: number,
-  /** the link as the caller just read it (saves reading it again) */
-  seen?: Deno.KvEntryMaybe<unknown>,
+  /** the link (and usage) as the caller just read them (saves reading them again) */
+  seen?: LinkRead,
 ): Promise<Pick<UsagePlan, "apply" | "pause">> {
   if (!ledger) return { apply: () => {}, pause: () => Promise.resolve() };
-  let link = seen;
-  let read: Deno.KvEntryMaybe<unknown>[] | undefined;
-  if (!link) {
-    // The link and the usage a new link adds to, in one read (issue 25).
-    [link, ...read] = await kv.getMany([K.link(ns, digest), ...ledger.keysFor(ns, digest)]);
-  }
+  // The link and the usage a new link adds to, in one read (issue 25).
+  const { link, usage: read } = seen ?? await readLink(kv, ledger, ns, digest);
   const plan = link.versionstamp === null ? await ledger.planAdd(ns, digest, size, read) : null;
   return {
     apply: (op) => {
@@ -74,9 +91,13 @@ export class BlobMeta {
     return (await this.linkEntry(ns, digest)).value;
   }
 
-  /** The link entry itself, for a later `addLink` to check instead of reading it again. */
-  linkEntry(ns: string, digest: string): Promise<Deno.KvEntryMaybe<LinkRecord>> {
+  private linkEntry(ns: string, digest: string): Promise<Deno.KvEntryMaybe<LinkRecord>> {
     return this.kv.get<LinkRecord>(K.link(ns, digest));
+  }
+
+  /** The link entry and the usage it adds to, for a later `addLink` to check (one read). */
+  linkRead(ns: string, digest: string): Promise<LinkRead> {
+    return readLink(this.kv, this.usage, ns, digest);
   }
 
   async blob(digest: string): Promise<BlobRecord | null> {
@@ -115,8 +136,8 @@ export class BlobMeta {
     reserved: string,
     placed: BytesPlaced,
     effects: WriteFacts,
-    /** the link as read before the bytes moved (`linkEntry`): the first attempt checks it */
-    seen?: Deno.KvEntryMaybe<LinkRecord>,
+    /** the link as read before the bytes moved (`linkRead`): the first attempt checks it */
+    seen?: LinkRead,
   ): Promise<void> {
     let guard = reserved;
     let usage: Pick<UsagePlan, "apply" | "pause"> | undefined;

@@ -2,7 +2,7 @@
 // blobs, uploads, pulls, usage and the pull-through cache, and the KV plumbing every writer
 // shares (the one commit-retry loop, commit limits, the key guard, the busy retry).
 export * from "./keys.ts";
-export { BlobMeta } from "./blobs.ts";
+export { BlobMeta, type LinkRead } from "./blobs.ts";
 export { ManifestMeta, type ManifestWrite } from "./manifests.ts";
 export { UploadMeta } from "./uploads.ts";
 export { NO_FACTS, type WriteFact, type WriteFacts } from "./write_facts.ts";

@@ -4,7 +4,7 @@ import { checkNotReclaiming, reclaimingError } from "./reclaim.ts";
 import { type BytesPlaced, reservationAfterConflict, RESERVED_WRITE_ATTEMPTS } from "./blobs.ts";
 import { addJobs } from "./kv_limits.ts";
 import type { UsageLedger, UsagePlan } from "./usage.ts";
-import { linkUsage } from "./blobs.ts";
+import { type LinkRead, linkUsage } from "./blobs.ts";
 import { commitWithRetry } from "./commit_retry.ts";
 import type { WriteFacts } from "./write_facts.ts";
 
@@ -23,17 +23,28 @@ export class UploadMeta {
     return this.kv.get<UploadRecord>(K.upload(ns, uuid));
   }
 
-  /** The session and the link its completion would write, in one read (`complete`'s `seen`). */
+  /**
+   * The session, and the link its completion would write with the usage it adds to, in one read
+   * (`complete`'s `seen`).
+   */
   async getWithLink(
     ns: string,
     uuid: string,
     digest: string,
-  ): Promise<[Deno.KvEntryMaybe<UploadRecord>, Deno.KvEntryMaybe<LinkRecord>]> {
-    const [session, link] = await this.kv.getMany<[UploadRecord, LinkRecord]>([
+  ): Promise<[Deno.KvEntryMaybe<UploadRecord>, LinkRead]> {
+    const usageKeys = this.usage?.keysFor(ns, digest) ?? [];
+    const [session, link, ...usage] = await this.kv.getMany<unknown[]>([
       K.upload(ns, uuid),
       K.link(ns, digest),
+      ...usageKeys,
     ]);
-    return [session, link];
+    return [
+      session as Deno.KvEntryMaybe<UploadRecord>,
+      {
+        link: link as Deno.KvEntryMaybe<LinkRecord>,
+        ...(usageKeys.length > 0 ? { usage } : {}),
+      },
+    ];
   }
 
   /**
@@ -68,7 +79,7 @@ export class UploadMeta {
     placed: BytesPlaced,
     effects: WriteFacts,
     /** the link as read with the session (`getWithLink`): the first attempt checks it */
-    seen?: Deno.KvEntryMaybe<LinkRecord>,
+    seen?: LinkRead,
   ): Promise<boolean> {
     let guard = reserved;
     let usage: Pick<UsagePlan, "apply" | "pause"> | undefined;

@@ -15,7 +15,7 @@ import { type BlobStore, ConcurrentUploadError, TooLargeError } from "../storage
 import { Hasher } from "../streams/mod.ts";
 import {
   type BlobMeta,
-  type LinkRecord,
+  type LinkRead,
   NO_FACTS,
   type UploadMeta,
   type UploadRecord,
@@ -122,8 +122,8 @@ export class Uploads {
           "digest does not use the session's digest-algorithm",
         );
       }
-      const link = await this.d.blobs.linkEntry(ns, d.value);
-      if (link.value) {
+      const link = await this.d.blobs.linkRead(ns, d.value);
+      if (link.link.value) {
         await input.body?.cancel();
         return { kind: "created", digest: d.value, linked: false };
       }
@@ -188,7 +188,7 @@ export class Uploads {
     d: Digest,
     input: BodyInput,
     fx: WriteFacts,
-    link: Deno.KvEntryMaybe<LinkRecord>,
+    link: LinkRead,
   ): Promise<void> {
     const declared = input.contentLength!;
     if (this.d.maxBlobSize !== null && declared > this.d.maxBlobSize) {
@@ -433,7 +433,7 @@ export class Uploads {
     return this.lock.run(uuid, async () => {
       // A well-formed digest: the link its completion checks is read with the session.
       const named = digestParam === null ? null : parseDigest(digestParam);
-      let link: Deno.KvEntryMaybe<LinkRecord> | undefined;
+      let link: LinkRead | undefined;
       let entry0: Deno.KvEntry<UploadRecord>;
       if (named) {
         const [session, seen] = await this.d.uploads.getWithLink(ns, uuid, named.value);

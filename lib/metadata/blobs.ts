@@ -9,10 +9,6 @@ import { checkNotReclaiming, explainConflict, reclaimingError } from "./reclaim.
 import type { UsageLedger, UsagePlan } from "./usage.ts";
 
 /**
- * Reads what a commit setting link/<ns>/<digest> needs for usage (lib/metadata/usage.ts): a
- * check of the link as read and, when it is new, the usage plan (403 DENIED past a quota).
- */
-/**
  * A link entry as read before a linking commit, with the entries of the usage that commit adds
  * to when they were read alongside (`UsageLedger.keysFor`): its first attempt checks them.
  */
@@ -33,6 +29,10 @@ export async function readLink(
   return { link: link as Deno.KvEntryMaybe<LinkRecord>, usage };
 }
 
+/**
+ * Reads what a commit setting link/<ns>/<digest> needs for usage (lib/metadata/usage.ts): a
+ * check of the link as read and, when it is new, the usage plan (403 DENIED past a quota).
+ */
 export async function linkUsage(
   kv: Deno.Kv,
   ledger: UsageLedger | undefined,

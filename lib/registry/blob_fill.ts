@@ -98,13 +98,8 @@ export class BlobFill {
    * follower needs it until it falls behind the memory window, which holds only bytes already
    * written (issue 25: one file operation less per blob, and no wait before the first byte).
    */
-  static start(
-    deps: FillDeps,
-    ns: string,
-    digest: string,
-    source: FillSource,
-  ): Promise<BlobFill> {
-    return Promise.resolve(new BlobFill(deps, ns, digest, source));
+  static start(deps: FillDeps, ns: string, digest: string, source: FillSource): BlobFill {
+    return new BlobFill(deps, ns, digest, source);
   }
 
   private nextChange(): Promise<void> {

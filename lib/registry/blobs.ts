@@ -53,7 +53,11 @@ export class Blobs {
       };
     }
     try {
-      const stream = await this.store.read(digest, range.kind === "partial" ? range : undefined);
+      const stream = await this.store.read(
+        digest,
+        range.kind === "partial" ? range : undefined,
+        link.size,
+      );
       return { size: link.size, range, stream };
     } catch (e) {
       if (e instanceof Deno.errors.NotFound) {

@@ -116,8 +116,9 @@ export class FsBlobStore implements BlobStore {
   read(
     digest: string,
     range?: { start: number; end: number },
+    size?: number,
   ): Promise<ReadableStream<Uint8Array>> {
-    return readFileRange(this.blobPath(digest), range);
+    return readFileRange(this.blobPath(digest), range, size);
   }
 
   readAll(digest: string): Promise<Uint8Array> {
@@ -472,12 +473,14 @@ export function allocRing(position: number): Uint8Array[] {
 export async function readFileRange(
   path: string,
   range?: { start: number; end: number },
+  /** the file's size when the caller knows it (no stat) */
+  size?: number,
 ): Promise<ReadableStream<Uint8Array>> {
   const f = await Deno.open(path, { read: true });
   let length: number;
   try {
     if (range) await f.seek(range.start, Deno.SeekMode.Start);
-    length = range ? range.end - range.start + 1 : (await f.stat()).size;
+    length = range ? range.end - range.start + 1 : size ?? (await f.stat()).size;
   } catch (e) {
     f.close();
     throw e;

@@ -43,8 +43,8 @@ export class InstrumentedBlobStore implements BlobStore {
     }
   }
 
-  read(digest: string, range?: { start: number; end: number }) {
-    return this.timed("read", () => this.inner.read(digest, range));
+  read(digest: string, range?: { start: number; end: number }, size?: number) {
+    return this.timed("read", () => this.inner.read(digest, range, size));
   }
   readAll(digest: string) {
     return this.timed("readAll", () => this.inner.readAll(digest));

@@ -197,6 +197,12 @@ export function blobStoreContract(
     await store.commitUpload(u, d, data.length, { synced: true });
     await store.deleteUpload(u);
     assert.deepEqual(await store.readAll(d), data);
+    // read with the size the metadata knows, whole and a range
+    assert.deepEqual(await collect(await store.read(d, undefined, data.length)), data);
+    assert.deepEqual(
+      await collect(await store.read(d, { start: 5, end: 9 }, data.length)),
+      data.subarray(5, 10),
+    );
     const e = crypto.randomUUID();
     await store.appendUpload(e, 0, ReadableStream.from([]), opts);
     const empty = `sha256:${await sha256Hex(new Uint8Array(0))}`;

@@ -166,14 +166,20 @@ export class UsageLedger {
     ns: string,
     digest: string,
     size: number,
-    /** the entries of `keysFor(ns, digest)`, when the caller read them with its own keys */
+    /** the entries of `keysFor(ns, digest)`, when the caller read them with its own keys (used
+     * only without a quota) */
     read?: Deno.KvEntryMaybe<unknown>[],
   ): Promise<UsagePlan> {
     const repo = this.policy.repositoryOf(ns);
     const a = this.admitted.get(`${ns}\0${digest}`)?.[0];
     const mine = a && a.repo === repo && size <= a.size ? a : null;
     const keys = this.keysFor(ns, digest);
-    let [qref, usage, writer] = read ?? await getAll(this.kv, keys);
+    // Entries read by the caller serve only a repository without a quota: their commit checks
+    // qref, the one thing they decide. Under a quota, usage must be read after this write's
+    // admission (`admit`), or writes that landed since an early read would be counted neither in
+    // `used` nor in `before`, and a blind commit could pass the limit.
+    const limited = this.policy.maxBytes(repo) !== null;
+    let [qref, usage, writer] = read && !limited ? read : await getAll(this.kv, keys);
     let count = usageValue(qref);
     const max = count === 0 ? this.policy.maxBytes(repo) : null;
     let used = usageValue(usage);

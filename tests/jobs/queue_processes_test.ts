@@ -79,15 +79,17 @@ const runs = async (kv: Deno.Kv, id: string) =>
 Deno.test("two worker processes on one KV file run each job exactly once", () =>
   withKv(async (t, jobs) => {
     const ids = Array.from({ length: 150 }, (_, i) => `job-${i}`);
-    for (const id of ids) {
-      await jobs.queue("cache").enqueue({
-        kind: "probe",
-        payload: { id, sleepMs: 5 },
-        lockKey: id,
-      });
-    }
+    // Both workers are polling before the first job lands: started after the jobs, one of them
+    // (slow to start on a loaded CI machine) could find the queue already drained.
     const workers = await Promise.all([startWorker(t.path, "w1"), startWorker(t.path, "w2")]);
     try {
+      for (const id of ids) {
+        await jobs.queue("cache").enqueue({
+          kind: "probe",
+          payload: { id, sleepMs: 5 },
+          lockKey: id,
+        });
+      }
       await until(
         "the queue to drain",
         async () => (await jobs.queue("cache").counts()).pending === 0,

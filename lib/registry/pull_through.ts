@@ -8,8 +8,9 @@
 // - manifests are stored byte-exact as served, after their digest was verified;
 // - a blob is filled once (blob_fill.ts) while every client follows the fill; a range over an
 //   uncached blob is forwarded upstream and the blob queued for a `cache` job;
-// - a manifest fetched from the upstream has its blobs of at most `prefetch_max_bytes` filled at
-//   once (prefetch.ts), so the client's GETs for them follow fills already under way.
+// - once a client GETs a layer of a manifest fetched from the upstream, the manifest's other
+//   blobs of at most `prefetch_max_bytes` are filled at once (prefetch.ts), so the client's GETs
+//   for them follow fills already under way.
 import {
   parseDigest,
   type ParsedManifest,
@@ -247,7 +248,7 @@ export class PullThrough {
       }
       throw e;
     }
-    this.prefetch(rc, ns, parsed);
+    this.awaitLayerGet(rc, ns, parsed);
     if (tag !== null) await this.d.checks.record(ns, tag, m.digest);
     return { digest: m.digest, mediaType: rec.mediaType, size: m.bytes.byteLength, body: m.bytes };
   }
@@ -257,7 +258,7 @@ export class PullThrough {
    * queues them all (prefetch.ts). Not the manifest fetch itself: `skopeo inspect` and a sync's
    * completeness check read a manifest (and a config) without wanting its layers.
    */
-  private prefetch(rc: RepositoryConfig, ns: string, parsed: ParsedManifest): void {
+  private awaitLayerGet(rc: RepositoryConfig, ns: string, parsed: ParsedManifest): void {
     const max = rc.prefetchMaxBytes ?? 0;
     if (max <= 0 || !parsed.blobSizes) return;
     const small = parsed.blobs.filter((d) => (parsed.blobSizes!.get(d) ?? Infinity) <= max);

@@ -17,6 +17,23 @@ export interface LinkRead {
   usage?: Deno.KvEntryMaybe<unknown>[];
 }
 
+/** The keys of a LinkRead: `ns`'s link of `digest`, then (with a ledger) the usage it adds to. */
+export function linkReadKeys(
+  ledger: UsageLedger | undefined,
+  ns: string,
+  digest: string,
+): Deno.KvKey[] {
+  return [K.link(ns, digest), ...(ledger?.keysFor(ns, digest) ?? [])];
+}
+
+/** The LinkRead of the entries of `linkReadKeys`, in their order (a caller may read more). */
+export function linkReadOf(entries: Deno.KvEntryMaybe<unknown>[]): LinkRead {
+  const [link, ...usage] = entries;
+  const read: LinkRead = { link: link as Deno.KvEntryMaybe<LinkRecord> };
+  if (usage.length > 0) read.usage = usage;
+  return read;
+}
+
 /** Reads `ns`'s link of `digest` and, with a ledger, the usage a new link adds to: one getMany. */
 export async function readLink(
   kv: Deno.Kv,
@@ -24,9 +41,7 @@ export async function readLink(
   ns: string,
   digest: string,
 ): Promise<LinkRead> {
-  if (!ledger) return { link: await kv.get<LinkRecord>(K.link(ns, digest)) };
-  const [link, ...usage] = await kv.getMany([K.link(ns, digest), ...ledger.keysFor(ns, digest)]);
-  return { link: link as Deno.KvEntryMaybe<LinkRecord>, usage };
+  return linkReadOf(await kv.getMany(linkReadKeys(ledger, ns, digest)));
 }
 
 /**

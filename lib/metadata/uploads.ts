@@ -1,10 +1,17 @@
 // Upload session records. Bytes live in the blob store under the session's uuid.
-import { K, type LinkRecord, type UploadRecord } from "./keys.ts";
+import { K, type UploadRecord } from "./keys.ts";
 import { checkNotReclaiming, reclaimingError } from "./reclaim.ts";
-import { type BytesPlaced, reservationAfterConflict, RESERVED_WRITE_ATTEMPTS } from "./blobs.ts";
+import {
+  type BytesPlaced,
+  type LinkRead,
+  linkReadKeys,
+  linkReadOf,
+  linkUsage,
+  reservationAfterConflict,
+  RESERVED_WRITE_ATTEMPTS,
+} from "./blobs.ts";
 import { addJobs } from "./kv_limits.ts";
 import type { UsageLedger, UsagePlan } from "./usage.ts";
-import { type LinkRead, linkUsage } from "./blobs.ts";
 import { commitWithRetry } from "./commit_retry.ts";
 import type { WriteFacts } from "./write_facts.ts";
 
@@ -32,19 +39,11 @@ export class UploadMeta {
     uuid: string,
     digest: string,
   ): Promise<[Deno.KvEntryMaybe<UploadRecord>, LinkRead]> {
-    const usageKeys = this.usage?.keysFor(ns, digest) ?? [];
-    const [session, link, ...usage] = await this.kv.getMany<unknown[]>([
+    const [session, ...link] = await this.kv.getMany<unknown[]>([
       K.upload(ns, uuid),
-      K.link(ns, digest),
-      ...usageKeys,
+      ...linkReadKeys(this.usage, ns, digest),
     ]);
-    return [
-      session as Deno.KvEntryMaybe<UploadRecord>,
-      {
-        link: link as Deno.KvEntryMaybe<LinkRecord>,
-        ...(usageKeys.length > 0 ? { usage } : {}),
-      },
-    ];
+    return [session as Deno.KvEntryMaybe<UploadRecord>, linkReadOf(link)];
   }
 
   /**

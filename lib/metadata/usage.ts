@@ -120,6 +120,11 @@ export class UsageLedger {
    * past the quota. `write` is told whether its bytes surely fit by the last total seen here
    * (`likely`), so it may skip an early check of its own.
    */
+  /** Whether `ns`'s repository has a quota (without one, nothing is refused, so nothing read). */
+  limited(ns: string): boolean {
+    return this.policy.maxBytes(this.policy.repositoryOf(ns)) !== null;
+  }
+
   async admit<T>(
     ns: string,
     digest: string,
@@ -178,8 +183,7 @@ export class UsageLedger {
     // qref, the one thing they decide. Under a quota, usage must be read after this write's
     // admission (`admit`), or writes that landed since an early read would be counted neither in
     // `used` nor in `before`, and a blind commit could pass the limit.
-    const limited = this.policy.maxBytes(repo) !== null;
-    let [qref, usage, writer] = read && !limited ? read : await getAll(this.kv, keys);
+    let [qref, usage, writer] = read && !this.limited(ns) ? read : await getAll(this.kv, keys);
     let count = usageValue(qref);
     const max = count === 0 ? this.policy.maxBytes(repo) : null;
     let used = usageValue(usage);

@@ -137,9 +137,7 @@ export class CacheCap {
   ): Promise<void> {
     if (size === null) return;
     if (rc.maxCacheBytes !== undefined) return void await this.makeRoom(rc, ns, size);
-    // No quota on the repository: nothing to refuse, so nothing to read (issue 25).
-    const policy = this.usage.policy;
-    if (policy.maxBytes(policy.repositoryOf(ns)) === null) return;
+    if (!this.usage.limited(ns)) return; // no quota: nothing to refuse, so nothing to read
     await this.usage.planAdd(ns, digest, size); // throws past a quota; commits nothing
   }
 

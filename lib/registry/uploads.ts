@@ -254,8 +254,7 @@ export class Uploads {
     body: ReadableStream<Uint8Array> | null = null,
   ): Promise<void> {
     const usage = this.d.usage;
-    // No quota on the repository: nothing to refuse, so nothing to read.
-    if (!usage || usage.policy.maxBytes(usage.policy.repositoryOf(ns)) === null) return;
+    if (!usage?.limited(ns)) return; // no quota: nothing to refuse, so nothing to read
     try {
       await usage.planAdd(ns, digest, size); // reads only; throws past the quota
     } catch (e) {

@@ -145,49 +145,54 @@ export async function commitManifest(
   const { ns, digest } = w;
   const refs = referenceMutations(ns, digest, w.parsed);
   // Every guard sees the stored tags before anything is written, so a refused tag (immutable,
-  // superseded) leaves no trace even when the push takes several commits. With few tags the
-  // first attempt's revision and tagver come in the same read (one KV round trip per push less,
-  // issue 25; one snapshot, so the checks are as consistent as reading them apart).
-  // The usage a new revision adds to joins that read when it fits too.
+  // superseded) leaves no trace even when the push takes several commits.
   const tagKeys = w.tags.map((t) => K.tag(ns, t));
-  let head0: [Deno.KvEntryMaybe<RevisionRecord>, Deno.KvEntryMaybe<unknown>] | null = null;
-  let usage0: Deno.KvEntryMaybe<unknown>[] | undefined;
+  const oneByOne = w.tags.length <= TAG_CHECKS_MAX;
+  // What the first attempt takes as read instead of reading it again: the tags the guards saw
+  // when each is checked by itself (tagver, read after them, would not catch a tag write in
+  // between) and, with few tags, the revision, tagver and the usage a new revision adds to,
+  // read with them (issue 25: one round trip; one snapshot, as consistent as reading apart).
+  let first: {
+    tags: Deno.KvEntryMaybe<TagRecord>[] | null;
+    head?: [Deno.KvEntryMaybe<RevisionRecord>, Deno.KvEntryMaybe<unknown>];
+    usage?: Deno.KvEntryMaybe<unknown>[];
+  } | null;
   let before: Deno.KvEntryMaybe<TagRecord>[];
   if (tagKeys.length + 2 <= KV_GET_MANY_MAX) {
-    const usageKeys = usage && tagKeys.length + 2 + 3 <= KV_GET_MANY_MAX
-      ? usage.keysFor(ns, digest)
-      : [];
+    const usageKeys = usage?.keysFor(ns, digest) ?? [];
+    const withUsage = usageKeys.length > 0 &&
+      tagKeys.length + 2 + usageKeys.length <= KV_GET_MANY_MAX;
     const all = await kv.getMany<unknown[]>([
       K.rev(ns, digest),
       K.tagver(ns),
       ...tagKeys,
-      ...usageKeys,
+      ...(withUsage ? usageKeys : []),
     ]);
-    head0 = [all[0] as Deno.KvEntryMaybe<RevisionRecord>, all[1]];
     before = all.slice(2, 2 + tagKeys.length) as Deno.KvEntryMaybe<TagRecord>[];
-    if (usageKeys.length > 0) usage0 = all.slice(2 + tagKeys.length);
-  } else before = await getAll<TagRecord>(kv, tagKeys);
+    first = {
+      tags: oneByOne ? before : null,
+      head: [all[0] as Deno.KvEntryMaybe<RevisionRecord>, all[1]],
+      usage: withUsage ? all.slice(2 + tagKeys.length) : undefined,
+    };
+  } else {
+    before = await getAll<TagRecord>(kv, tagKeys);
+    first = { tags: oneByOne ? before : null };
+  }
   before.forEach((e, i) => w.guard(w.tags[i], e.value));
-  const oneByOne = w.tags.length <= TAG_CHECKS_MAX;
   let refsWritten = false;
   let reserved = w.reserved;
   // What the last attempt read, for the step between attempts.
   let last: { plan?: UsagePlan; outOfLine: boolean } = { outOfLine: false };
-  // The first attempt checks the tags as the guards saw them when each is checked by itself
-  // (tagver, read after them, would not catch a tag write in between).
-  let fresh: Deno.KvEntryMaybe<TagRecord>[] | null = oneByOne ? before : null;
   const head = await commitWithRetry("manifest push", async () => {
     for (;;) {
       fx.attempt();
-      const [rev, tagver] = head0 ?? await kv.getMany<[RevisionRecord, unknown]>([
+      const read = first; // the first attempt's only: a retry reads afresh
+      first = null;
+      const [rev, tagver] = read?.head ?? await kv.getMany<[RevisionRecord, unknown]>([
         K.rev(ns, digest),
         K.tagver(ns),
       ]);
-      head0 = null;
-      const usageRead = usage0; // the first attempt's only: a retry reads afresh
-      usage0 = undefined;
-      const tagEntries = fresh ?? await getAll<TagRecord>(kv, w.tags.map((t) => K.tag(ns, t)));
-      fresh = null;
+      const tagEntries = read?.tags ?? await getAll<TagRecord>(kv, tagKeys);
       const owned = w.requireBlobs && !rev.value
         ? await requireOwned(kv, ns, w.parsed.blobs)
         : null;
@@ -218,7 +223,7 @@ export async function commitManifest(
         }
         fixed.push(...fx.mutationsFor({ kind: "revision-added", ns, digest, parsed: w.parsed }));
         // The revision is a new member of the repository's usage (403 DENIED past its quota).
-        plan = await usage?.planAdd(ns, digest, w.record.size, usageRead);
+        plan = await usage?.planAdd(ns, digest, w.record.size, read?.usage);
         if (plan && !plan.fits(budget)) throw new Error("manifest head commit exceeds KV limits");
         plan?.apply(op);
       }

@@ -65,12 +65,10 @@ export interface UploadReader {
 export interface BlobStore {
   /**
    * Streams [start, end] (inclusive) or the whole blob. A chunk's memory may be reused once a
-   * few later chunks have been read: a consumer that keeps chunks must copy them.
-   */
-  /**
-   * The blob's bytes, or `range` of them. `size`, when the caller knows it from the metadata,
-   * spares a store that would otherwise ask for it (the fs store's stat: one file operation
-   * fewer per blob GET); the stream still ends where the bytes do.
+   * few later chunks have been read: a consumer that keeps chunks must copy them. `size`, when
+   * the caller knows it from the metadata, spares a store that would otherwise ask for it (the
+   * fs store's stat: one file operation fewer per blob GET); the stream still ends where the
+   * bytes do.
    */
   read(
     digest: string,

@@ -4,6 +4,13 @@
 import assert from "node:assert/strict";
 import { req, serverTestOpts } from "../helpers/api.ts";
 import { pushBlob, sha256Hex, type TestServer, withServer } from "../helpers/server.ts";
+import {
+  imageManifest,
+  jsonBytes,
+  OCI_CONFIG,
+  OCI_LAYER,
+  OCI_MANIFEST,
+} from "../helpers/oci_content.ts";
 
 const SAMPLE = /^(wharf_(?:kv|blob_store)_operation_duration_seconds)_count\{op="([^"]+)"\} (\S+)$/;
 
@@ -61,6 +68,17 @@ async function ok(r: Response, status: number, what: string): Promise<Response> 
   return r;
 }
 
+/** POST: a new upload session in `ns`; its Location. */
+async function openSession(s: TestServer, ns: string): Promise<string> {
+  const post = await ok(await req(s, `/v2/${ns}/blobs/uploads/`, { method: "POST" }), 202, "POST");
+  await post.body?.cancel();
+  return post.headers.get("location")!;
+}
+
+/** A session's Location with `?digest=` (the completing PUT's URL). */
+const withDigest = (loc: string, digest: string) =>
+  `${loc}${loc.includes("?") ? "&" : "?"}digest=${digest}`;
+
 Deno.test({
   name: "per-blob work of pushes stays within its pinned counts",
   ...serverTestOpts,
@@ -100,15 +118,9 @@ Deno.test({
         const data = blobOf(200 << 10, 2);
         const digest = `sha256:${await sha256Hex(data)}`;
         const got = await work(s, async () => {
-          const post = await ok(
-            await req(s, "/v2/work/app/blobs/uploads/", { method: "POST" }),
-            202,
-            "POST",
-          );
-          await post.body?.cancel();
-          const loc = post.headers.get("location")!;
+          const loc = await openSession(s, "work/app");
           const put = await ok(
-            await req(s, `${loc}${loc.includes("?") ? "&" : "?"}digest=${digest}`, {
+            await req(s, withDigest(loc, digest), {
               method: "PUT",
               body: data as BodyInit,
               headers: { "content-type": "application/octet-stream" },
@@ -137,13 +149,7 @@ Deno.test({
         const data = blobOf(300 << 10, 3);
         const digest = `sha256:${await sha256Hex(data)}`;
         const got = await work(s, async () => {
-          const post = await ok(
-            await req(s, "/v2/work/app/blobs/uploads/", { method: "POST" }),
-            202,
-            "POST",
-          );
-          await post.body?.cancel();
-          let loc = post.headers.get("location")!;
+          let loc = await openSession(s, "work/app");
           const third = data.length / 3;
           for (let i = 0; i < 3; i++) {
             const chunk = data.subarray(i * third, (i + 1) * third);
@@ -163,9 +169,7 @@ Deno.test({
             loc = r.headers.get("location")!;
           }
           const put = await ok(
-            await req(s, `${loc}${loc.includes("?") ? "&" : "?"}digest=${digest}`, {
-              method: "PUT",
-            }),
+            await req(s, withDigest(loc, digest), { method: "PUT" }),
             201,
             "PUT",
           );
@@ -187,34 +191,27 @@ Deno.test({
       });
 
       await t.step("(d) manifest PUT with 5 layers (blobs pushed before)", async () => {
-        const enc = new TextEncoder();
-        const configBytes = enc.encode(JSON.stringify({ architecture: "amd64", os: "linux" }));
+        const configBytes = jsonBytes({ architecture: "amd64", os: "linux" });
         const config = await pushBlob(s.url, "work/app", configBytes);
         const layers = [];
         for (let i = 0; i < 5; i++) {
           const b = blobOf(4096, 10 + i);
           layers.push({
-            mediaType: "application/vnd.oci.image.layer.v1.tar+gzip",
+            mediaType: OCI_LAYER,
             digest: await pushBlob(s.url, "work/app", b),
             size: b.length,
           });
         }
-        const body = enc.encode(JSON.stringify({
-          schemaVersion: 2,
-          mediaType: "application/vnd.oci.image.manifest.v1+json",
-          config: {
-            mediaType: "application/vnd.oci.image.config.v1+json",
-            digest: config,
-            size: configBytes.length,
-          },
+        const body = imageManifest(
+          { mediaType: OCI_CONFIG, digest: config, size: configBytes.length },
           layers,
-        }));
+        );
         const got = await work(s, async () => {
           const r = await ok(
             await req(s, "/v2/work/app/manifests/v1", {
               method: "PUT",
               body: body as BodyInit,
-              headers: { "content-type": "application/vnd.oci.image.manifest.v1+json" },
+              headers: { "content-type": OCI_MANIFEST },
             }),
             201,
             "manifest PUT",
@@ -243,14 +240,8 @@ Deno.test({
     withServer({}, async (s) => {
       const data = blobOf(100, 7);
       const digest = `sha256:${await sha256Hex(data)}`;
-      const post = await ok(
-        await req(s, "/v2/work/keep/blobs/uploads/", { method: "POST" }),
-        202,
-        "POST",
-      );
-      await post.body?.cancel();
-      const loc = post.headers.get("location")!;
-      const at = (d: string) => `${loc}${loc.includes("?") ? "&" : "?"}digest=${d}`;
+      const loc = await openSession(s, "work/keep");
+      const at = (d: string) => withDigest(loc, d);
       const wrong = `sha256:${"0".repeat(64)}`;
       const bad = await req(s, at(wrong), {
         method: "PUT",

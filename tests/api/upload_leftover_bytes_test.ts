@@ -7,12 +7,7 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import { withServer } from "../helpers/server.ts";
 import { bytesOf, req, serverTestOpts } from "../helpers/api.ts";
-import { randomBytes } from "../helpers/fake_registry.ts";
-
-async function sha(b: Uint8Array): Promise<string> {
-  const h = new Uint8Array(await crypto.subtle.digest("SHA-256", b as BufferSource));
-  return "sha256:" + Array.from(h, (x) => x.toString(16).padStart(2, "0")).join("");
-}
+import { randomBytes, sha256 } from "../helpers/bytes.ts";
 
 for (const finalChunk of [true, false]) {
   Deno.test(
@@ -45,7 +40,7 @@ for (const finalChunk of [true, false]) {
             await f.write(randomBytes(5000));
             f.close();
             const whole = new Uint8Array([...a, ...b]);
-            const digest = await sha(whole);
+            const digest = await sha256(whole);
             const put = new URL(loc);
             put.searchParams.set("digest", digest);
             const headers: Record<string, string> = { "content-type": "application/octet-stream" };

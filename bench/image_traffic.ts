@@ -36,6 +36,46 @@ export async function upload(url: string, ns: string, data: Uint8Array): Promise
   return digest;
 }
 
+/**
+ * Pushes an image of random layers of `layerBytes` each (and a unique config) as `repo:v1`;
+ * the layers' digests.
+ */
+export async function pushImage(
+  url: string,
+  repo: string,
+  layerBytes: number[],
+): Promise<string[]> {
+  const cfg = new TextEncoder().encode(
+    JSON.stringify({ architecture: "amd64", os: "linux", n: crypto.randomUUID() }),
+  );
+  const config = await upload(url, repo, cfg);
+  const layers = [];
+  for (const size of layerBytes) {
+    layers.push({
+      mediaType: "application/vnd.oci.image.layer.v1.tar+gzip",
+      digest: await upload(url, repo, randomBytes(size)),
+      size,
+    });
+  }
+  const r = await fetch(`${url}/v2/${repo}/manifests/v1`, {
+    method: "PUT",
+    headers: { "content-type": MANIFEST },
+    body: JSON.stringify({
+      schemaVersion: 2,
+      mediaType: MANIFEST,
+      config: {
+        mediaType: "application/vnd.oci.image.config.v1+json",
+        digest: config,
+        size: cfg.length,
+      },
+      layers,
+    }),
+  });
+  await r.body?.cancel();
+  if (r.status !== 201) throw new Error(`push manifest ${r.status}`);
+  return layers.map((l) => l.digest);
+}
+
 let serial = 0;
 /** Pushes one distinct image to `bench/app:tag`. */
 export async function pushOnce(

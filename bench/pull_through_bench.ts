@@ -12,7 +12,7 @@
 // Run: deno run -A --unstable-kv bench/pull_through_bench.ts [--small]   (loopback only)
 import { createHash } from "node:crypto";
 import { join } from "node:path";
-import { randomBytes, upload } from "./image_traffic.ts";
+import { pushImage } from "./image_traffic.ts";
 import { fileURLToPath } from "node:url";
 import { freePort, startDistribution } from "../tests/e2e/_distribution.ts";
 
@@ -73,39 +73,6 @@ async function startWharf(upstream: string): Promise<Wharf> {
       await Deno.remove(dir, { recursive: true }).catch(() => {});
     },
   };
-}
-
-async function pushImage(url: string, repo: string, layerMb: number[]): Promise<string[]> {
-  const cfg = new TextEncoder().encode(
-    JSON.stringify({ architecture: "amd64", os: "linux", n: crypto.randomUUID() }),
-  );
-  const config = await upload(url, repo, cfg);
-  const layers = [];
-  for (const mb of layerMb) {
-    const b = randomBytes(mb * 1024 * 1024);
-    layers.push({
-      mediaType: "application/vnd.oci.image.layer.v1.tar+gzip",
-      digest: await upload(url, repo, b),
-      size: b.length,
-    });
-  }
-  const r = await fetch(`${url}/v2/${repo}/manifests/v1`, {
-    method: "PUT",
-    headers: { "content-type": MANIFEST },
-    body: JSON.stringify({
-      schemaVersion: 2,
-      mediaType: MANIFEST,
-      config: {
-        mediaType: "application/vnd.oci.image.config.v1+json",
-        digest: config,
-        size: cfg.length,
-      },
-      layers,
-    }),
-  });
-  await r.body?.cancel();
-  if (r.status !== 201) throw new Error(`push manifest ${r.status}`);
-  return layers.map((l) => l.digest);
 }
 
 /** Reads a body to the end; with `verify`, checks it hashes to `digest`. */
@@ -178,7 +145,7 @@ async function cpuPhase(upstream: { url: string; port: number }): Promise<Record
   const upPid = upstreamPid(upstream.port);
   const digests: string[] = [];
   for (let i = 0; i < n; i++) {
-    digests.push(...await pushImage(upstream.url, `library/cpu${i}`, [LAYER_MB]));
+    digests.push(...await pushImage(upstream.url, `library/cpu${i}`, [LAYER_MB << 20]));
   }
   const wharf = await startWharf(upstream.url);
   const rows: Record<string, CpuRow> = {};
@@ -228,7 +195,7 @@ async function main() {
   try {
     for (let r = 0; r < ROUNDS; r++) {
       const repo = `library/img${r}`;
-      await pushImage(upstream.url, repo, [LAYER_MB, LAYER_MB, LAYER_MB]);
+      await pushImage(upstream.url, repo, Array(3).fill(LAYER_MB << 20));
       const direct = await pull(upstream.url, repo);
       imageBytes = direct.bytes;
       const wc = await pull(wharf.url, `hub/${repo}`);
@@ -258,7 +225,7 @@ async function main() {
   }
 
   // 16 clients, one uncached blob, a fresh Wharf
-  const [big] = await pushImage(upstream.url, "library/big", [BIG_MB]);
+  const [big] = await pushImage(upstream.url, "library/big", [BIG_MB << 20]);
   const fresh = await startWharf(upstream.url);
   let peak = 0;
   let bigS = 0;

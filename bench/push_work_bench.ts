@@ -4,7 +4,10 @@
 // CPU per blob moves less than blobs/s when other processes share the machine; report the load.
 //
 // Run: deno run -A --unstable-kv bench/push_work_bench.ts [--blobs N]
-import { sha256Hex, startServer } from "../tests/helpers/server.ts";
+import { startServer } from "../tests/helpers/server.ts";
+import { upload } from "./image_traffic.ts";
+
+const NS = "bench/small";
 
 const arg = Deno.args.indexOf("--blobs");
 const N = arg >= 0 ? Number(Deno.args[arg + 1]) : 400;
@@ -17,22 +20,6 @@ function cpuMs(pid: number): number {
   return (Number(f[11]) + Number(f[12])) * 10;
 }
 
-async function push(url: string, data: Uint8Array): Promise<void> {
-  const digest = `sha256:${await sha256Hex(data)}`;
-  const post = await fetch(`${url}/v2/bench/small/blobs/uploads/`, { method: "POST" });
-  await post.body?.cancel();
-  if (post.status !== 202) throw new Error(`POST: ${post.status}`);
-  const loc = new URL(post.headers.get("location")!, url);
-  loc.searchParams.set("digest", digest);
-  const put = await fetch(loc, {
-    method: "PUT",
-    body: data as BodyInit,
-    headers: { "content-type": "application/octet-stream" },
-  });
-  await put.body?.cancel();
-  if (put.status !== 201) throw new Error(`PUT: ${put.status}`);
-}
-
 const blobs = Array.from({ length: N }, (_, k) => {
   const b = new Uint8Array(SIZE).map((_, i) => (i * 31 + k * 7) & 0xff);
   new DataView(b.buffer).setUint32(0, k); // distinct digests
@@ -40,12 +27,12 @@ const blobs = Array.from({ length: N }, (_, k) => {
 });
 const s = await startServer({ unchecked: true, productionFlags: true });
 try {
-  await push(s.url, new Uint8Array([1, 2, 3])); // warm the namespace and the process
+  await upload(s.url, NS, new Uint8Array([1, 2, 3])); // warm the namespace and the process
   const cpu0 = cpuMs(s.pid);
   const t0 = performance.now();
   let next = 0;
   await Promise.all(Array.from({ length: CONCURRENCY }, async () => {
-    for (let i = next++; i < N; i = next++) await push(s.url, blobs[i]);
+    for (let i = next++; i < N; i = next++) await upload(s.url, NS, blobs[i]);
   }));
   const secs = (performance.now() - t0) / 1000;
   const cpu = cpuMs(s.pid) - cpu0;

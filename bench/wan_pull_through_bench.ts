@@ -10,7 +10,7 @@
 // Run (root: it creates a netns): deno run -A --unstable-kv bench/wan_pull_through_bench.ts
 //   [--rate 1gbit] [--rtt 10] [--prefetch <prefetch_max_bytes>]
 import { join } from "node:path";
-import { randomBytes, upload } from "./image_traffic.ts";
+import { pushImage, randomBytes, upload } from "./image_traffic.ts";
 import { fileURLToPath } from "node:url";
 import { startDistribution } from "../tests/e2e/_distribution.ts";
 import { startDaemon } from "../tests/e2e/_tools.ts";
@@ -80,38 +80,6 @@ http:
       await Deno.remove(dir, { recursive: true }).catch(() => {});
     },
   };
-}
-
-async function pushImage(url: string, repo: string, layers: number[]): Promise<void> {
-  const cfg = new TextEncoder().encode(
-    JSON.stringify({ architecture: "amd64", os: "linux", n: crypto.randomUUID() }),
-  );
-  const config = await upload(url, repo, cfg);
-  const descs = [];
-  for (const size of layers) {
-    const b = randomBytes(size);
-    descs.push({
-      mediaType: "application/vnd.oci.image.layer.v1.tar+gzip",
-      digest: await upload(url, repo, b),
-      size,
-    });
-  }
-  const r = await fetch(`${url}/v2/${repo}/manifests/v1`, {
-    method: "PUT",
-    headers: { "content-type": MANIFEST },
-    body: JSON.stringify({
-      schemaVersion: 2,
-      mediaType: MANIFEST,
-      config: {
-        mediaType: "application/vnd.oci.image.config.v1+json",
-        digest: config,
-        size: cfg.length,
-      },
-      layers: descs,
-    }),
-  });
-  await r.body?.cancel();
-  if (r.status !== 201) throw new Error(`push manifest ${r.status}`);
 }
 
 /** A client pull: manifest, then config and layers 3 at a time (every body fully read). */

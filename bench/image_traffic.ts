@@ -76,6 +76,37 @@ export async function pushImage(
   return layers.map((l) => l.digest);
 }
 
+/**
+ * Pulls `repo:v1` as a client does: the manifest, then config and layers 3 at a time, every
+ * body read to the end and its length checked against Content-Length. Seconds and bytes.
+ */
+export async function pullImage(base: string, repo: string): Promise<{ s: number; bytes: number }> {
+  const t0 = performance.now();
+  const m = await fetch(`${base}/v2/${repo}/manifests/v1`, { headers: { accept: MANIFEST } });
+  if (m.status !== 200) throw new Error(`manifest ${m.status} ${await m.text()}`);
+  const man = await m.json();
+  const blobs: string[] = [
+    man.config.digest,
+    ...man.layers.map((l: { digest: string }) => l.digest),
+  ];
+  let bytes = 0;
+  let next = 0;
+  await Promise.all(Array.from({ length: 3 }, async () => {
+    for (let i = next++; i < blobs.length; i = next++) {
+      const r = await fetch(`${base}/v2/${repo}/blobs/${blobs[i]}`);
+      if (r.status !== 200) throw new Error(`${base} ${blobs[i]}: ${r.status} ${await r.text()}`);
+      const cl = r.headers.get("content-length");
+      let n = 0;
+      for await (const c of r.body!) n += c.length;
+      if (cl !== null && Number(cl) !== n) {
+        throw new Error(`${base} ${blobs[i]}: Content-Length ${cl}, got ${n} bytes`);
+      }
+      bytes += n;
+    }
+  }));
+  return { s: (performance.now() - t0) / 1000, bytes };
+}
+
 let serial = 0;
 /** Pushes one distinct image to `bench/app:tag`. */
 export async function pushOnce(

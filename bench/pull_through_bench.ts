@@ -12,7 +12,7 @@
 // Run: deno run -A --unstable-kv bench/pull_through_bench.ts [--small]   (loopback only)
 import { createHash } from "node:crypto";
 import { join } from "node:path";
-import { pushImage } from "./image_traffic.ts";
+import { pullImage, pushImage } from "./image_traffic.ts";
 import { fileURLToPath } from "node:url";
 import { freePort, startDistribution } from "../tests/e2e/_distribution.ts";
 
@@ -22,7 +22,6 @@ const LAYER_MB = SMALL ? 8 : 33;
 const BIG_MB = SMALL ? 32 : 256;
 const ROUNDS = 3;
 const CLIENTS = 16;
-const MANIFEST = "application/vnd.oci.image.manifest.v1+json";
 
 interface Wharf {
   url: string;
@@ -86,34 +85,6 @@ async function drain(r: Response, digest?: string): Promise<number> {
   }
   if (h && `sha256:${h.digest("hex")}` !== digest) throw new Error(`${r.url}: wrong bytes`);
   return n;
-}
-
-/** A client pull: manifest, then config and layers 3 at a time. Returns seconds and bytes. */
-async function pull(base: string, repo: string): Promise<{ s: number; bytes: number }> {
-  const t0 = performance.now();
-  const m = await fetch(`${base}/v2/${repo}/manifests/v1`, { headers: { accept: MANIFEST } });
-  if (m.status !== 200) throw new Error(`manifest ${m.status} ${await m.text()}`);
-  const man = await m.json();
-  const blobs: string[] = [
-    man.config.digest,
-    ...man.layers.map((l: { digest: string }) => l.digest),
-  ];
-  let bytes = 0;
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: 3 }, async () => {
-      for (let i = next++; i < blobs.length; i = next++) {
-        const r = await fetch(`${base}/v2/${repo}/blobs/${blobs[i]}`);
-        const cl = r.headers.get("content-length");
-        const n = await drain(r);
-        if (cl !== null && Number(cl) !== n) {
-          throw new Error(`${base} ${blobs[i]}: Content-Length ${cl}, got ${n} bytes`);
-        }
-        bytes += n;
-      }
-    }),
-  );
-  return { s: (performance.now() - t0) / 1000, bytes };
 }
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
@@ -196,12 +167,12 @@ async function main() {
     for (let r = 0; r < ROUNDS; r++) {
       const repo = `library/img${r}`;
       await pushImage(upstream.url, repo, Array(3).fill(LAYER_MB << 20));
-      const direct = await pull(upstream.url, repo);
+      const direct = await pullImage(upstream.url, repo);
       imageBytes = direct.bytes;
-      const wc = await pull(wharf.url, `hub/${repo}`);
-      const ww = await pull(wharf.url, `hub/${repo}`);
-      const pc = await pull(proxy.url, repo);
-      const pw = await pull(proxy.url, repo);
+      const wc = await pullImage(wharf.url, `hub/${repo}`);
+      const ww = await pullImage(wharf.url, `hub/${repo}`);
+      const pc = await pullImage(proxy.url, repo);
+      const pw = await pullImage(proxy.url, repo);
       for (
         const [k, v] of [
           ["direct", direct],

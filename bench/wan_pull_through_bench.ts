@@ -10,7 +10,7 @@
 // Run (root: it creates a netns): deno run -A --unstable-kv bench/wan_pull_through_bench.ts
 //   [--rate 1gbit] [--rtt 10] [--prefetch <prefetch_max_bytes>]
 import { join } from "node:path";
-import { pushImage, randomBytes, upload } from "./image_traffic.ts";
+import { pullImage, pushImage, randomBytes, upload } from "./image_traffic.ts";
 import { fileURLToPath } from "node:url";
 import { startDistribution } from "../tests/e2e/_distribution.ts";
 import { startDaemon } from "../tests/e2e/_tools.ts";
@@ -28,7 +28,6 @@ const RTT = Number(arg("--rtt", "10"));
 const PREFETCH = arg("--prefetch", "");
 const ROUNDS = 3;
 const UPSTREAM_PORT = 5000;
-const MANIFEST = "application/vnd.oci.image.manifest.v1+json";
 const IMAGES = [
   { name: "big", layers: Array(3).fill(33 << 20) as number[] },
   { name: "small", layers: Array(50).fill(200 << 10) as number[] },
@@ -80,28 +79,6 @@ http:
       await Deno.remove(dir, { recursive: true }).catch(() => {});
     },
   };
-}
-
-/** A client pull: manifest, then config and layers 3 at a time (every body fully read). */
-async function pull(base: string, repo: string): Promise<{ s: number; bytes: number }> {
-  const t0 = performance.now();
-  const m = await fetch(`${base}/v2/${repo}/manifests/v1`, { headers: { accept: MANIFEST } });
-  if (m.status !== 200) throw new Error(`manifest ${m.status} ${await m.text()}`);
-  const man = await m.json();
-  const blobs: string[] = [
-    man.config.digest,
-    ...man.layers.map((l: { digest: string }) => l.digest),
-  ];
-  let bytes = 0;
-  let next = 0;
-  await Promise.all(Array.from({ length: 3 }, async () => {
-    for (let i = next++; i < blobs.length; i = next++) {
-      const r = await fetch(`${base}/v2/${repo}/blobs/${blobs[i]}`);
-      if (r.status !== 200) throw new Error(`${base} ${blobs[i]}: ${r.status} ${await r.text()}`);
-      for await (const c of r.body!) bytes += c.length;
-    }
-  }));
-  return { s: (performance.now() - t0) / 1000, bytes };
 }
 
 /** Milliseconds from a blob GET to the first body byte (the rest is drained). */
@@ -173,16 +150,16 @@ async function main() {
       for (let r = 0; r < ROUNDS; r++) {
         const repo = `library/${img.name}${r}`;
         await pushImage(upstream.url, repo, img.layers);
-        const direct = await pull(upstream.url, repo);
+        const direct = await pullImage(upstream.url, repo);
         bytes = direct.bytes;
         const k0 = await kvOps(wharf);
         const k1 = await kvOps(wharf); // what one /metrics read costs
         const c0 = cpuMs(wharf.pid);
-        const wc = await pull(wharf.url, `hub/${repo}`);
+        const wc = await pullImage(wharf.url, `hub/${repo}`);
         cpu.push(cpuMs(wharf.pid) - c0);
         await sleep(300); // the fills' job deletions land after the bodies
         const k2 = await kvOps(wharf);
-        const ww = await pull(wharf.url, `hub/${repo}`);
+        const ww = await pullImage(wharf.url, `hub/${repo}`);
         await sleep(300);
         const k3 = await kvOps(wharf);
         const perRead = diff(k0, k1);
@@ -194,8 +171,8 @@ async function main() {
         const lone = await upload(upstream.url, repo, randomBytes(img.layers[0]));
         ttfb.direct.push(await firstByteMs(`${upstream.url}/v2/${repo}/blobs/${lone}`));
         ttfb.wharf_cold.push(await firstByteMs(`${wharf.url}/v2/hub/${repo}/blobs/${lone}`));
-        const pc = await pull(proxy.url, repo);
-        const pw = await pull(proxy.url, repo);
+        const pc = await pullImage(proxy.url, repo);
+        const pw = await pullImage(proxy.url, repo);
         const got = { direct, wharf_cold: wc, wharf_warm: ww, proxy_cold: pc, proxy_warm: pw };
         for (const [k, v] of Object.entries(got) as [Row, { s: number; bytes: number }][]) {
           if (v.bytes !== direct.bytes) throw new Error(`${img.name} ${k}: ${v.bytes} bytes`);

@@ -13,7 +13,6 @@ import { join } from "node:path";
 import { pullImage, pushImage, randomBytes, upload } from "./image_traffic.ts";
 import { fileURLToPath } from "node:url";
 import { startDistribution } from "../tests/e2e/_distribution.ts";
-import { startDaemon } from "../tests/e2e/_tools.ts";
 import { startServer, type TestServer } from "../tests/helpers/server.ts";
 
 const ROOT = fileURLToPath(new URL("../", import.meta.url));
@@ -36,49 +35,6 @@ const IMAGES = [
 function wan(...args: string[]): void {
   const r = new Deno.Command("bash", { args: [WAN, ...args], stderr: "inherit" }).outputSync();
   if (!r.success && args[0] === "up") throw new Error(`wan-ns.sh ${args.join(" ")} failed`);
-}
-
-/** docker-registry inside the namespace, on the far side of the link. */
-async function startUpstream(): Promise<{ url: string; stop(): Promise<void> }> {
-  const dir = await Deno.makeTempDir({ prefix: "wharf-wan-upstream-" });
-  const cfg = join(dir, "config.yml");
-  await Deno.writeTextFile(
-    cfg,
-    `version: 0.1
-log:
-  level: warn
-  accesslog:
-    disabled: true
-storage:
-  cache:
-    blobdescriptor: inmemory
-  filesystem:
-    rootdirectory: ${dir}/data
-http:
-  addr: 198.18.0.2:${UPSTREAM_PORT}
-`,
-  );
-  const url = `http://198.18.0.2:${UPSTREAM_PORT}`;
-  const daemon = await startDaemon(
-    "ip",
-    ["netns", "exec", "wharfwan", "docker-registry", "serve", cfg],
-    async () => {
-      try {
-        const r = await fetch(`${url}/v2/`, { signal: AbortSignal.timeout(1000) });
-        await r.body?.cancel();
-        return r.status === 200;
-      } catch {
-        return false;
-      }
-    },
-  );
-  return {
-    url,
-    stop: async () => {
-      await daemon.stop();
-      await Deno.remove(dir, { recursive: true }).catch(() => {});
-    },
-  };
 }
 
 /** Milliseconds from a blob GET to the first body byte (the rest is drained). */
@@ -118,7 +74,12 @@ async function main() {
   wan("down");
   wan("up", RATE, String(RTT));
   const load = Deno.readTextFileSync("/proc/loadavg").split(" ").slice(0, 3).join(" ");
-  const upstream = await startUpstream();
+  // docker-registry inside the namespace, on the far side of the link
+  const upstream = await startDistribution({
+    netns: "wharfwan",
+    address: "198.18.0.2",
+    port: UPSTREAM_PORT,
+  });
   const proxy = await startDistribution({ proxy: { remoteurl: upstream.url } });
   const wharf = await startServer({
     config: `[repository."hub"]\n${

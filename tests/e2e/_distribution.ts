@@ -20,6 +20,10 @@ export interface DistributionOptions {
   port?: number;
   /** `storage.delete.enabled` (default true): false answers every manifest DELETE 405 */
   deleteEnabled?: boolean;
+  /** run inside this network namespace (`ip netns exec`), listening on `address` */
+  netns?: string;
+  /** the address it listens on (default 127.0.0.1; with `netns`, give `port` too) */
+  address?: string;
 }
 
 export interface Distribution {
@@ -43,6 +47,7 @@ export async function startDistribution(opts: DistributionOptions = {}): Promise
   const dir = await Deno.makeTempDir({ prefix: "wharf-distribution-" });
   const dataDir = opts.dataDir ?? join(dir, "data");
   const port = opts.port ?? freePort();
+  const address = opts.address ?? "127.0.0.1";
   let auth = "";
   if (opts.htpasswd) {
     const hash = bcrypt.hashSync(opts.htpasswd.password, 6);
@@ -78,10 +83,10 @@ storage:
   delete:
     enabled: ${opts.deleteEnabled ?? true}
 http:
-  addr: 127.0.0.1:${port}
+  addr: ${address}:${port}
 ${auth}${proxy}`,
   );
-  const url = `http://127.0.0.1:${port}`;
+  const url = `http://${address}:${port}`;
   const ready = async () => {
     try {
       const r = await fetch(`${url}/v2/`, { signal: AbortSignal.timeout(1000) });
@@ -93,14 +98,17 @@ ${auth}${proxy}`,
   };
   let daemon: Daemon;
   try {
-    daemon = await startDaemon("docker-registry", ["serve", join(dir, "config.yml")], ready);
+    const serve = ["docker-registry", "serve", join(dir, "config.yml")];
+    daemon = opts.netns
+      ? await startDaemon("ip", ["netns", "exec", opts.netns, ...serve], ready)
+      : await startDaemon(serve[0], serve.slice(1), ready);
   } catch (e) {
     await Deno.remove(dir, { recursive: true }).catch(() => {});
     throw e;
   }
   return {
     url,
-    host: `127.0.0.1:${port}`,
+    host: `${address}:${port}`,
     port,
     dataDir,
     log: () => daemon.log(),

@@ -10,8 +10,15 @@ set -euo pipefail
 cd "$(dirname "$0")"
 
 TARGETS_ALL=(x86_64-unknown-linux-gnu aarch64-unknown-linux-gnu x86_64-apple-darwin aarch64-apple-darwin x86_64-pc-windows-msvc)
-# The permissions `deno task start` grants, baked into the binary.
-PERMS=(--unstable-kv --allow-net --allow-read --allow-write --allow-env --allow-sys --allow-ffi)
+# Every Wharf process runs with deno.json's permission set "wharf" (the tasks, the binary, the
+# image's entrypoint, the tests' launcher) and the V8 flags of `deno task start`, read from
+# deno.json here rather than restated.
+PERMSET=wharf
+V8_FLAGS="$(sed -nE 's/.*"start": *"[^"]*(--v8-flags=[^ "]+).*/\1/p' deno.json)"
+[ -n "$V8_FLAGS" ] || { echo "deploy.sh: no --v8-flags in deno.json's start task" >&2; exit 2; }
+# The sandbox's child modules (and the walk's decoder worker) are loaded by name at run time, which
+# deno compile cannot see: they go in with --include.
+CHILD_MODULES=(lib/*/*_child.ts lib/index/checkpoint_worker.ts)
 DRY=0
 
 run() {
@@ -54,7 +61,12 @@ binary() {
   for t in "${targets[@]}"; do
     local out="dist/wharf-$t"
     case "$t" in *windows*) out="$out.exe" ;; esac
-    run deno compile "${PERMS[@]}" --v8-flags=--max-semi-space-size=4 --include ui/dist --target "$t" --output "$out" main.ts
+    local includes=(--include ui/dist)
+    local m
+    for m in "${CHILD_MODULES[@]}"; do includes+=(--include "$m"); done
+    # --allow-run beside the permission set: a binary's sandbox child is the binary itself, whose
+    # path is not known when it is compiled (the set names `deno`, the runtime on PATH).
+    run deno compile "-P=$PERMSET" --allow-run "$V8_FLAGS" "${includes[@]}" --target "$t" --output "$out" main.ts
   done
 }
 
@@ -129,7 +141,8 @@ JS
     --port 5000/tcp \
     --env DENO_DIR=/opt/deno \
     --env DENO_NO_UPDATE_CHECK=1 \
-    --entrypoint '["/usr/local/bin/deno","run","--cached-only","--unstable-kv","--allow-net","--allow-read","--allow-write","--allow-env","--allow-sys","--allow-ffi","--v8-flags=--max-semi-space-size=4","/app/main.ts"]' \
+    --env PATH=/usr/local/bin \
+    --entrypoint "[\"/usr/local/bin/deno\",\"run\",\"--cached-only\",\"-P=$PERMSET\",\"--config=/app/deno.json\",\"$V8_FLAGS\",\"/app/main.ts\"]" \
     --cmd '["serve","-c","/etc/wharf/wharf.toml"]' \
     --healthcheck 'CMD /usr/local/bin/deno run --cached-only --allow-net --allow-env /app/healthcheck.js' \
     --healthcheck-interval 30s --healthcheck-timeout 5s --healthcheck-retries 3 \

@@ -1,67 +1,13 @@
-// Wharf's entry point: parses the command line, loads the config and hands both to the command
-// (commands/, one module each; lib/services builds what they run on).
-// Usage: main.ts [COMMAND] [OPTIONS] [-c FILE]... (later config files win); `main.ts --help`
-// and `main.ts COMMAND --help` (commands/usage.ts) describe every command and option.
-import { type Config, ConfigError } from "./lib/config/mod.ts";
-import { type Cli, loadConfig, parseArgs } from "./commands/cli.ts";
-import { COMMANDS, helpText } from "./commands/usage.ts";
-import { serveCommand } from "./commands/serve.ts";
-import { workerCommand } from "./commands/worker.ts";
-import { scrubCommand } from "./commands/scrub.ts";
-import { pruneCommand } from "./commands/prune.ts";
-import { replicateCommand } from "./commands/replicate.ts";
-import { syncCommand } from "./commands/sync.ts";
-import { reindexCommand } from "./commands/reindex.ts";
-import { scanCommand } from "./commands/scan.ts";
-import { advisoriesCommand } from "./commands/advisories.ts";
-import { hashPasswordCommand } from "./commands/hash_password.ts";
+// Wharf's entry point. Usage: main.ts [COMMAND] [OPTIONS] [-c FILE]... (later config files win);
+// `main.ts --help` and `main.ts COMMAND --help` (commands/usage.ts) describe every command.
+//
+// A sandbox child started as this same program (a compiled binary's only way: lib/sandbox/
+// launch.ts) runs its parse before anything else is loaded: a child must not pay for the
+// registry's module graph, and must give up its permissions before any of it runs.
+import { SANDBOX_ENTRY, sandboxChild } from "./lib/sandbox/mod.ts";
 
-async function main(): Promise<number> {
-  let cli: Cli;
-  let cfg: Config;
-  try {
-    cli = parseArgs(Deno.args);
-    if (cli.help) {
-      const known = cli.command === "" || COMMANDS.includes(cli.command);
-      if (!known) console.error(`wharf: unknown command ${cli.command}`);
-      console.log(helpText(known ? cli.command || null : null));
-      return known ? 0 : 2;
-    }
-    cfg = await loadConfig(cli);
-  } catch (e) {
-    if (e instanceof ConfigError) {
-      console.error(`wharf: ${e.message}`);
-      return 2;
-    }
-    throw e;
-  }
-  switch (cli.command) {
-    case "serve":
-      return await serveCommand(cfg);
-    case "worker":
-      return await workerCommand(cfg, cli);
-    case "scrub":
-      return await scrubCommand(cfg, cli);
-    case "prune":
-      return await pruneCommand(cfg, cli);
-    case "replicate":
-      return await replicateCommand(cfg, cli);
-    case "sync":
-      return await syncCommand(cfg, cli);
-    case "reindex":
-      return await reindexCommand(cfg, cli);
-    case "scan":
-      return await scanCommand(cfg, cli);
-    case "advisories":
-      return await advisoriesCommand(cfg, cli);
-    case "hash-password":
-      return await hashPasswordCommand();
-    default:
-      console.error(
-        `wharf: unknown command ${cli.command} (commands: ${COMMANDS.join(", ")}; main.ts --help)`,
-      );
-      return 2;
-  }
+if (import.meta.main) {
+  if (Deno.args[0] === SANDBOX_ENTRY) Deno.exit(await sandboxChild(Deno.args.slice(1)));
+  const { main } = await import("./commands/main.ts");
+  Deno.exit(await main());
 }
-
-if (import.meta.main) Deno.exit(await main());

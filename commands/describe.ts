@@ -1,6 +1,7 @@
 // The startup line's account of the config, shared by serve and worker.
 import type { Config } from "../lib/config/mod.ts";
 import { describeBlobStore } from "../lib/storage/mod.ts";
+import { describeSandbox } from "./preflight.ts";
 
 /** `ui`: whether this process serves HTTP at all. */
 export function describe(cfg: Config, ui = true): string {
@@ -13,5 +14,7 @@ export function describe(cfg: Config, ui = true): string {
     : "embedded default config";
   return `${source}; blobs ${describeBlobStore(cfg)}; metadata ${
     cfg.metadataStore.url ?? cfg.metadataStore.path
-  }; ${policy}${ui ? `; web UI ${cfg.ui.enabled ? "on at /" : "off"}` : ""}`;
+  }; ${policy}; ${describeSandbox(cfg)}${
+    ui ? `; web UI ${cfg.ui.enabled ? "on at /" : "off"}` : ""
+  }`;
 }

@@ -8,6 +8,7 @@ import { openServices, startSchedules } from "../lib/services/mod.ts";
 import { Syncer } from "../lib/sync/mod.ts";
 import { Authenticator } from "../lib/auth/mod.ts";
 import { describe } from "./describe.ts";
+import { PreflightError, refuseWithout } from "./preflight.ts";
 import { validated } from "./validate.ts";
 import { listen, ListenError, listenError, probePort } from "./listen.ts";
 import { httpApp } from "./http_app.ts";
@@ -19,6 +20,10 @@ export async function serveCommand(cfg: Config): Promise<number> {
     await serve(cfg);
     return 0;
   } catch (e) {
+    if (e instanceof PreflightError) {
+      console.error(e.message);
+      return 2;
+    }
     const listen = e instanceof ListenError ? e : listenError(cfg, e);
     if (listen) {
       console.error(`wharf: ${listen.message}`);
@@ -36,6 +41,7 @@ export async function serveCommand(cfg: Config): Promise<number> {
 
 async function serve(cfg: Config): Promise<void> {
   const policies = validated(cfg); // compile first: a bad rule stops startup before any I/O
+  refuseWithout(cfg);
   probePort(cfg);
   const services = await openServices(cfg, { role: "serve" });
   const { registry, replicator } = services;

@@ -6,14 +6,19 @@ import { isUpstreamError } from "../lib/upstream/mod.ts";
 import { openServices } from "../lib/services/mod.ts";
 import type { Cli } from "./cli.ts";
 import { describe } from "./describe.ts";
+import { PreflightError, refuseWithout } from "./preflight.ts";
 import { aborted, closeServices, stopSignal } from "./shutdown.ts";
 
-/** 0 after a stop; 2: an unreadable upstream ca_bundle. */
+/** 0 after a stop; 2: an unreadable upstream ca_bundle, or a permission the config needs. */
 export async function workerCommand(cfg: Config, cli: Cli): Promise<number> {
   try {
     await worker(cfg, cli);
     return 0;
   } catch (e) {
+    if (e instanceof PreflightError) {
+      console.error(e.message);
+      return 2;
+    }
     if (!isUpstreamError(e)) throw e;
     console.error(`wharf: config ${cfg.sources.join(", ")}: ${e.message}`);
     return 2;
@@ -21,6 +26,7 @@ export async function workerCommand(cfg: Config, cli: Cli): Promise<number> {
 }
 
 async function worker(cfg: Config, cli: Cli): Promise<void> {
+  refuseWithout(cfg);
   const services = await openServices(cfg, { role: "worker", queues: cli.queues });
   const signal = stopSignal("wharf worker stopping: finishing running jobs");
   const concurrency = cfg.global.jobQueue.concurrency;

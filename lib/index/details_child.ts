@@ -4,9 +4,10 @@
 import { childInput, childMain } from "../sandbox/mod.ts";
 import { pemBlocks } from "./pem.ts";
 
-if (import.meta.main) {
-  await childMain(async () => {
-    const all = new Uint8Array(await new Response(childInput()).arrayBuffer());
-    return pemBlocks(all.subarray(0, 64 * 1024), all);
-  });
+/** The parse: run by childMain in a process, a worker, or through main.ts's sandbox entry. */
+export async function main(): Promise<unknown> {
+  const all = new Uint8Array(await new Response(childInput()).arrayBuffer());
+  return pemBlocks(all.subarray(0, 64 * 1024), all);
 }
+
+if (import.meta.main) await childMain(main);

@@ -103,31 +103,32 @@ class ScratchStore implements WalkStore {
   }
 }
 
-if (import.meta.main) {
-  await childMain(async () => {
-    const a = childArgs<WalkArgs>();
-    setLibraryPaths(a.libs);
-    let store: WalkStore;
-    if (a.blobStore) store = await openBlobStore({ blobStore: a.blobStore } as Config);
-    else {
-      const scratch = new ScratchStore(a);
-      await scratch.init();
-      store = scratch;
-    }
-    const r = await walkLayer({
-      limits: a.limits,
-      store,
-      digest: a.digest,
-      size: a.size,
-      base: a.base,
-      rereadable: a.blobStore !== undefined || a.blobPath !== undefined,
-    });
-    return {
-      record: r.record,
-      error: r.error,
-      budget: r.budget
-        ? { budget: r.budget.budget, limit: r.budget.limit, reached: r.budget.reached }
-        : undefined,
-    };
+/** The parse: run by childMain in a process, a worker, or through main.ts's sandbox entry. */
+export async function main(): Promise<unknown> {
+  const a = childArgs<WalkArgs>();
+  setLibraryPaths(a.libs);
+  let store: WalkStore;
+  if (a.blobStore) store = await openBlobStore({ blobStore: a.blobStore } as Config);
+  else {
+    const scratch = new ScratchStore(a);
+    await scratch.init();
+    store = scratch;
+  }
+  const r = await walkLayer({
+    limits: a.limits,
+    store,
+    digest: a.digest,
+    size: a.size,
+    base: a.base,
+    rereadable: a.blobStore !== undefined || a.blobPath !== undefined,
   });
+  return {
+    record: r.record,
+    error: r.error,
+    budget: r.budget
+      ? { budget: r.budget.budget, limit: r.budget.limit, reached: r.budget.reached }
+      : undefined,
+  };
 }
+
+if (import.meta.main) await childMain(main);

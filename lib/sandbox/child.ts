@@ -79,7 +79,9 @@ export function childArgs<T>(): T {
     if (!init) throw new Error("childArgs() before childMain started");
     return init.args as T;
   }
-  return JSON.parse(Deno.args[0] ?? "null") as T;
+  // The argument is the last one whether the runtime ran this module (`deno run <module> <arg>`)
+  // or main.ts's sandbox entry did (`wharf __sandbox-child <module> <arg>`, lib/sandbox/launch.ts).
+  return JSON.parse(Deno.args[Deno.args.length - 1] ?? "null") as T;
 }
 
 /**

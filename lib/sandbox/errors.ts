@@ -1,5 +1,7 @@
-// How a sandboxed parse ends when it does not end well. Both are permanent for the job queue:
-// the same bytes under the same budget trip the same way again.
+// How a sandboxed parse ends when it does not end well. A budget passed and a child that died of
+// its input are verdicts about the input, permanent for the job queue: the same bytes under the
+// same budget trip the same way again. A sandbox that could not run at all is the machine's
+// fault, never a verdict: the job retries, and nothing is recorded about the input.
 
 /** A budget was passed: the job is stopped and fails at once, naming the budget. */
 export class BudgetExceededError extends Error {
@@ -20,4 +22,17 @@ export class BudgetExceededError extends Error {
 export class SandboxError extends Error {
   override name = "SandboxError";
   readonly permanent = true;
+}
+
+/**
+ * The machine, not the input: no sandbox could be started (no permission to start the runtime,
+ * no runtime, no worker), or the child was ended by a signal this side did not send (the kernel's
+ * OOM killer, a shutdown). Another attempt may well succeed, so a caller retries (a job backs
+ * off) and records nothing about the input (docs/design.md, "As shipped").
+ */
+export class SandboxUnavailableError extends Error {
+  override name = "SandboxUnavailableError";
+  readonly permanent = false;
+  /** read by lib/jobs and the API: a broken machine, answered 503 and retried */
+  readonly machine = true;
 }

@@ -4,7 +4,8 @@
 // process watches its wall time, CPU time and resident memory and kills it the moment one passes
 // its budget, so a hostile layer costs the serving process nothing but a few polls.
 import type { SandboxBudget, SandboxMode } from "../config/mod.ts";
-import { BudgetExceededError, SandboxError } from "./errors.ts";
+import { BudgetExceededError, SandboxError, SandboxUnavailableError } from "./errors.ts";
+import { childCommand } from "./launch.ts";
 import { concatBytes } from "../streams/mod.ts";
 import { setPriority } from "node:os";
 
@@ -45,21 +46,6 @@ export const DEFAULT_OUTPUT = 8 * 1024 * 1024;
 /** Linux's USER_HZ, the unit of /proc/<pid>/stat's CPU times, is 100 on every platform Deno runs. */
 const TICKS_PER_SEC = 100;
 
-/** The deno.json whose import map and lock file the child loads its modules with. */
-const CONFIG = new URL("../../deno.json", import.meta.url);
-
-function denoDir(): string | undefined {
-  try {
-    const explicit = Deno.env.get("DENO_DIR");
-    if (explicit) return explicit;
-    const cache = Deno.env.get("XDG_CACHE_HOME") ??
-      (Deno.env.get("HOME") ? `${Deno.env.get("HOME")}/.cache` : undefined);
-    return cache ? `${cache}/deno` : undefined;
-  } catch {
-    return undefined;
-  }
-}
-
 /** CPU seconds and resident bytes of `pid` (Linux), or null once it is gone. */
 export async function processUsage(
   pid: number,
@@ -91,9 +77,6 @@ const canPoll = (() => {
   };
 })();
 
-const flag = (name: string, paths: string[] | undefined) =>
-  paths && paths.length > 0 ? [`--allow-${name}=${paths.join(",")}`] : [];
-
 /**
  * V8's heap stops a little below the memory budget so that an allocation storm ends in the
  * child's own out-of-memory abort, which names the budget, before the poll has to kill it.
@@ -106,37 +89,28 @@ export function heapCapMiB(budget: SandboxBudget): number {
 export async function runInProcess(spec: SandboxSpec): Promise<string> {
   const { budget } = spec;
   const heapMiB = heapCapMiB(budget);
-  const dir = denoDir();
   let child: Deno.ChildProcess;
   try {
-    child = new Deno.Command(Deno.execPath(), {
-      args: [
-        "run",
-        "--quiet",
-        "--no-prompt",
-        "--cached-only",
-        // The child opens no KV (it may not read the file), but shared modules it loads may
-        // build KV values at the top level (Deno.KvU64), which only exists with the flag.
-        "--unstable-kv",
-        `--config=${CONFIG.pathname}`,
-        `--v8-flags=--max-old-space-size=${heapMiB},--max-semi-space-size=4`,
-        ...flag("read", spec.readPaths),
-        ...flag("write", spec.writePaths),
-        ...(spec.ffi ? ["--allow-ffi"] : []),
-        spec.module.href,
-        JSON.stringify(spec.args),
-      ],
+    const c = childCommand({
+      module: spec.module,
+      args: spec.args,
+      readPaths: spec.readPaths,
+      writePaths: spec.writePaths,
+      ffi: spec.ffi,
+      v8Flags: [`--max-old-space-size=${heapMiB}`, "--max-semi-space-size=4"],
+    });
+    child = new Deno.Command(c.command, {
+      args: c.args,
       clearEnv: true,
-      env: { NO_COLOR: "1", RUST_BACKTRACE: "0", ...(dir ? { DENO_DIR: dir } : {}) },
+      env: c.env,
       stdin: spec.stdin ? "piped" : "null",
       stdout: "piped",
       stderr: "piped",
     }).spawn();
   } catch (e) {
-    throw new SandboxError(
-      `${spec.label}: no sandbox process could be started (${
-        e instanceof Error ? e.message : e
-      }); set sandbox = "off" to parse in the serving process`,
+    await spec.stdin?.cancel().catch(() => {});
+    throw new SandboxUnavailableError(
+      `${spec.label}: no sandbox process could be started (${e instanceof Error ? e.message : e})`,
     );
   }
   // The parse gets what CPU the serving process leaves: on two cores a bomb's inflate at normal
@@ -231,6 +205,15 @@ export async function runInProcess(spec: SandboxSpec): Promise<string> {
       );
     }
     const last = errTail.trim().split("\n").slice(-3).join(" | ").slice(0, 500);
+    // A signal this side did not send (the kernel's OOM killer, a stop from outside) says
+    // nothing about the input: the work is retried (SandboxUnavailableError).
+    if (status.signal && !/SIGSEGV|SIGBUS|SIGILL|SIGFPE|SIGABRT|SIGTRAP/.test(status.signal)) {
+      throw new SandboxUnavailableError(
+        `${spec.label} sandbox was ended by ${status.signal} from outside${
+          last ? `: ${last}` : ""
+        }`,
+      );
+    }
     throw new SandboxError(
       `${spec.label} sandbox died (${
         status.signal ? `signal ${status.signal}` : `exit ${status.code}`

@@ -19,9 +19,10 @@ export class ChildError extends Error {
 }
 
 /**
- * A verdict on the input rather than a fault of this side: a budget passed, the sandbox died, or
- * the child named an error. The same bytes would end the same way, so a caller records the
- * outcome instead of failing (and retrying) its job.
+ * A verdict on the input rather than a fault of this side: a budget passed, the sandbox died of
+ * its input, or the child named an error. The same bytes would end the same way, so a caller
+ * records the outcome instead of failing (and retrying) its job. A SandboxUnavailableError (no
+ * sandbox could start, a signal from elsewhere) is never one: it is thrown on, and retried.
  */
 export function isSandboxVerdict(
   e: unknown,

@@ -14,7 +14,7 @@
 // - CPU time: node:worker_threads' cpuUsage() gives the thread's, polled like a process's (a web
 //   Worker gives none: there max_wall_secs bounds it).
 // - permissions: a worker has this process's permissions, not the child's narrow grant.
-import { BudgetExceededError, SandboxError } from "./errors.ts";
+import { BudgetExceededError, SandboxError, SandboxUnavailableError } from "./errors.ts";
 import { DEFAULT_OUTPUT, heapCapMiB, type SandboxSpec } from "./process.ts";
 import type { ToChild, ToParent } from "./worker_protocol.ts";
 
@@ -199,10 +199,8 @@ export async function runInWorker(spec: SandboxSpec): Promise<string> {
     handle = await start(spec.module, heapMiB, events);
   } catch (e) {
     await reader?.cancel().catch(() => {});
-    throw new SandboxError(
-      `${spec.label}: no sandbox worker could be started (${
-        e instanceof Error ? e.message : e
-      }); set sandbox = "off" to parse in the serving thread`,
+    throw new SandboxUnavailableError(
+      `${spec.label}: no sandbox worker could be started (${e instanceof Error ? e.message : e})`,
     );
   }
   const wall = setTimeout(

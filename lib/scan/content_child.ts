@@ -48,9 +48,10 @@ export function decodeInput(all: Uint8Array): ContentInput {
   return input;
 }
 
-if (import.meta.main) {
-  await childMain(async () => {
-    const all = new Uint8Array(await new Response(childInput()).arrayBuffer());
-    return readImageContent(decodeInput(all));
-  });
+/** The parse: run by childMain in a process, a worker, or through main.ts's sandbox entry. */
+export async function main(): Promise<unknown> {
+  const all = new Uint8Array(await new Response(childInput()).arrayBuffer());
+  return readImageContent(decodeInput(all));
 }
+
+if (import.meta.main) await childMain(main);

@@ -14,13 +14,14 @@ export interface DiffArgs {
   limit: number;
 }
 
-if (import.meta.main) {
-  await childMain(async () => {
-    const { listings, sides, limit } = childArgs<DiffArgs>();
-    const groups = openListings(listings, childInput);
-    // One after the other: framed listings come in that order.
-    const from = await mergeLayers(groups[0]);
-    const to = await mergeLayers(groups[1]);
-    return diffImages({ ...sides[0], merged: from }, { ...sides[1], merged: to }, limit);
-  });
+/** The parse: run by childMain in a process, a worker, or through main.ts's sandbox entry. */
+export async function main(): Promise<unknown> {
+  const { listings, sides, limit } = childArgs<DiffArgs>();
+  const groups = openListings(listings, childInput);
+  // One after the other: framed listings come in that order.
+  const from = await mergeLayers(groups[0]);
+  const to = await mergeLayers(groups[1]);
+  return diffImages({ ...sides[0], merged: from }, { ...sides[1], merged: to }, limit);
 }
+
+if (import.meta.main) await childMain(main);

@@ -11,9 +11,10 @@ export interface PlanArgs {
   maxPackages: number;
 }
 
-if (import.meta.main) {
-  await childMain(async () => {
-    const { listings, maxPackages } = childArgs<PlanArgs>();
-    return await planImage(openListings(listings, childInput)[0], maxPackages);
-  });
+/** The parse: run by childMain in a process, a worker, or through main.ts's sandbox entry. */
+export async function main(): Promise<unknown> {
+  const { listings, maxPackages } = childArgs<PlanArgs>();
+  return await planImage(openListings(listings, childInput)[0], maxPackages);
 }
+
+if (import.meta.main) await childMain(main);

@@ -57,6 +57,8 @@ export interface ScanRecord {
   os: string | null;
   /** osv.dev dumps this image's packages are looked up in (absent in older records) */
   ecosystems?: string[];
+  /** ImageReport.vulnerabilities_checked (absent in older records: read as snapshot !== null) */
+  checked?: boolean;
 }
 
 export interface Finding {
@@ -79,6 +81,15 @@ export interface ImageReport {
   platform: { os: string; architecture: string; variant?: string } | null;
   os: OsInfo | null;
   advisories: { snapshot: string; loaded_at: string; records: number } | null;
+  /**
+   * Whether the packages were matched against advisory records at all. False (with
+   * `not_checked`, the reason) when no snapshot is loaded, the snapshot holds no records, or
+   * it holds none for any of the image's ecosystems: an empty `findings` then means "not
+   * checked", never "clean". Absent in reports written before it existed (read as `advisories
+   * !== null`).
+   */
+  vulnerabilities_checked: boolean;
+  not_checked?: string;
   note?: string;
   counts: Record<Severity, number>;
   packages: Package[];
@@ -197,6 +208,32 @@ export function matchPackage(
     for (const c of here) covered.add(c);
   }
   return out;
+}
+
+/**
+ * Why a report's packages were not matched against any advisory record, or null when they were
+ * (an image of no packages, with advisory data loaded, is checked: there was nothing to find).
+ * A report that matched nothing must never read as "no known vulnerabilities".
+ */
+export function uncheckedReason(
+  adv: AdvisoryMeta | null,
+  os: OsInfo | null,
+  packages: Package[],
+): string | null {
+  if (!adv) return "no advisory data is loaded";
+  if (adv.records === 0) return "the advisory snapshot holds no records";
+  if (packages.length === 0) return null;
+  const has = (e: string) => (adv.ecosystems[e] ?? 0) > 0;
+  const distro = os ? advisoryEcosystems(os) : [];
+  const covered = packages.some((p) => {
+    const lang = LANGUAGE_ECOSYSTEMS[p.type];
+    return lang ? has(lang) : distro.some(has);
+  });
+  if (covered) return null;
+  const wanted = imageEcosystems(os, packages.flatMap((p) => LANGUAGE_ECOSYSTEMS[p.type] ?? []));
+  return `the advisory snapshot holds no records for ${
+    wanted.length > 0 ? wanted.join(", ") : "this image's packages"
+  }`;
 }
 
 export function sortFindings(f: Finding[]): Finding[] {
@@ -330,6 +367,7 @@ export class Scanner {
     warnings.push(...content.warnings);
     const adv = await this.advisories.meta();
     const matched = adv ? await this.match(adv, content.os, content.packages) : [];
+    const notChecked = uncheckedReason(adv, content.os, content.packages);
     // The report is read back whole and rendered (JSON, CycloneDX, SPDX) in the serving process
     // on each request: its size is bounded whatever packages an image claims to hold.
     const findings = sortFindings(matched).slice(0, MAX_FINDINGS);
@@ -351,7 +389,9 @@ export class Scanner {
           records: adv.records,
         }
         : null,
-      ...(adv ? {} : { note: "no advisory data is loaded: packages are listed, not matched" }),
+      vulnerabilities_checked: notChecked === null,
+      ...(notChecked === null ? {} : { not_checked: notChecked }),
+      ...(notChecked === null ? {} : { note: `not checked: ${notChecked}` }),
       counts,
       packages: content.packages,
       findings,
@@ -556,6 +596,7 @@ export class Scanner {
       file,
       counts: report.counts,
       packages: report.packages.length,
+      checked: report.vulnerabilities_checked,
       os: report.os ? `${report.os.id} ${report.os.version_id ?? ""}`.trim() : null,
       ecosystems: imageEcosystems(
         report.os,

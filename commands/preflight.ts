@@ -4,7 +4,7 @@
 // silence (an index job that cannot start its sandbox fails every layer).
 import { dirname, resolve } from "node:path";
 import type { Config } from "../lib/config/mod.ts";
-import { launchStyle, processSandboxProblem } from "../lib/sandbox/mod.ts";
+import { launchStyle, probeSandbox, processSandboxProblem } from "../lib/sandbox/mod.ts";
 
 function granted(d: Deno.PermissionDescriptor): boolean {
   try {
@@ -73,9 +73,20 @@ export class PreflightError extends Error {
   override name = "PreflightError";
 }
 
-/** Throws a PreflightError when `preflight` finds anything. */
-export function refuseWithout(cfg: Config): void {
+/**
+ * Throws a PreflightError when `preflight` finds anything, or when a sandbox child of the mode
+ * the config names does not start.
+ */
+export async function refuseWithout(cfg: Config): Promise<void> {
   const problems = preflight(cfg);
+  if (problems.length === 0) {
+    const modes = new Set([cfg.global.index.sandbox, cfg.scan.sandbox]);
+    for (const mode of modes) {
+      if (mode === "off") continue;
+      const why = await probeSandbox(mode);
+      if (why) problems.push(`sandbox = "${mode}": a sandbox child does not start here: ${why}`);
+    }
+  }
   if (problems.length > 0) {
     throw new PreflightError(problems.map((p) => `wharf: cannot start: ${p}`).join("\n"));
   }

@@ -41,7 +41,7 @@ export async function serveCommand(cfg: Config): Promise<number> {
 
 async function serve(cfg: Config): Promise<void> {
   const policies = validated(cfg); // compile first: a bad rule stops startup before any I/O
-  refuseWithout(cfg);
+  await refuseWithout(cfg);
   probePort(cfg);
   const services = await openServices(cfg, { role: "serve" });
   const { registry, replicator } = services;

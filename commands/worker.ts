@@ -26,7 +26,7 @@ export async function workerCommand(cfg: Config, cli: Cli): Promise<number> {
 }
 
 async function worker(cfg: Config, cli: Cli): Promise<void> {
-  refuseWithout(cfg);
+  await refuseWithout(cfg);
   const services = await openServices(cfg, { role: "worker", queues: cli.queues });
   const signal = stopSignal("wharf worker stopping: finishing running jobs");
   const concurrency = cfg.global.jobQueue.concurrency;

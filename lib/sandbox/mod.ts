@@ -12,3 +12,4 @@ export {
   SANDBOX_ENTRY,
 } from "./launch.ts";
 export { sandboxChild } from "./entry.ts";
+export { probeSandbox } from "./probe.ts";

@@ -93,7 +93,7 @@ export async function vulnerabilitiesHandler(
   switch (q.format) {
     case "csv": {
       extra.set("Content-Type", "text/csv; charset=utf-8");
-      return new Response(head ? null : reportCsv(report.findings), {
+      return new Response(head ? null : reportCsv(report), {
         status: 200,
         headers: extra,
       });

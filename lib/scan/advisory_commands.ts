@@ -33,7 +33,14 @@ export function formatSnapshot(m: AdvisoryMeta | null, cfg: Config): string {
   if (!m) {
     return `advisories: none loaded${
       cfg.scan.advisoriesDir ? ` (dir ${cfg.scan.advisoriesDir})` : " ([scan] advisories_dir unset)"
-    }`;
+    }; reports say "not checked"`;
+  }
+  // A snapshot of no records checks nothing: it must not read as advisory data loaded.
+  if (m.records === 0) {
+    return `advisories: none loaded: snapshot ${m.snapshot} of ${
+      new Date(m.loaded_at).toISOString()
+    } holds no records (${m.error_count} problem(s)); reports say "not checked"` +
+      (m.errors.length ? `\nproblems:\n  ${m.errors.join("\n  ")}` : "");
   }
   return `advisories: snapshot ${m.snapshot} loaded ${
     new Date(m.loaded_at).toISOString()

@@ -104,15 +104,21 @@ export class AdvisoryStore {
   /** Does `dir` hold other files than the loaded snapshot was made of? */
   async changed(dir: string): Promise<boolean> {
     const cur = await this.meta();
-    return cur?.fingerprint !== fingerprintOf(dir, await sourceFiles(dir));
+    const files = await sourceFiles(dir);
+    // No files and no snapshot: nothing to load (see load).
+    if (!cur && files.length === 0) return false;
+    return cur?.fingerprint !== fingerprintOf(dir, files);
   }
 
   /**
    * Loads every record under `dir` into a new snapshot and makes it current. Returns the new
-   * meta, or the current one when the files did not change (unless `force`).
+   * meta, or the current one when the files did not change (unless `force`). A directory with
+   * no advisory file (a first download that failed offline, or every file removed) leaves no
+   * snapshot at all (meta null; a current one is dropped): an empty snapshot would read as
+   * advisory data loaded.
    */
   async load(dir: string, opts: { force?: boolean; signal?: AbortSignal } = {}): Promise<
-    { meta: AdvisoryMeta; loaded: boolean }
+    { meta: AdvisoryMeta | null; loaded: boolean }
   > {
     const started = performance.now();
     const files = await sourceFiles(dir);
@@ -120,6 +126,13 @@ export class AdvisoryStore {
     const current = await this.kv.get<AdvisoryMeta>(metaKey);
     if (current.value && current.value.fingerprint === fingerprint && !opts.force) {
       return { meta: current.value, loaded: false };
+    }
+    if (files.length === 0) {
+      if (!current.value) return { meta: null, loaded: false };
+      const r = await this.kv.atomic().check(current).delete(metaKey).commit();
+      if (!r.ok) return { meta: await this.meta(), loaded: false };
+      await this.dropSnapshot(current.value.snapshot);
+      return { meta: null, loaded: true };
     }
     const snapshot = `${Date.now().toString(36)}-${crypto.randomUUID().slice(0, 8)}`;
     const meta: AdvisoryMeta = {

@@ -59,14 +59,14 @@ Deno.test({
       const store = new AdvisoryStore(t.kv);
       const first = await store.load(join(dir, "adv"));
       assert.equal(first.loaded, true);
-      assert.equal(first.meta.records, 301);
-      assert.deepEqual(first.meta.ecosystems, { "Debian:12": 300, "Alpine:v3.20": 1 });
-      assert.equal(first.meta.error_count, 1);
-      assert.match(first.meta.errors[0], /broken\.json: not JSON/);
-      const pkg3 = await store.lookup(first.meta.snapshot, "Debian:12", "pkg3");
+      assert.equal(first.meta!.records, 301);
+      assert.deepEqual(first.meta!.ecosystems, { "Debian:12": 300, "Alpine:v3.20": 1 });
+      assert.equal(first.meta!.error_count, 1);
+      assert.match(first.meta!.errors[0], /broken\.json: not JSON/);
+      const pkg3 = await store.lookup(first.meta!.snapshot, "Debian:12", "pkg3");
       assert.equal(pkg3.length, 43); // i % 7 === 3 for i < 300
       assert.ok(pkg3.every((a) => a.package === "pkg3"));
-      assert.equal((await store.lookup(first.meta.snapshot, "Alpine:v3.20", "openssl")).length, 1);
+      assert.equal((await store.lookup(first.meta!.snapshot, "Alpine:v3.20", "openssl")).length, 1);
 
       // Unchanged files: nothing reloaded.
       assert.equal(await store.changed(join(dir, "adv")), false);
@@ -80,10 +80,10 @@ Deno.test({
       assert.equal(await store.changed(join(dir, "adv")), true);
       const second = await store.load(join(dir, "adv"));
       assert.equal(second.loaded, true);
-      assert.notEqual(second.meta.snapshot, first.meta.snapshot);
-      assert.equal(second.meta.records, 302);
-      assert.deepEqual(await store.lookup(first.meta.snapshot, "Debian:12", "pkg3"), []);
-      assert.equal((await store.meta())!.snapshot, second.meta.snapshot);
+      assert.notEqual(second.meta!.snapshot, first.meta!.snapshot);
+      assert.equal(second.meta!.records, 302);
+      assert.deepEqual(await store.lookup(first.meta!.snapshot, "Debian:12", "pkg3"), []);
+      assert.equal((await store.meta())!.snapshot, second.meta!.snapshot);
       assert.deepEqual(t.violations, []);
     } finally {
       await t.close();
@@ -151,18 +151,53 @@ Deno.test("advisories with hostile package names stay inside KV's per-commit key
     );
     const store = new AdvisoryStore(t.kv);
     const first = await store.load(join(dir, "adv"));
-    assert.equal(first.meta.affected, 400, JSON.stringify(first.meta).slice(0, 600));
-    assert.equal(first.meta.error_count, 1);
+    assert.equal(first.meta!.affected, 400, JSON.stringify(first.meta).slice(0, 600));
+    assert.equal(first.meta!.error_count, 1);
     assert.match(
-      first.meta.errors[0],
+      first.meta!.errors[0],
       /GHSA-huge\.json: GHSA-huge.*: package or id too long to index/,
     );
-    assert.equal((await store.lookup(first.meta.snapshot, "npm", `${"p".repeat(250)}7`)).length, 1);
+    assert.equal(
+      (await store.lookup(first.meta!.snapshot, "npm", `${"p".repeat(250)}7`)).length,
+      1,
+    );
     // A reload drops the old snapshot's long keys, again inside the limits.
     await Deno.remove(join(dir, "adv", "npm", "GHSA-0.json"));
     const second = await store.load(join(dir, "adv"));
-    assert.equal(second.meta.affected, 399);
-    assert.deepEqual(await store.lookup(first.meta.snapshot, "npm", `${"p".repeat(250)}7`), []);
+    assert.equal(second.meta!.affected, 399);
+    assert.deepEqual(await store.lookup(first.meta!.snapshot, "npm", `${"p".repeat(250)}7`), []);
+    assert.deepEqual(t.violations, []);
+  } finally {
+    await t.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("advisories: a directory without advisory files leaves no snapshot, never an empty one", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "wharf-osv-empty-" });
+  const t = await openTestKv();
+  try {
+    // What a first download that failed offline leaves: the fetch's own records, no dump.
+    await Deno.mkdir(join(dir, "Debian"));
+    await Deno.writeTextFile(join(dir, "Debian", "all.zip.fetch"), '{"error":"offline"}');
+    await Deno.writeTextFile(join(dir, ".fetch-run"), "{}");
+    const store = new AdvisoryStore(t.kv);
+    assert.equal(await store.changed(dir), false, "nothing to load: no load queued");
+    assert.deepEqual(await store.load(dir), { meta: null, loaded: false });
+    assert.equal(await store.meta(), null);
+    // Files arrive, then are all removed: the snapshot goes with them.
+    await Deno.writeTextFile(
+      join(dir, "Debian", "DEBIAN-1.json"),
+      osv("DEBIAN-1", "Debian:12", "openssl", "3.0.12-1"),
+    );
+    assert.equal(await store.changed(dir), true);
+    const loaded = await store.load(dir);
+    assert.equal(loaded.meta?.records, 1);
+    await Deno.remove(join(dir, "Debian", "DEBIAN-1.json"));
+    assert.equal(await store.changed(dir), true);
+    assert.deepEqual(await store.load(dir), { meta: null, loaded: true });
+    assert.equal(await store.meta(), null);
+    assert.deepEqual(await store.lookup(loaded.meta!.snapshot, "Debian:12", "openssl"), []);
     assert.deepEqual(t.violations, []);
   } finally {
     await t.close();

@@ -5,12 +5,13 @@
 import { childArgs, childInput, childMain } from "../sandbox/mod.ts";
 import { type ListingsInput, openListings } from "./listing_frames.ts";
 import { mergeLayers } from "./merged_fs.ts";
-import { diffImages } from "./image_diff.ts";
+import { diffImages, type SideInfo } from "./image_diff.ts";
 
 export interface DiffArgs {
   /** two groups: the layers of `from`, then of `to` */
   listings: ListingsInput;
-  sides: { digest: string; layers: string[] }[];
+  /** each image's digest, layers and the layers not fully indexed */
+  sides: SideInfo[];
   limit: number;
 }
 

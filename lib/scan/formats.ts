@@ -1,6 +1,8 @@
 // A report in the formats other tools read: the findings as CSV, the package inventory as a
-// CycloneDX 1.5 or SPDX 2.3 JSON SBOM, each package named by its package URL (purl).
-import type { Finding, ImageReport } from "./scanner.ts";
+// CycloneDX 1.5 or SPDX 2.3 JSON SBOM, each package named by its package URL (purl). A report
+// whose packages were matched against no advisory record says so in each, where that format's
+// readers look: an empty list of findings there is "not checked", never "clean".
+import type { ImageReport } from "./scanner.ts";
 import type { Package } from "./package_dbs.ts";
 
 const PURL_TYPE: Record<Package["type"], string> = {
@@ -47,13 +49,45 @@ function csvField(v: string): string {
   return /[",\r\n]/.test(s) ? `"${s.replaceAll('"', '""')}"` : s;
 }
 
-export function reportCsv(findings: Finding[]): string {
+type CheckedFields = Pick<ImageReport, "advisories" | "not_checked"> & {
+  /** absent in reports written before it existed */
+  vulnerabilities_checked?: boolean;
+};
+
+/**
+ * Why a report's packages were not matched against advisories, or null when they were. A report
+ * written before `vulnerabilities_checked` existed counts as checked only when it names a
+ * snapshot holding records.
+ */
+export function notCheckedReason(report: CheckedFields): string | null {
+  if (report.vulnerabilities_checked === true) return null;
+  if (report.vulnerabilities_checked === false) {
+    return report.not_checked ?? "no advisory record was matched";
+  }
+  if (!report.advisories) return "no advisory data is loaded";
+  return report.advisories.records > 0 ? null : "the advisory snapshot holds no records";
+}
+
+/** The sentence each format carries for a report that was not checked. */
+const notCheckedText = (reason: string) => `vulnerabilities not checked: ${reason}`;
+
+/**
+ * The findings, one per row. A report not checked has one row saying so instead (id
+ * NOT-CHECKED, severity UNKNOWN): a header alone would read as "no vulnerabilities".
+ */
+export function reportCsv(report: Pick<ImageReport, "findings"> & CheckedFields): string {
   const cols = ["id", "severity", "package", "installed", "fixed", "aliases", "summary"];
-  const rows = findings.map((f) =>
+  const reason = notCheckedReason(report);
+  const rows = report.findings.map((f) =>
     [f.id, f.severity, f.package, f.installed, f.fixed ?? "", f.aliases.join(" "), f.summary]
       .map(csvField)
       .join(",")
   );
+  if (reason !== null) {
+    rows.unshift(
+      ["NOT-CHECKED", "UNKNOWN", "", "", "", "", notCheckedText(reason)].map(csvField).join(","),
+    );
+  }
   return [cols.join(","), ...rows].join("\r\n") + "\r\n";
 }
 
@@ -68,6 +102,8 @@ export function reportCycloneDx(report: ImageReport): Record<string, unknown> {
     list.push({ ref: purl(p, report) });
     refs.set(k, list);
   }
+  const reason = notCheckedReason(report);
+  const wharf = { type: "application", name: "wharf" };
   return {
     bomFormat: "CycloneDX",
     specVersion: "1.5",
@@ -75,9 +111,26 @@ export function reportCycloneDx(report: ImageReport): Record<string, unknown> {
     version: 1,
     metadata: {
       timestamp: report.scanned_at,
-      tools: { components: [{ type: "application", name: "wharf" }] },
+      tools: { components: [wharf] },
       component: { type: "container", name: report.digest, "bom-ref": report.digest },
+      properties: [
+        { name: "wharf:vulnerabilities:checked", value: String(reason === null) },
+        ...(reason === null ? [] : [{ name: "wharf:vulnerabilities:not_checked", value: reason }]),
+        ...(report.advisories
+          ? [{ name: "wharf:advisories:snapshot", value: report.advisories.snapshot }]
+          : []),
+      ],
     },
+    // A consumer reading only `vulnerabilities` finds none when not checked (absent, not empty:
+    // an empty array is a clean result) and an annotation on the image saying why.
+    ...(reason === null ? {} : {
+      annotations: [{
+        subjects: [report.digest],
+        annotator: { component: wharf },
+        timestamp: report.scanned_at,
+        text: notCheckedText(reason),
+      }],
+    }),
     components: report.packages.map((p) => ({
       type: "library",
       "bom-ref": purl(p, report),
@@ -90,33 +143,49 @@ export function reportCycloneDx(report: ImageReport): Record<string, unknown> {
         { name: "location", value: p.location },
       ],
     })),
-    vulnerabilities: report.findings.map((f) => ({
-      id: f.id,
-      ratings: [{
-        severity: f.severity.toLowerCase() === "unknown" ? "unknown" : f.severity.toLowerCase(),
-      }],
-      description: f.summary,
-      affects: refs.get(`${f.package}\0${f.installed}`) ?? [],
-      ...(f.references.length ? { advisories: f.references.map((url) => ({ url })) } : {}),
-    })),
+    ...(reason !== null ? {} : {
+      vulnerabilities: report.findings.map((f) => ({
+        id: f.id,
+        ratings: [{
+          severity: f.severity.toLowerCase() === "unknown" ? "unknown" : f.severity.toLowerCase(),
+        }],
+        description: f.summary,
+        affects: refs.get(`${f.package}\0${f.installed}`) ?? [],
+        ...(f.references.length ? { advisories: f.references.map((url) => ({ url })) } : {}),
+      })),
+    }),
   };
 }
 
 export function reportSpdx(report: ImageReport, namespaceUrl: string): Record<string, unknown> {
   const id = (i: number) => `SPDXRef-Package-${i}`;
+  const created = report.scanned_at.replace(/\.\d+Z$/, "Z");
+  // SPDX carries no findings: a report not checked says so in the document's comment and in an
+  // annotation of the image, so the SBOM is not taken for a checked image's.
+  const reason = notCheckedReason(report);
+  const text = reason === null ? null : notCheckedText(reason);
   return {
     spdxVersion: "SPDX-2.3",
     dataLicense: "CC0-1.0",
     SPDXID: "SPDXRef-DOCUMENT",
     name: report.digest,
     documentNamespace: `${namespaceUrl}/${crypto.randomUUID()}`,
-    creationInfo: { created: report.scanned_at.replace(/\.\d+Z$/, "Z"), creators: ["Tool: wharf"] },
+    creationInfo: { created, creators: ["Tool: wharf"] },
+    ...(text === null ? {} : { comment: text }),
     packages: [
       {
         SPDXID: "SPDXRef-Image",
         name: report.digest,
         downloadLocation: "NOASSERTION",
         primaryPackagePurpose: "CONTAINER",
+        ...(text === null ? {} : {
+          annotations: [{
+            annotationDate: created,
+            annotationType: "OTHER",
+            annotator: "Tool: wharf",
+            comment: text,
+          }],
+        }),
       },
       ...report.packages.map((p, i) => ({
         SPDXID: id(i),

@@ -1,13 +1,25 @@
 // Two images compared by their merged filesystems (docs/api.md#image-diff): paths added,
 // removed and modified (size, mode, link target or content by sha256), each with the layer it
 // comes from; and per image the bytes wasted on files a later layer overwrote or deleted, with
-// an efficiency score as dive defines it (the share of file bytes still visible).
+// an efficiency score as dive defines it (the share of file bytes still visible). A layer that
+// is not fully indexed is named with its state on its side: what it holds was not compared.
 import type { ListedEntry } from "../index/mod.ts";
 import type { MergeResult } from "./merged_fs.ts";
+
+/** A layer of a side whose listing is missing or incomplete: its files were not compared. */
+export interface UnindexedLayer {
+  digest: string;
+  /** the index record's state (`partial`, `unsupported`, …), or `not-stored` */
+  state: string;
+  /** the indexer's reason, when it gave one */
+  error?: string;
+}
 
 export interface DiffSide {
   digest: string;
   layers: string[];
+  /** layers not fully indexed (any state but ready): the diff is incomplete when any is named */
+  unindexed: UnindexedLayer[];
   /** every path the merged filesystem shows: files, directories, links, devices */
   files: number;
   /** the regular files among them (what the UI's Filesystem tab counts as "files in the image") */
@@ -39,9 +51,24 @@ export interface ImageDiff {
   modified: { path: string; changes: string[]; from: DiffEntry; to: DiffEntry }[];
   /** a list was cut at `limit` entries */
   truncated: boolean;
+  /**
+   * every layer of both images was fully indexed: only then do empty lists mean the two
+   * filesystems are the same
+   */
+  complete: boolean;
 }
 
-export function side(digest: string, layers: string[], m: MergeResult): DiffSide {
+/** What the diff knows of an image besides its merged listing. */
+export interface SideInfo {
+  digest: string;
+  layers: string[];
+  unindexed?: UnindexedLayer[];
+}
+
+export function side(
+  { digest, layers, unindexed = [] }: SideInfo,
+  m: MergeResult,
+): DiffSide {
   const total = m.bytesByLayer.reduce((a, b) => a + b, 0);
   const wasted = m.wastedByLayer.reduce((a, b) => a + b, 0);
   let regular = 0;
@@ -49,6 +76,7 @@ export function side(digest: string, layers: string[], m: MergeResult): DiffSide
   return {
     digest,
     layers,
+    unindexed,
     files: m.files.size,
     regular_files: regular,
     total_bytes: total,
@@ -83,8 +111,8 @@ function changes(a: ListedEntry, b: ListedEntry): string[] {
 }
 
 export function diffImages(
-  from: { digest: string; layers: string[]; merged: MergeResult },
-  to: { digest: string; layers: string[]; merged: MergeResult },
+  from: SideInfo & { merged: MergeResult },
+  to: SideInfo & { merged: MergeResult },
   limit: number,
 ): ImageDiff {
   const added: DiffEntry[] = [], removed: DiffEntry[] = [];
@@ -111,12 +139,14 @@ export function diffImages(
       }
     }
   }
+  const sides = [side(from, from.merged), side(to, to.merged)];
   return {
-    from: side(from.digest, from.layers, from.merged),
-    to: side(to.digest, to.layers, to.merged),
+    from: sides[0],
+    to: sides[1],
     added,
     removed,
     modified,
     truncated,
+    complete: sides.every((s) => s.unindexed.length === 0),
   };
 }

@@ -1,13 +1,13 @@
 // Image reports (packages, advisories, config secrets): the `scan` queue's two jobs, the advisory
 // watch, and the reads behind `/v2/<ns>/_svc/vulnerabilities/<digest>` and the image diff.
 import type { Config } from "../config/mod.ts";
-import { ManifestMeta } from "../metadata/mod.ts";
+import { BlobMeta, ManifestMeta } from "../metadata/mod.ts";
 import { type JobContext, periodic, PermanentJobError } from "../jobs/mod.ts";
 import { isImage, SCAN_KIND, scanImageJob } from "./scan_jobs.ts";
 import { parseManifest, RegistryError, truncate } from "../oci/mod.ts";
 import { INDEX_VERSION, indexKey, type IndexRecord, LayerReader } from "../index/mod.ts";
 import { indexLayerJob, tarLayers } from "../index/mod.ts";
-import { diffImages, type ImageDiff } from "./image_diff.ts";
+import { diffImages, type ImageDiff, type SideInfo, type UnindexedLayer } from "./image_diff.ts";
 import { mergeLayers } from "./merged_fs.ts";
 import { INLINE_MERGE_ENTRIES, listingsFor } from "./listing_frames.ts";
 import type { DiffArgs } from "./diff_child.ts";
@@ -22,6 +22,7 @@ import {
   type ScanRecord,
 } from "./scanner.ts";
 import { AdvisoryRefresh } from "./advisory_refresh.ts";
+import { notCheckedReason } from "./formats.ts";
 
 /** What Reports works with: the scanner's dependencies and the config's `[scan]`. */
 export interface ReportsDeps extends ScanDeps {
@@ -41,9 +42,40 @@ export interface PlatformSummary {
   digest: string;
   platform: { os?: string; architecture?: string; variant?: string } | null;
   status: "ready" | "scanning" | "not-an-image";
+  /** a ready report matched against advisories; absent when it was */
   counts?: ScanRecord["counts"];
+  /**
+   * false (with `not_checked`, the reason, and no `counts`) for a ready report matched against
+   * no advisory record: its zero counts would read as a clean image. Absent when checked.
+   */
+  vulnerabilities_checked?: false;
+  not_checked?: string;
   scanned_at?: string;
   report: string;
+}
+
+/**
+ * Why a stored report (by its record) was not matched against advisories, or null when it was:
+ * the scanner's reasons (uncheckedReason), told from what the record keeps. A record written
+ * before `checked` existed counts as checked when it names a snapshot that holds records.
+ */
+function recordNotChecked(rec: ScanRecord, adv: AdvisoryMeta | null): string | null {
+  const records = rec.snapshot !== null && adv?.snapshot === rec.snapshot ? adv.records : null;
+  if (rec.checked ?? (rec.snapshot !== null && records !== 0)) return null;
+  if (rec.snapshot === null) return "no advisory data is loaded";
+  if (records === 0) return "the advisory snapshot holds no records";
+  const ecosystems = rec.ecosystems ?? [];
+  return `the advisory snapshot holds no records for ${
+    ecosystems.length > 0 ? ecosystems.join(", ") : "this image's packages"
+  }`;
+}
+
+/** A stored report with `vulnerabilities_checked` (and `not_checked`), older reports included. */
+function withCheck(report: ImageReport): ImageReport {
+  const reason = notCheckedReason(report);
+  return reason === null
+    ? { ...report, vulnerabilities_checked: true }
+    : { ...report, vulnerabilities_checked: false, not_checked: reason };
 }
 
 export type ReportAnswer =
@@ -57,6 +89,7 @@ export class Reports {
   readonly advisories: AdvisoryStore;
   readonly refresh: AdvisoryRefresh;
   private readonly meta: ManifestMeta;
+  private readonly blobs: BlobMeta;
   private stopWatch = () => {};
   private readonly cfg: Config;
   private readonly deps: ScanDeps;
@@ -67,6 +100,7 @@ export class Reports {
     this.scanner = new Scanner(deps, new LayerReader(deps.store), deps.cfg.scan);
     this.advisories = this.scanner.advisories;
     this.meta = new ManifestMeta(deps.kv);
+    this.blobs = new BlobMeta(deps.kv);
     this.refresh = new AdvisoryRefresh(deps.cfg, deps, () => this.queueLoad());
   }
 
@@ -124,13 +158,15 @@ export class Reports {
     const force = (job.payload as { force?: unknown } | null)?.force === true;
     const r = await this.advisories.load(dir, { force, signal: job.signal });
     if (!r.loaded) return;
-    log.info("advisories loaded", {
-      snapshot: r.meta.snapshot,
-      records: r.meta.records,
-      affected: r.meta.affected,
-      errors: r.meta.error_count,
-      ms: r.meta.load_ms,
-    });
+    if (r.meta) {
+      log.info("advisories loaded", {
+        snapshot: r.meta.snapshot,
+        records: r.meta.records,
+        affected: r.meta.affected,
+        errors: r.meta.error_count,
+        ms: r.meta.load_ms,
+      });
+    } else log.warn("advisories unloaded: the directory holds no advisory file", { dir });
     await this.rescanAll();
   }
 
@@ -198,6 +234,7 @@ export class Reports {
     const parsed = parseManifest(await this.deps.manifests.body(digest, rev), rev.mediaType);
     if (parsed.children.length > 0) {
       const manifests: PlatformSummary[] = [];
+      const adv = await this.advisories.meta();
       for (const child of parsed.children.slice(0, 256)) {
         const link = `/v2/${ns}/_svc/vulnerabilities/${child.digest}`;
         const platform = child.platform
@@ -226,18 +263,21 @@ export class Reports {
           continue;
         }
         const rec = await this.current(ns, child.digest);
-        manifests.push(
-          rec
-            ? {
-              digest: child.digest,
-              platform,
-              status: "ready",
-              counts: rec.counts,
-              scanned_at: new Date(rec.scanned_at).toISOString(),
-              report: link,
-            }
-            : { digest: child.digest, platform, status: "scanning", report: link },
-        );
+        if (!rec) {
+          manifests.push({ digest: child.digest, platform, status: "scanning", report: link });
+          continue;
+        }
+        const notChecked = recordNotChecked(rec, adv);
+        manifests.push({
+          digest: child.digest,
+          platform,
+          status: "ready",
+          ...(notChecked === null
+            ? { counts: rec.counts }
+            : { vulnerabilities_checked: false, not_checked: notChecked }),
+          scanned_at: new Date(rec.scanned_at).toISOString(),
+          report: link,
+        });
       }
       return { status: 200, kind: "index", digest, manifests };
     }
@@ -250,12 +290,18 @@ export class Reports {
     if (!rec) return { status: 202 };
     const adv = await this.advisories.meta();
     const refreshing = (adv?.snapshot ?? null) !== rec.snapshot;
-    return { status: 200, kind: "image", report: await this.scanner.report(rec), refreshing };
+    return {
+      status: 200,
+      kind: "image",
+      report: withCheck(await this.scanner.report(rec)),
+      refreshing,
+    };
   }
 
   /**
    * Two images of `ns` compared (refs are tags or digests). 202 while a layer of either is not
-   * indexed yet (its index job is queued).
+   * indexed yet (its index job is queued); a layer indexed but not ready (partial, unsupported,
+   * …) or whose blob is not stored is named on its side, and the diff is not `complete`.
    */
   async diff(
     ns: string,
@@ -279,23 +325,48 @@ export class Reports {
       sides.push({ digest, layers: tarLayers(parsed) });
     }
     let waiting = false;
-    const recs: IndexRecord[][] = [];
+    // Per side, the listing of each layer (null: none to read) and the layers not fully indexed.
+    const recs: (IndexRecord | null)[][] = [];
+    const infos: SideInfo[] = [];
     for (const s of sides) {
-      const got: IndexRecord[] = [];
+      const got: (IndexRecord | null)[] = [];
+      const unindexed: UnindexedLayer[] = [];
       for (const d of s.layers) {
         const rec = (await this.deps.kv.get<IndexRecord>(indexKey(d))).value;
         if (!rec || rec.version < INDEX_VERSION) {
+          // A layer whose bytes are not here will never be indexed: named now, not awaited.
+          if (!(await this.blobs.blob(d))) {
+            unindexed.push({
+              digest: d,
+              state: "not-stored",
+              error: "its blob is not stored here",
+            });
+            got.push(null);
+            continue;
+          }
           waiting = true;
           await this.deps.jobs.queue("index").enqueue(indexLayerJob(d));
-        } else got.push(rec);
+          continue;
+        }
+        // Any state but ready (partial, unsupported, one the indexer adds later) is named: what
+        // it holds was not (all) compared. Only ready and partial records have a listing.
+        if (rec.state !== "ready") {
+          unindexed.push({
+            digest: d,
+            state: rec.state,
+            ...(rec.error ? { error: rec.error } : {}),
+          });
+        }
+        got.push(rec.state === "ready" || rec.state === "partial" ? rec : null);
       }
       recs.push(got);
+      infos.push({ ...s, unindexed });
     }
     if (waiting) return { status: 202 };
     // A diff holds both images' merged trees (in a sandbox when large): its size is bounded by
     // entries, and one runs at a time per process (six diffs of a 1M-file image at once took
     // 3.9 GiB when they ran here).
-    const total = recs.flat().reduce((n, r) => n + (r.state === "unsupported" ? 0 : r.entries), 0);
+    const total = recs.flat().reduce((n, r) => n + (r?.entries ?? 0), 0);
     const max = this.cfg.scan.maxDiffEntries;
     if (total > max) {
       throw new RegistryError(
@@ -311,7 +382,7 @@ export class Reports {
     }
     this.diffing = true;
     try {
-      return await this.diffMerged(sides, recs, limit, total);
+      return await this.diffMerged(infos, recs, limit, total);
     } finally {
       this.diffing = false;
     }
@@ -322,14 +393,13 @@ export class Reports {
    * else in a sandbox process (diff_child.ts) under the scan budgets.
    */
   private async diffMerged(
-    sides: { digest: string; layers: string[] }[],
-    recs: IndexRecord[][],
+    sides: SideInfo[],
+    groups: (IndexRecord | null)[][],
     limit: number,
     total: number,
   ): Promise<{ status: 200; diff: ImageDiff }> {
     // A reader per diff: its lookup caches go with it.
     const reader = new LayerReader(this.deps.store);
-    const groups = recs.map((rs) => rs.map((rec) => rec.state === "unsupported" ? null : rec));
     const mode = this.cfg.scan.sandbox;
     if (mode === "off" || total <= INLINE_MERGE_ENTRIES) {
       const merged = [];

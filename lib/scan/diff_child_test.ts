@@ -1,5 +1,5 @@
 // The image diff's sandbox (diff_child.ts) answers as the in-process diff does, from listings
-// framed on its input or read from files it was given.
+// framed on its input or read from files it was given, the layers not fully indexed included.
 import assert from "node:assert/strict";
 import type { ListedEntry } from "../index/mod.ts";
 import { encodeListings } from "./listing_frames.ts";
@@ -78,6 +78,22 @@ Deno.test("diff sandbox: the same diff as in process, framed or from files", asy
       budget: BUDGET,
     });
     assert.deepEqual(fromFiles, want);
+    assert.equal(want.complete, true);
+    // A layer not fully indexed, named on its side, comes back named: the diff is incomplete.
+    const named = { digest: "sha256:l2", state: "unsupported", error: "not a tar" };
+    const incomplete = await runSandboxedJson<ImageDiff>({
+      label: "diff",
+      module: DIFF_CHILD,
+      args: {
+        listings: { counts: [1, 2], paths },
+        sides: [SIDES[0], { ...SIDES[1], unindexed: [named] }],
+        limit: 100,
+      },
+      readPaths: paths.flat(),
+      budget: BUDGET,
+    });
+    assert.deepEqual([incomplete.from.unindexed, incomplete.to.unindexed], [[], [named]]);
+    assert.equal(incomplete.complete, false);
   } finally {
     await Deno.remove(dir, { recursive: true });
   }

@@ -37,6 +37,12 @@ const DIFF_CHILD = new URL("./diff_child.ts", import.meta.url);
 /** DIFF_MAX_N entries in each of three lists, with paths of up to 16 KiB: far below this. */
 const MAX_DIFF_OUTPUT = 256 << 20;
 const LOAD_LOCK = "advisories";
+/**
+ * Index states a newer indexer re-walks: a record of an older version in one of these is awaited
+ * (202). Any other state (indexing that could not run: no listing of any version) is named in the
+ * diff instead of awaited without end.
+ */
+const REINDEXED: ReadonlySet<string> = new Set(["ready", "partial", "unsupported"]);
 
 export interface PlatformSummary {
   digest: string;
@@ -333,7 +339,7 @@ export class Reports {
       const unindexed: UnindexedLayer[] = [];
       for (const d of s.layers) {
         const rec = (await this.deps.kv.get<IndexRecord>(indexKey(d))).value;
-        if (!rec || rec.version < INDEX_VERSION) {
+        if (!rec || (rec.version < INDEX_VERSION && REINDEXED.has(rec.state))) {
           // A layer whose bytes are not here will never be indexed: named now, not awaited.
           if (!(await this.blobs.blob(d))) {
             unindexed.push({
@@ -348,14 +354,19 @@ export class Reports {
           await this.deps.jobs.queue("index").enqueue(indexLayerJob(d));
           continue;
         }
-        // Any state but ready (partial, unsupported, one the indexer adds later) is named: what
-        // it holds was not (all) compared. Only ready and partial records have a listing.
+        // Any state but ready (partial, unsupported, indexing that could not run on this
+        // machine, one the indexer adds later) is named: what it holds was not (all) compared.
+        // Only ready and partial records have a listing.
         if (rec.state !== "ready") {
           unindexed.push({
             digest: d,
             state: rec.state,
             ...(rec.error ? { error: rec.error } : {}),
           });
+          // A layer whose indexing could not run gets its retry queued, as its entries do.
+          if (!REINDEXED.has(rec.state)) {
+            await this.deps.jobs.queue("index").enqueue(indexLayerJob(d));
+          }
         }
         got.push(rec.state === "ready" || rec.state === "partial" ? rec : null);
       }

@@ -3,7 +3,13 @@
 // (`svc+jwt`), another bearer token (OIDC), Basic (OIDC via Basic when the username names a
 // provider). No credentials → anonymous. Credentials that are presented and wrong → 401.
 import type { Config } from "../config/mod.ts";
-import { AuthenticationError, type CertificateSubject, type Identity } from "./identity.ts";
+import {
+  ANONYMOUS,
+  AuthenticationError,
+  type CertificateSubject,
+  type Identity,
+  type RefusedCertificate,
+} from "./identity.ts";
 import { BasicAuthenticator } from "./basic.ts";
 import { OidcVerifier } from "./oidc.ts";
 import { TokenService } from "./token_service.ts";
@@ -31,12 +37,17 @@ export class Authenticator {
 
   async authenticate(
     authorization: string | null,
-    certificate: CertificateSubject | null,
+    peer: CertificateSubject | RefusedCertificate | null,
   ): Promise<AuthResult> {
+    // A certificate presented and not verified is a wrong credential, like a wrong password.
+    if (peer !== null && "refused" in peer) {
+      throw new AuthenticationError(`client certificate refused: ${peer.refused}`);
+    }
+    const certificate = peer;
     const withCert = (r: AuthResult): AuthResult =>
       certificate ? { ...r, identity: { ...r.identity, certificate } } : r;
     if (authorization === null || authorization.trim() === "") {
-      if (!certificate) return { identity: {}, method: "anonymous" };
+      if (!certificate) return { identity: { ...ANONYMOUS }, method: "anonymous" };
       const cn = certificate.common_name;
       return {
         identity: { ...(cn ? { id: cn, username: cn } : {}), provider: "mtls", certificate },

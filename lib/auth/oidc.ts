@@ -14,7 +14,7 @@ import {
 import type { OidcProviderConfig } from "../config/mod.ts";
 import { log } from "../log.ts";
 import { fetchGuarded, OutboundGuard, OutboundRefused } from "../http/mod.ts";
-import { AuthenticationError, type Identity } from "./identity.ts";
+import { AuthenticationError, type Identity, oidcProvider } from "./identity.ts";
 
 export interface OidcVerifierOptions {
   /** minimum spacing of JWKS refetches for unknown kids, and of retries after a failed fetch */
@@ -92,13 +92,28 @@ class Provider {
         throw this.fail(`required claim "${claim}" not satisfied`);
       }
     }
-    const str = (v: unknown) => (typeof v === "string" && v !== "" ? v : undefined);
     return {
       id: payload.sub,
-      username: str(payload.preferred_username) ?? str(payload.email) ?? payload.sub,
-      provider: this.cfg.name,
+      username: this.username(payload),
+      provider: oidcProvider(this.cfg.name),
+      issuer: stripSlash(this.cfg.issuer),
       claims: payload as Record<string, unknown>,
     };
+  }
+
+  /**
+   * `identity.username`, from `username_claim` (default `sub`): a claim the identity provider
+   * controls, not one its users may choose (`preferred_username`), unless the config says so.
+   * An `email` names its owner only once the provider has verified it.
+   */
+  private username(payload: JWTPayload): string {
+    const claim = this.cfg.usernameClaim ?? "sub";
+    const v = payload[claim];
+    if (typeof v !== "string" || v === "") throw this.fail(`no "${claim}" claim for the username`);
+    if (claim === "email" && payload.email_verified !== true) {
+      throw this.fail(`"email" is not verified (email_verified is not true)`);
+    }
+    return v;
   }
 
   private async vet(url: URL, signal?: AbortSignal): Promise<void> {

@@ -69,8 +69,10 @@ Deno.test("oidc: valid token via Bearer routing (iss) and via provider name", as
     });
     const id = await v.verify(token);
     assert.equal(id.id, "u-1");
-    assert.equal(id.username, "alice");
-    assert.equal(id.provider, "corp");
+    // the username is the sub by default, never the user-chosen preferred_username
+    assert.equal(id.username, "u-1");
+    assert.equal(id.provider, "oidc:corp");
+    assert.equal(id.issuer, iss.issuer);
     assert.deepEqual(id.claims?.groups, ["dev"]);
     assert.equal(id.claims?.iss, iss.issuer);
     // discovery was used (no jwksUri configured) and cached; JWKS fetched once
@@ -79,7 +81,7 @@ Deno.test("oidc: valid token via Bearer routing (iss) and via provider name", as
 
     const viaBasic = await v.verify(token, "corp");
     assert.equal(viaBasic.id, "u-1");
-    assert.equal(viaBasic.provider, "corp");
+    assert.equal(viaBasic.provider, "oidc:corp");
     assert.equal(iss.discoveryFetches(), 1);
     assert.equal(iss.jwksFetches(), 1);
 
@@ -87,13 +89,42 @@ Deno.test("oidc: valid token via Bearer routing (iss) and via provider name", as
     await rejects(v.verify(token, "other"), /claim "iss"/);
     await rejects(v.verify(token, "nope"), /unknown provider/);
 
-    // ES256 key and username fallbacks: email, then sub
+    // ES256 key; an email is not the username unless the config says so
     const es = await iss.sign({ sub: "u-2", aud: "wharf", email: "b@example.com" }, {
       alg: "ES256",
     });
-    assert.equal((await v.verify(es)).username, "b@example.com");
+    assert.equal((await v.verify(es)).username, "u-2");
     const bare = await iss.sign({ sub: "u-3", aud: ["x", "wharf"] });
     assert.equal((await v.verify(bare)).username, "u-3");
+  });
+});
+
+Deno.test("oidc: username_claim picks the username; email only when verified", async () => {
+  await withIssuer(async (iss) => {
+    const v = verifierFor([
+      provider("mail", iss.issuer, { usernameClaim: "email" }),
+      provider("pref", iss.issuer, { usernameClaim: "preferred_username" }),
+      provider("sub", iss.issuer),
+    ]);
+    const claims = { sub: "u-9", email: "c@example.com", preferred_username: "ci" };
+    const verified = await iss.sign({ ...claims, email_verified: true });
+    assert.equal((await v.verify(verified, "mail")).username, "c@example.com");
+    assert.equal((await v.verify(verified, "mail")).id, "u-9");
+    assert.equal((await v.verify(verified, "pref")).username, "ci");
+    assert.equal((await v.verify(verified, "sub")).username, "u-9");
+    // an unverified (or "true" as a string) email names nobody: 401, not a fallback
+    for (const email_verified of [undefined, false, "true"]) {
+      await rejects(
+        v.verify(await iss.sign({ ...claims, email_verified }), "mail"),
+        /"email" is not verified/,
+      );
+    }
+    // a configured claim the token lacks, or that is not a string
+    await rejects(v.verify(await iss.sign({ sub: "u-9" }), "pref"), /no "preferred_username"/);
+    await rejects(
+      v.verify(await iss.sign({ sub: "u-9", preferred_username: 7 }), "pref"),
+      /no "preferred_username"/,
+    );
   });
 });
 

@@ -7,6 +7,16 @@ import { AuthenticationError, type Identity } from "./identity.ts";
 
 export const REGISTRY_TOKEN_TYPE = "svc+jwt";
 const ALG = "HS256";
+/**
+ * The identity layout of the tokens issued now (claim `idv`). Tokens without it were issued
+ * before identities carried their provider: their OIDC usernames came from preferred_username
+ * and their provider was a bare provider name (which could be "basic"), so they are refused
+ * (401: clients fetch a new token) rather than read as a Basic user of the same name.
+ */
+const IDENTITY_VERSION = 2;
+const PROVIDER = /^(basic|mtls|anonymous|oidc:[^:]+)$/;
+/** Identity fields and the claims they travel in (`iss` is the token's own issuer). */
+const IDENTITY_CLAIMS = [["id", "id"], ["username", "username"], ["issuer", "idp_issuer"]] as const;
 
 /** jose compares `typ` case-insensitively and without an `application/` prefix; so does this. */
 function normalizeTyp(typ: string): string {
@@ -31,10 +41,13 @@ export class TokenService {
   }
 
   async issue(identity: Identity): Promise<{ token: string; expires_in: number }> {
-    const claims: Record<string, unknown> = {};
+    const claims: Record<string, unknown> = {
+      idv: IDENTITY_VERSION,
+      provider: identity.provider ?? "anonymous",
+    };
     if (identity.id !== undefined) claims.id = identity.id;
     if (identity.username !== undefined) claims.username = identity.username;
-    if (identity.provider !== undefined) claims.provider = identity.provider;
+    if (identity.issuer !== undefined) claims.idp_issuer = identity.issuer;
     if (identity.claims !== undefined) claims.claims = identity.claims;
     const iat = Math.floor(Date.now() / 1000);
     const ttl = this.#cfg.ttlSecs;
@@ -77,11 +90,19 @@ export class TokenService {
       const why = e instanceof joseErrors.JOSEError ? e.code : "malformed token";
       throw new AuthenticationError(`invalid registry token: ${why}`);
     }
-    const identity: Identity = {};
-    for (const k of ["id", "username", "provider"] as const) {
-      const v = payload[k];
+    if (payload.idv !== IDENTITY_VERSION) {
+      throw new AuthenticationError(
+        "invalid registry token: issued before identities carried their provider; fetch a new one",
+      );
+    }
+    if (typeof payload.provider !== "string" || !PROVIDER.test(payload.provider)) {
+      throw new AuthenticationError("invalid registry token: provider");
+    }
+    const identity: Identity = { provider: payload.provider };
+    for (const [k, claim] of IDENTITY_CLAIMS) {
+      const v = payload[claim];
       if (v === undefined) continue;
-      if (typeof v !== "string") throw new AuthenticationError(`invalid registry token: ${k}`);
+      if (typeof v !== "string") throw new AuthenticationError(`invalid registry token: ${claim}`);
       identity[k] = v;
     }
     if (payload.claims !== undefined) {

@@ -25,6 +25,8 @@ function forge(
     iat: now,
     exp: now + 60,
     jti: "j",
+    idv: 2,
+    provider: "basic",
     ...claims,
   })
     .setProtectedHeader(header)
@@ -39,12 +41,13 @@ const identities: Record<string, Identity> = {
   basic: { id: "alice-id", username: "alice", provider: "basic" },
   oidc: {
     id: "sub-123",
-    username: "alice@example.com",
-    provider: "corp",
+    username: "sub-123",
+    provider: "oidc:corp",
+    issuer: "https://id.example.com",
     claims: { sub: "sub-123", email: "alice@example.com", groups: ["dev", "ops"], n: 3 },
   },
   mtls: { id: "client-cn", username: "client-cn", provider: "mtls" },
-  anonymous: {},
+  anonymous: { provider: "anonymous" },
 };
 
 for (const [kind, identity] of Object.entries(identities)) {
@@ -65,12 +68,30 @@ for (const [kind, identity] of Object.entries(identities)) {
   });
 }
 
-Deno.test("TokenService: anonymous token carries no identity fields; jti is unique", async () => {
+Deno.test("TokenService: anonymous token carries no identity but its provider; jti is unique", async () => {
   const svc = new TokenService(cfg);
-  const a = decodeJwt((await svc.issue({})).token);
+  const a = decodeJwt((await svc.issue({ provider: "anonymous" })).token);
   const b = decodeJwt((await svc.issue({})).token);
-  assert.deepEqual(Object.keys(a).sort(), ["aud", "exp", "iat", "iss", "jti"]);
+  assert.deepEqual(Object.keys(a).sort(), ["aud", "exp", "iat", "idv", "iss", "jti", "provider"]);
+  assert.equal(a.provider, "anonymous");
+  assert.equal(b.provider, "anonymous", "an identity without a provider is anonymous");
   assert.notEqual(a.jti, b.jti);
+});
+
+Deno.test("TokenService: a token issued before identities carried their provider is refused", async () => {
+  const svc = new TokenService(cfg);
+  // The old layout: an OIDC provider's name as provider, preferred_username as username; a
+  // provider named "basic" made its users look like Basic users.
+  for (const old of [{ provider: "basic" }, { provider: "corp" }, {}]) {
+    await assert.rejects(
+      svc.verify(await forge({ idv: undefined, username: "ci", ...old })),
+      /issued before identities carried their provider/,
+    );
+  }
+  // and a current token naming a provider outside the grammar
+  for (const provider of ["corp", "oidc:", "oidc:a:b", "token", "", 7]) {
+    await rejects(svc, await forge({ username: "ci", provider }));
+  }
 });
 
 Deno.test("TokenService: a certificate is never put in a token", async () => {
@@ -85,7 +106,7 @@ Deno.test("TokenService: a certificate is never put in a token", async () => {
   assert.deepEqual(await svc.verify(token), { id: "cn", username: "cn", provider: "mtls" });
   // Even a validly signed token that names a certificate does not yield one.
   const forged = await forge({ id: "x", certificate: { common_name: "admin" } });
-  assert.deepEqual(await svc.verify(forged), { id: "x" });
+  assert.deepEqual(await svc.verify(forged), { id: "x", provider: "basic" });
 });
 
 Deno.test("TokenService: expired token is rejected", async () => {

@@ -25,6 +25,7 @@ import { isValidName } from "../oci/mod.ts";
 import { readAuthWebhookRef, readAuthWebhooks, readEventWebhooks, readRetention } from "./hooks.ts";
 import { readSyncs } from "./sync.ts";
 import { readRateLimit } from "./rate_limit.ts";
+import type { KnownIdentities } from "./identity_refs.ts";
 import { readBytes, readGlobalQuota, readRepositoryQuota } from "./quota.ts";
 
 export class ConfigError extends Error {}
@@ -283,7 +284,13 @@ export function buildConfig(doc: Table, paths: string[]): Config {
   const retention = readRetention(g.retention_policy, "global.retention_policy", true, fail);
   cfg.global.retentionPolicy = retention?.policy ?? null;
   if (retention) cfg.global.retentionSchedule = retention.schedule;
-  cfg.global.rateLimit = readRateLimit(g.rate_limit, "global.rate_limit", true, fail);
+  cfg.global.rateLimit = readRateLimit(
+    g.rate_limit,
+    "global.rate_limit",
+    true,
+    fail,
+    knownIdentities(cfg),
+  );
   cfg.global.quota = readGlobalQuota(g.quota, "global.quota", fail);
   readUi(r, r.table(doc.ui, "ui"), cfg);
   const sc = r.table(doc.scan, "scan");
@@ -359,7 +366,13 @@ export function buildConfig(doc: Table, paths: string[]): Config {
     if (hook) rc.authorizationWebhook = hook;
     const keep = readRetention(t.retention_policy, `${path}.retention_policy`, false, fail);
     if (keep) rc.retentionPolicy = keep.policy;
-    const limits = readRateLimit(t.rate_limit, `${path}.rate_limit`, false, fail);
+    const limits = readRateLimit(
+      t.rate_limit,
+      `${path}.rate_limit`,
+      false,
+      fail,
+      knownIdentities(cfg),
+    );
     if (limits) rc.rateLimit = limits;
     const quota = readRepositoryQuota(t.quota, `${path}.quota`, fail);
     if (quota !== undefined) rc.quotaMaxBytes = quota;
@@ -657,7 +670,9 @@ function readAuth(r: Reader, auth: Table, cfg: Config): void {
   for (const [name, v] of Object.entries(r.table(auth.oidc, "auth.oidc"))) {
     const path = `auth.oidc.${name}`;
     const t = r.table(v, path);
-    r.only(t, path, ["issuer", "jwks_uri", "audience", "required_claims"]);
+    r.only(t, path, ["issuer", "jwks_uri", "audience", "required_claims", "username_claim"]);
+    // `oidc:<name>:<username>` in identity lists is read up to the second ':'.
+    if (name.includes(":")) r.fail(path, `provider name "${name}" must not contain ':'`);
     const issuer = r.str(t, "issuer", path);
     if (!issuer || !isUrl(issuer)) r.fail(`${path}.issuer`, "must be an http(s) URL");
     const jwksUri = r.str(t, "jwks_uri", path) ?? null;
@@ -676,6 +691,7 @@ function readAuth(r: Reader, auth: Table, cfg: Config): void {
       jwksUri,
       audience: r.stringOrList(t, "audience", path) ?? [],
       requiredClaims: claims,
+      usernameClaim: r.str(t, "username_claim", path) || "sub",
     });
   }
   if (auth.token_service !== undefined) {
@@ -699,6 +715,14 @@ function readAuth(r: Reader, auth: Table, cfg: Config): void {
       ttlSecs: r.int(t, "ttl_secs", path, 1, 86400) ?? 300,
     };
   }
+}
+
+/** The identities readAuth configured, for the identity lists read after it. */
+function knownIdentities(cfg: Config): KnownIdentities {
+  return {
+    basicUsernames: new Set(cfg.auth.identities.map((i) => i.username)),
+    oidcProviders: new Set(cfg.auth.oidc.keys()),
+  };
 }
 
 /** `[blob_store.s3]`; credentials, region and endpoint may come from the AWS_* environment. */

@@ -3,4 +3,5 @@
 export * from "./schema.ts";
 export { buildConfig, ConfigError, loadConfigFiles } from "./load.ts";
 export { repositoryOf, resolveNsParam } from "./repositories.ts";
+export { identityRefOf, type KnownIdentities, parseIdentityRef } from "./identity_refs.ts";
 export { applyReloadable, ConfigReloader, type ReloadResult, type Validate } from "./reload.ts";

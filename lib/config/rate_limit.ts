@@ -2,6 +2,7 @@
 // the token buckets and who is exempt. Types and the TOML reader live here so load.ts only calls
 // in; a problem names its key path.
 import { parse as parseCel } from "@marcbachmann/cel-js";
+import { type KnownIdentities, parseIdentityRef } from "./identity_refs.ts";
 
 export interface RateLimitConfig {
   /** manifest GETs per identity per hour (Docker Hub's count); null: inherit/off, 0: no limit */
@@ -10,7 +11,7 @@ export interface RateLimitConfig {
   requestsPerSecond: number | null;
   /** bucket size of requests_per_second; null: inherit, else requests_per_second */
   burst: number | null;
-  /** usernames or ids never limited */
+  /** identities never limited, canonical `provider:name` (identity_refs.ts) */
   exemptIdentities: string[];
   /** CEL over `request` and `identity` (as access policies see them): true exempts */
   exemptRules: string[];
@@ -38,6 +39,7 @@ export function readRateLimit(
   path: string,
   global: boolean,
   fail: Fail,
+  known: KnownIdentities,
 ): RateLimitConfig | null {
   if (v === undefined) return null;
   if (typeof v !== "object" || v === null || Array.isArray(v) || v instanceof Date) {
@@ -63,6 +65,11 @@ export function readRateLimit(
     }
     return x as string[];
   };
+  const exempt = strings("exempt_identities").map((entry, i) => {
+    const ref = parseIdentityRef(entry, known);
+    if (typeof ref !== "string") fail(`${path}.exempt_identities[${i}]`, ref.error);
+    return ref;
+  });
   const rules = strings("exempt_rules");
   for (const [i, src] of rules.entries()) {
     try {
@@ -75,7 +82,7 @@ export function readRateLimit(
     pullsPerHour: int("pulls_per_hour", 0, 1_000_000_000),
     requestsPerSecond: int("requests_per_second", 0, 1_000_000),
     burst: int("burst", 1, 1_000_000_000),
-    exemptIdentities: strings("exempt_identities"),
+    exemptIdentities: exempt,
     exemptRules: rules,
     syncIntervalMs: int("sync_interval_ms", 10, 60_000) ?? RATE_LIMIT_DEFAULTS.syncIntervalMs,
     where: path,

@@ -40,6 +40,11 @@ export interface OidcProviderConfig {
   audience: string[];
   /** claim → required value (a string, or any of a list); an array claim must contain it */
   requiredClaims: Record<string, string | string[]>;
+  /**
+   * the claim `identity.username` is read from (default `sub`); `email` counts only with
+   * `email_verified: true`
+   */
+  usernameClaim?: string;
   /** `[global] outbound_allow`, copied here by load.ts */
   outboundAllow?: string[];
 }

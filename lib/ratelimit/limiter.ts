@@ -6,6 +6,7 @@
 import { createHash } from "node:crypto";
 import {
   type Config,
+  identityRefOf,
   RATE_LIMIT_DEFAULTS,
   type RateLimitConfig,
   repositoryOf,
@@ -128,8 +129,9 @@ export class RateLimiter {
 
   private exempt(r: LimitRequest, t: RateLimitConfig | null, repo?: string): boolean {
     if (!t) return false;
-    const { id, username } = r.identity;
-    if (!r.anonymous && t.exemptIdentities.some((x) => x === id || x === username)) return true;
+    // Provider and name together: an OIDC or certificate `ci` is not the Basic user `ci`.
+    const ref = r.anonymous ? null : identityRefOf(r.identity);
+    if (ref !== null && t.exemptIdentities.includes(ref)) return true;
     if (t.exemptRules.length === 0) return false;
     let p = this.exemptions.get(t);
     if (!p) {
@@ -193,10 +195,15 @@ function refusal(p: Plan, who: string, anonymous: boolean, retry: number): strin
   return `${what} for ${whom}${where}; retry in ${retry} s`;
 }
 
-/** The bucket owner: the identity's id (else username), or the client IP when anonymous. */
+/**
+ * The bucket owner: the identity's provider and id (else username), so equal names from two
+ * sign-in methods never share a bucket; the client IP when anonymous.
+ */
 function whoOf(r: LimitRequest): string {
   const name = r.anonymous ? undefined : (r.identity.id ?? r.identity.username);
-  const who = name === undefined ? `ip:${r.request.client_ip ?? ""}` : `id:${name}`;
+  const who = name === undefined
+    ? `ip:${r.request.client_ip ?? ""}`
+    : `id:${r.identity.provider ?? ""}:${name}`;
   if (who.length <= MAX_WHO) return who;
   return `h:${createHash("sha256").update(who).digest("hex")}`;
 }

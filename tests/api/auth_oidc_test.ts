@@ -43,13 +43,13 @@ issuer = ${toml(i.downd.issuer)}
 default = "deny"
 rules = [
   'request.action in ["healthz", "readyz", "get-api-version"]',
-  'request.namespace == "ops/app" && has(identity.provider) && identity.provider == "corp" && has(identity.claims.groups) && "ops" in identity.claims.groups',
+  'request.namespace == "ops/app" && has(identity.provider) && identity.provider == "oidc:corp" && has(identity.claims.groups) && "ops" in identity.claims.groups',
   'request.namespace == "who/alice" && has(identity.username) && identity.username == "alice" && has(identity.id) && identity.id == "sub-alice"',
   'request.namespace == "who/email" && has(identity.username) && identity.username == "bob@example.com" && identity.id == "sub-bob"',
   'request.namespace == "who/sub" && has(identity.username) && identity.username == "sub-carol" && identity.id == "sub-carol"',
   'request.namespace == "claims/tier" && has(identity.claims.tier) && identity.claims.tier == "silver" && identity.claims.level == 3',
-  'request.namespace == "disc/app" && has(identity.provider) && identity.provider == "disc"',
-  'request.namespace == "any/app" && has(identity.provider) && identity.provider in ["kid", "rot", "down", "downd"]',
+  'request.namespace == "disc/app" && has(identity.provider) && identity.provider == "oidc:disc"',
+  'request.namespace == "any/app" && has(identity.provider) && identity.provider in ["oidc:kid", "oidc:rot", "oidc:down", "oidc:downd"]',
 ]
 `;
 }
@@ -207,9 +207,10 @@ Deno.test({
           );
         });
 
-        await t.step("identity.username: preferred_username, then email, then sub", async () => {
+        await t.step("identity.username: the sub, never preferred_username or email", async () => {
           const base = { aud: "wharf", tier: "gold" };
-          await assertAllowed(
+          // preferred_username is the user's own choice (docs/auth.md): it names nobody
+          await assertDenied(
             await tags(
               s,
               "who/alice",
@@ -222,7 +223,7 @@ Deno.test({
                 }),
               ),
             ),
-            "preferred_username",
+            "preferred_username is not the username",
           );
           await assertDenied(
             await tags(
@@ -232,25 +233,32 @@ Deno.test({
             ),
             "identity.id is the sub",
           );
-          await assertAllowed(
+          await assertDenied(
             await tags(
               s,
               "who/email",
-              bearer(await corp.sign({ ...base, sub: "sub-bob", email: "bob@example.com" })),
+              bearer(
+                await corp.sign({
+                  ...base,
+                  sub: "sub-bob",
+                  email: "bob@example.com",
+                  email_verified: true,
+                }),
+              ),
             ),
-            "email",
+            "email is not the username without username_claim",
           );
           await assertAllowed(
             await tags(s, "who/sub", bearer(await corp.sign({ ...base, sub: "sub-carol" }))),
             "sub",
           );
-          await assertDenied(
+          await assertAllowed(
             await tags(
               s,
               "who/sub",
               bearer(await corp.sign({ ...base, sub: "sub-carol", preferred_username: "carol" })),
             ),
-            "preferred_username wins over sub",
+            "sub whatever preferred_username says",
           );
         });
 

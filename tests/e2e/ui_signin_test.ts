@@ -33,7 +33,7 @@ rules = [
   'request.action in ["ui-asset", "ui-config"]',
   # the test pushes anonymously
   '!has(identity.username) && request.action in ["put-manifest", "start-upload", "get-api-version"]',
-  'has(identity.username) && identity.username == "alice" && (request.action in ["list-repositories", "list-namespaces"] || request.namespace.startsWith("team/"))',
+  'identity.provider == "oidc:corp" && identity.username == "user-1" && (request.action in ["list-repositories", "list-namespaces"] || request.namespace.startsWith("team/"))',
 ]
 `;
       await withServer({ config }, async (s) => {

@@ -133,3 +133,50 @@ export async function makePki(dir: string): Promise<Pki> {
     otherClientKey: join(dir, "other-client.key"),
   };
 }
+
+/**
+ * Another client certificate signed by `pki`'s CA, written into `dir` as `<name>.crt`/`.key`.
+ * `v1`: made by `openssl x509 -req` without extensions, which gives an X.509 v1 certificate (as
+ * older CAs issue); otherwise a v3 one with extendedKeyUsage=clientAuth like the others.
+ */
+export async function makeClientCert(
+  dir: string,
+  pki: Pki,
+  name: string,
+  subject: string,
+  opts: { v1?: boolean } = {},
+): Promise<{ cert: string; key: string }> {
+  const ca = pki.caCert.replace(/\.crt$/, "");
+  if (opts.v1) {
+    await openssl(dir, [
+      "req",
+      "-new",
+      ...EC,
+      "-keyout",
+      `${name}.key`,
+      "-out",
+      `${name}.csr`,
+      "-subj",
+      subject,
+    ]);
+    await openssl(dir, [
+      "x509",
+      "-req",
+      "-in",
+      `${name}.csr`,
+      "-CA",
+      `${ca}.crt`,
+      "-CAkey",
+      `${ca}.key`,
+      "-CAcreateserial",
+      "-out",
+      `${name}.crt`,
+      "-days",
+      "2",
+      "-sha256",
+    ]);
+  } else {
+    await makeLeaf(dir, name, ca, subject, LEAF + "extendedKeyUsage=clientAuth\n");
+  }
+  return { cert: join(dir, `${name}.crt`), key: join(dir, `${name}.key`) };
+}

@@ -2,7 +2,12 @@
 // authenticated, authorized and admitted, so every handler has the same one-argument signature
 // and no route file needs app.ts.
 import type { Registry } from "../lib/registry/mod.ts";
-import type { Authenticator, CertificateSubject, ClientIpResolver } from "../lib/auth/mod.ts";
+import type {
+  Authenticator,
+  CertificateSubject,
+  ClientIpResolver,
+  RefusedCertificate,
+} from "../lib/auth/mod.ts";
 import type { RegistryError } from "../lib/oci/mod.ts";
 import type { PolicySet } from "../lib/policy/mod.ts";
 import type { Metrics } from "../lib/metrics/mod.ts";
@@ -33,7 +38,7 @@ export interface Services extends HttpParts {
 /** What the listener knows about the connection (Deno.serve or the TLS listener). */
 export interface ConnEnv {
   remoteAddr: string;
-  certificate: CertificateSubject | null;
+  certificate: CertificateSubject | RefusedCertificate | null;
   /** settles once the answer was sent or the client left; absent where the server cannot say */
   completed?: Promise<void>;
 }

@@ -7,6 +7,7 @@ import { isUpstreamError } from "../lib/upstream/mod.ts";
 import { openServices, startSchedules } from "../lib/services/mod.ts";
 import { Syncer } from "../lib/sync/mod.ts";
 import { Authenticator } from "../lib/auth/mod.ts";
+import { BlobStoreOpenError } from "../lib/storage/mod.ts";
 import { describe } from "./describe.ts";
 import { PreflightError, refuseWithout } from "./preflight.ts";
 import { validated } from "./validate.ts";
@@ -29,10 +30,11 @@ export async function serveCommand(cfg: Config): Promise<number> {
       console.error(`wharf: ${listen.message}`);
       return 1;
     }
-    // A bad rule or an unreadable upstream ca_bundle stops startup with a message.
+    // A bad rule, an unreadable upstream ca_bundle or a blob store that cannot be reached (the
+    // line names the setting) stops startup with a message.
     if (
       !(e instanceof PolicyCompileError) && !(e instanceof RetentionCompileError) &&
-      !isUpstreamError(e)
+      !isUpstreamError(e) && !(e instanceof BlobStoreOpenError)
     ) throw e;
     console.error(`wharf: config ${cfg.sources.join(", ")}: ${e.message}`);
     return 2;

@@ -4,12 +4,16 @@
 import type { Config } from "../lib/config/mod.ts";
 import { isUpstreamError } from "../lib/upstream/mod.ts";
 import { openServices } from "../lib/services/mod.ts";
+import { BlobStoreOpenError } from "../lib/storage/mod.ts";
 import type { Cli } from "./cli.ts";
 import { describe } from "./describe.ts";
 import { PreflightError, refuseWithout } from "./preflight.ts";
 import { aborted, closeServices, stopSignal } from "./shutdown.ts";
 
-/** 0 after a stop; 2: an unreadable upstream ca_bundle, or a permission the config needs. */
+/**
+ * 0 after a stop; 2: an unreadable upstream ca_bundle, a blob store that cannot be reached, or a
+ * permission the config needs.
+ */
 export async function workerCommand(cfg: Config, cli: Cli): Promise<number> {
   try {
     await worker(cfg, cli);
@@ -19,7 +23,7 @@ export async function workerCommand(cfg: Config, cli: Cli): Promise<number> {
       console.error(e.message);
       return 2;
     }
-    if (!isUpstreamError(e)) throw e;
+    if (!isUpstreamError(e) && !(e instanceof BlobStoreOpenError)) throw e;
     console.error(`wharf: config ${cfg.sources.join(", ")}: ${e.message}`);
     return 2;
   }

@@ -16,3 +16,4 @@ export {
 export { MIN_PART_SIZE, S3BlobStore, type S3StoreSettings } from "./s3_blob_store.ts";
 export { S3Client, type S3Settings } from "./s3_client.ts";
 export { describeBlobStore, openBlobStore } from "./open.ts";
+export { BlobStoreOpenError } from "./s3_open_error.ts";

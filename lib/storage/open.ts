@@ -3,6 +3,7 @@ import type { Config } from "../config/mod.ts";
 import type { BlobStore } from "./blob_store.ts";
 import { FsBlobStore } from "./fs_blob_store.ts";
 import { S3BlobStore } from "./s3_blob_store.ts";
+import { s3OpenError } from "./s3_open_error.ts";
 
 export async function openBlobStore(cfg: Config): Promise<BlobStore> {
   const s3 = cfg.blobStore.s3;
@@ -19,7 +20,11 @@ export async function openBlobStore(cfg: Config): Promise<BlobStore> {
       partSize: s3.multipartPartSize,
       presignTtlSecs: s3.presignTtlSecs,
     });
-    await store.init();
+    try {
+      await store.init();
+    } catch (e) {
+      throw await s3OpenError(s3, e);
+    }
     return store;
   }
   const store = new FsBlobStore(cfg.blobStore.fs.rootDir);

@@ -1,6 +1,7 @@
 // Maps a request to its named action (the unit the access policy authorizes). Pure: method +
 // path in, Action or null out. Names may contain `blobs`, `manifests`, `tags`: every pattern
 // anchors its fixed tail, and the name is whatever precedes it.
+import { MAX_TAGS_PER_PUSH } from "../lib/registry/mod.ts";
 import {
   isValidName,
   isValidTag,
@@ -52,6 +53,17 @@ export interface Action {
   digest?: string;
   reference?: string;
   tag?: string;
+  /**
+   * Tags the request writes besides its path's: those a push by digest creates (its `tag`
+   * parameters, SPEC §Manifests rule 7) or a delete by digest removes. Each is authorized as
+   * the action with that `tag` (authorize.ts decisionsOf).
+   */
+  tags?: string[];
+  /**
+   * The images a diff reads by its query (`from` and `to`): each is authorized as the action
+   * with that reference (authorize.ts decisionsOf), as a report of a tag sees its `tag`.
+   */
+  compared?: string[];
   uuid?: string;
   /** which extension listing a shared action serves (the pulls listing is `list-revisions`) */
   resource?:
@@ -237,4 +249,35 @@ export function parseAction(method: string, path: string): Action | null {
     return action;
   }
   return null;
+}
+
+/**
+ * The `tag` parameters of a push by digest (SPEC §Manifests rule 7), read at routing so that
+ * authorization sees each: a value that is not a tag is a 400 there, repeats count once, and
+ * more than one push may write (MAX_TAGS_PER_PUSH) is refused before any is decided. A push by
+ * tag ignores them.
+ */
+export function pushTags(a: Action, values: string[]): string[] | undefined {
+  if (a.name !== "put-manifest" || a.digest === undefined || values.length === 0) return undefined;
+  const tags = [...new Set(values)];
+  for (const t of tags) {
+    if (!isValidTag(t)) {
+      throw new RegistryError("UNSUPPORTED", `invalid tag parameter ${truncate(t)}`);
+    }
+  }
+  if (tags.length > MAX_TAGS_PER_PUSH) {
+    throw new RegistryError("UNSUPPORTED", `at most ${MAX_TAGS_PER_PUSH} tag parameters`);
+  }
+  return tags;
+}
+
+/**
+ * The references a diff compares (`from`, `to`), for authorization; undefined when the query
+ * is malformed, which the diff refuses (404) once authorized as itself.
+ */
+export function comparedRefs(a: Action, from: string[], to: string[]): string[] | undefined {
+  if (a.name !== "diff-images" || from.length !== 1 || to.length !== 1) return undefined;
+  const refs = [...new Set([from[0], to[0]])];
+  const valid = (r: string) => (r.includes(":") ? parseDigest(r) !== null : isValidTag(r));
+  return refs.every(valid) ? refs : undefined;
 }

@@ -4,7 +4,7 @@ import { type Context, Hono } from "hono";
 import type { Registry } from "../lib/registry/mod.ts";
 import { resolveNsParam } from "../lib/config/mod.ts";
 import { isValidName, RegistryError } from "../lib/oci/mod.ts";
-import { type Action, parseAction } from "./actions.ts";
+import { type Action, comparedRefs, parseAction, pushTags } from "./actions.ts";
 import { errorResponse } from "./errors.ts";
 import { blobHandler } from "./blobs.ts";
 import { uploadHandler } from "./uploads.ts";
@@ -14,7 +14,7 @@ import { svcHandler } from "./svc.ts";
 import { jobsHandler, queueOf } from "./jobs.ts";
 import { replicationStatusHandler } from "./replication_status.ts";
 import { healthHandler } from "./health.ts";
-import { Gate, type RequestContext } from "./authorize.ts";
+import { decisionsOf, Gate, type RequestContext } from "./authorize.ts";
 import { tokenHandler } from "./token.ts";
 import { AuthenticationError, AuthorizationWebhooks } from "../lib/auth/mod.ts";
 import { layerHandler } from "./layers.ts";
@@ -72,6 +72,15 @@ export function createApp(services: Services): Hono<{ Bindings: ConnEnv }> {
       throw notFound(req.method);
     }
     noteAction(req, action.name);
+    try {
+      const tags = pushTags(action, query.all("tag"));
+      if (tags) action.tags = tags;
+      const compared = comparedRefs(action, query.all("from"), query.all("to"));
+      if (compared) action.compared = compared;
+    } catch (e) {
+      await req.body?.cancel();
+      throw e;
+    }
     const mount = action.name === "start-upload" ? query.first("mount") : null;
     auditAction(action, mount);
     const extra = new Headers({ "Docker-Distribution-API-Version": "registry/2.0" });
@@ -103,21 +112,26 @@ export function createApp(services: Services): Hono<{ Bindings: ConnEnv }> {
     }
     // The namespaces listing names its repository in the query: let rules see it.
     const repo = action.name === "list-namespaces" ? query.first("repository") : null;
-    gate.check(
-      ctx,
-      action,
-      repo && isValidName(repo)
-        ? { repository: repo }
-        : JOB_ACTIONS.has(action.name)
-        ? { queue: queueOf(query) }
-        : {},
-    );
+    const known = repo && isValidName(repo)
+      ? { repository: repo }
+      : JOB_ACTIONS.has(action.name)
+      ? { queue: queueOf(query) }
+      : {};
+    // Each tag a push by digest writes, and each image a diff reads, is decided by itself.
+    for (const d of decisionsOf(action)) gate.check(ctx, d, known);
     if (mount !== null) {
       // Mount has its own action; the source's get-blob is checked by the mount itself.
       gate.check(ctx, { name: "mount-blob", namespace: action.namespace, digest: mount });
     }
     try {
-      await gate.checkWebhook(ctx, action, req.headers);
+      if (action.name === "delete-manifest" && action.digest !== undefined) {
+        // A delete by digest removes the tags naming the manifest: each is decided too, read
+        // only once the delete itself is allowed. The delete refuses a tag not decided here.
+        const named = await reg.manifests.tagsOf(action.namespace!, action.digest);
+        if (named.length > 0) action.tags = named;
+        for (const d of decisionsOf(action).slice(1)) gate.check(ctx, d);
+      }
+      await gate.checkWebhooks(ctx, decisionsOf(action), req.headers);
       await applyRateLimit(limiter, ctx, action, extra);
     } catch (e) {
       await req.body?.cancel();

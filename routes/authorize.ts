@@ -1,6 +1,7 @@
 // Authorization of an Action for an authenticated request: the CEL policies decide; a refusal
 // is 401 with a challenge for anonymous callers (so clients know to send credentials) and 403
-// DENIED for authenticated ones.
+// DENIED for authenticated ones. A request writing several tags is decided once per tag
+// (decisionsOf), and a refusal of any refuses it.
 import type { Config } from "../lib/config/mod.ts";
 import type { PolicyRequest, PolicySet } from "../lib/policy/mod.ts";
 import type { AuthorizationWebhooks, AuthResult } from "../lib/auth/mod.ts";
@@ -38,6 +39,33 @@ const LISTINGS = new Set([
   "list-failed-jobs",
 ]);
 
+/** Authorization webhook calls of one request under way at once (one decision per tag). */
+const WEBHOOK_CONCURRENCY = 8;
+
+/**
+ * The decisions a request needs: the action itself, or, when it names tags or images outside
+ * its path, one per name. A push by digest is decided per tag it writes (`tags`) only: it has
+ * no tag of its own, and a rule about `request.tag` judges each. A delete by digest is decided
+ * as itself, as it is without tags (no rule about deletes by digest loosens), and per tag it
+ * removes. A diff is decided per image it compares (`compared`), with `reference` and its
+ * `tag` or `digest`.
+ */
+export function decisionsOf(a: Action): Action[] {
+  const { tags, compared, ...one } = a;
+  if (compared?.length) {
+    return compared.map((reference) =>
+      reference.includes(":") ? { ...one, reference, digest: reference } : {
+        ...one,
+        reference,
+        tag: reference,
+      }
+    );
+  }
+  if (!tags?.length) return [a];
+  const each = tags.map((tag) => ({ ...one, tag }));
+  return a.name === "put-manifest" ? each : [one, ...each];
+}
+
 export class Gate {
   constructor(
     private readonly cfg: Config,
@@ -50,13 +78,35 @@ export class Gate {
    * one) is asked; a refusal is answered as a policy refusal is.
    */
   async checkWebhook(ctx: RequestContext, a: Action, headers: Headers): Promise<void> {
-    const ok = await this.webhookAllows(ctx, a, headers);
-    if (ok) return;
+    if (!(await this.webhookAllows(ctx, a, headers))) throw this.webhookRefusal(ctx, a);
+  }
+
+  /**
+   * `checkWebhook` for each decision of a request (decisionsOf), a few at a time; the first
+   * refusal refuses the request and no further decision is asked for.
+   */
+  async checkWebhooks(ctx: RequestContext, decisions: Action[], headers: Headers): Promise<void> {
+    if (decisions.length === 1) return await this.checkWebhook(ctx, decisions[0], headers);
+    let next = 0;
+    let refused: Action | null = null;
+    const worker = async () => {
+      while (refused === null && next < decisions.length) {
+        const a = decisions[next++];
+        if (!(await this.webhookAllows(ctx, a, headers))) refused ??= a;
+      }
+    };
+    await Promise.all(
+      Array.from({ length: Math.min(WEBHOOK_CONCURRENCY, decisions.length) }, worker),
+    );
+    if (refused !== null) throw this.webhookRefusal(ctx, refused);
+  }
+
+  private webhookRefusal(ctx: RequestContext, a: Action): RegistryError {
     const id = ctx.auth.identity;
     if (ctx.auth.method === "anonymous" || (id.id === undefined && id.username === undefined)) {
-      throw this.unauthorized(a, "authentication required");
+      return this.unauthorized(a, "authentication required", ctx.origin);
     }
-    throw new RegistryError("DENIED", `${a.name} denied by the authorization webhook`);
+    return new RegistryError("DENIED", `${described(a)} denied by the authorization webhook`);
   }
 
   /** The authorization webhook's answer for `a` (true when none applies). */
@@ -99,7 +149,7 @@ export class Gate {
     if (ctx.auth.method === "anonymous" || (id.id === undefined && id.username === undefined)) {
       throw this.unauthorized(a, "authentication required", ctx.origin);
     }
-    throw new RegistryError("DENIED", `${a.name} denied by access policy`);
+    throw new RegistryError("DENIED", `${described(a)} denied by access policy`);
   }
 
   /** 401 UNAUTHORIZED with the challenge clients follow: Bearer realm when tokens are on. */
@@ -123,4 +173,12 @@ export class Gate {
     const realm = ts.realm ?? `${origin ?? "http://localhost"}/token`;
     return `Bearer realm="${realm}",service="${ts.service}"${scope ? `,scope="${scope}"` : ""}`;
   }
+}
+
+/** The action a refusal names, with the tag or image it was decided for when one was. */
+function described(a: Action): string {
+  if (a.name === "diff-images" && a.reference !== undefined) {
+    return `${a.name} of ${a.reference}`;
+  }
+  return a.tag !== undefined && a.reference !== a.tag ? `${a.name} of tag ${a.tag}` : a.name;
 }

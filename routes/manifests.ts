@@ -3,7 +3,7 @@ import { isValidTag, RegistryError, truncate } from "../lib/oci/mod.ts";
 import { bodyOf, contentLength, noRedirect } from "./request.ts";
 
 export async function manifestHandler(
-  { req, query, action: a, registry: reg, headers: extra, head, client }: RequestScope,
+  { req, action: a, registry: reg, headers: extra, head, client }: RequestScope,
 ): Promise<Response> {
   const ns = a.namespace!;
   const ref = a.reference!;
@@ -49,17 +49,12 @@ export async function manifestHandler(
       return new Response(head ? null : m.body as BodyInit, { status: 200, headers: extra });
     }
     case "put-manifest": {
-      const tags = a.digest ? query.all("tag") : [];
-      for (const t of tags) {
-        if (!isValidTag(t)) {
-          throw new RegistryError("UNSUPPORTED", `invalid tag parameter ${truncate(t)}`);
-        }
-      }
       const r = await reg.manifests.put(ns, ref, {
         body: bodyOf(req),
         contentLength: contentLength(req),
         contentType: req.headers.get("content-type"),
-        tags,
+        // the `tag` parameters of a push by digest, read and authorized at routing
+        tags: a.tags ?? [],
         sourceTimestamp: req.headers.get("x-svc-source-timestamp"),
       });
       extra.set("Location", `/v2/${ns}/manifests/${r.digest}`);
@@ -70,7 +65,10 @@ export async function manifestHandler(
       return new Response(null, { status: 201, headers: extra });
     }
     default: {
-      await reg.manifests.delete(ns, ref, req.headers.get("x-svc-source-timestamp"));
+      await reg.manifests.delete(ns, ref, req.headers.get("x-svc-source-timestamp"), {
+        // by digest: the tags authorization decided (app.ts); another found then refuses
+        authorizedTags: a.digest !== undefined ? new Set(a.tags) : undefined,
+      });
       return new Response(null, { status: 202, headers: extra });
     }
   }

@@ -352,8 +352,11 @@ export interface RevisionDelete {
   ns: string;
   digest: string;
   parsed: ParsedManifest;
-  /** sees each tag the delete removes; throws to refuse the delete (replication's LWW) */
-  guard: (t: TagRecord) => void;
+  /**
+   * sees each tag the delete removes, by name, before any commit; throws to refuse the delete
+   * (replication's LWW, immutable tags)
+   */
+  guard: (tag: string, t: TagRecord) => void;
   fx: WriteFacts;
   usage?: UsageLedger;
   /**
@@ -413,7 +416,7 @@ async function deleteStep(
   const entries = await getAll<TagRecord>(kv, tags.map((t) => K.tag(ns, t)));
   const tagMuts: PlannedMutation[][] = tags.map((t, i) => {
     const here = entries[i].value?.digest === digest;
-    if (here) guard(entries[i].value!);
+    if (here) guard(t, entries[i].value!);
     return here
       ? [del(K.tagrev(ns, digest, t)), del(K.tag(ns, t))]
       : [del(K.tagrev(ns, digest, t))];

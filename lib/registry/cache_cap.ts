@@ -200,13 +200,15 @@ export class CacheCap {
       blobs = parseManifest(await this.manifests.body(digest, rev), rev.mediaType).blobs;
       // A pull since the judgment (any process) wins: every commit of the delete checks the
       // stamp it read just before, and a stamp within the hold calls the eviction off.
-      await this.manifests.delete(ns, digest, null, async () => {
-        const e = await this.meta.stampEntry(ns, digest);
-        const at = stampOf(e);
-        if (at !== null && at >= Date.now() - this.holdMs) {
-          throw new RegistryError("DENIED", "the image is in use: not evicted");
-        }
-        return e;
+      await this.manifests.delete(ns, digest, null, {
+        unlessChanged: async () => {
+          const e = await this.meta.stampEntry(ns, digest);
+          const at = stampOf(e);
+          if (at !== null && at >= Date.now() - this.holdMs) {
+            throw new RegistryError("DENIED", "the image is in use: not evicted");
+          }
+          return e;
+        },
       });
     } catch (e) {
       // Gone already (another process evicted it) or unreadable: the next candidate serves.

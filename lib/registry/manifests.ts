@@ -32,6 +32,19 @@ export interface ManifestBody {
   redirect?: string;
 }
 
+export interface DeleteOptions {
+  /**
+   * By digest only: an entry every commit of the delete checks, read afresh for each, that
+   * calls the delete off by throwing (the cache cap's pull stamp).
+   */
+  unlessChanged?: () => Promise<Deno.KvEntryMaybe<unknown>>;
+  /**
+   * By digest only: the tags the request was authorized to remove with the manifest; finding
+   * another (created meanwhile) refuses the delete, 409 DENIED.
+   */
+  authorizedTags?: ReadonlySet<string>;
+}
+
 export interface PutInput {
   body: ReadableStream<Uint8Array> | null;
   contentLength: number | null;
@@ -259,21 +272,50 @@ export class Manifests {
   }
 
   /**
-   * DELETE of a tag or (by digest) a revision. `unlessChanged` (by digest only): an entry every
-   * commit of the delete checks, read afresh for each, that calls the delete off by throwing.
+   * Whether deleting `tag` of `ns` (or a manifest it names) is refused: an immutable tag of a
+   * hosted repository. A pull-through cache's tags follow its upstreams (a fetch moves them
+   * too); its evictions and sync prunes delete them, and clients cannot write there at all.
+   */
+  isImmutable(ns: string, tag: string): boolean {
+    if (repositoryOf(this.cfg, ns).upstreams?.length) return false;
+    return this.immutability(ns)(tag);
+  }
+
+  /** Tags pointing at the revision `digest` of `ns` (a delete by digest removes them). */
+  tagsOf(ns: string, digest: string): Promise<string[]> {
+    return this.meta.tagsOf(ns, digest);
+  }
+
+  /**
+   * DELETE of a tag or (by digest) a revision, refused (409 DENIED) when it would remove an
+   * immutable tag (isImmutable): otherwise a delete and a push would move it.
    */
   async delete(
     ns: string,
     reference: string,
     sourceTimestamp: string | null,
-    unlessChanged?: () => Promise<Deno.KvEntryMaybe<unknown>>,
+    opts: DeleteOptions = {},
   ): Promise<void> {
     const lww = parseSourceTimestamp(sourceTimestamp);
-    const guard = (t: TagRecord) => {
+    const guard = (tag: string, t: TagRecord) => {
       if (lww !== null && t.createdAt !== undefined && t.createdAt > lww) {
         throw new RegistryError(
           "REPLICATION_SUPERSEDED",
           "a tag was written after the source event",
+        );
+      }
+      if (this.isImmutable(ns, tag)) {
+        throw new RegistryError(
+          "DENIED",
+          `tag ${tag} is immutable: neither it nor the manifest it names can be deleted`,
+          { status: 409 },
+        );
+      }
+      if (opts.authorizedTags && !opts.authorizedTags.has(tag)) {
+        throw new RegistryError(
+          "DENIED",
+          `tag ${tag} was created while the delete was being authorized: retry`,
+          { status: 409 },
         );
       }
     };
@@ -290,7 +332,7 @@ export class Manifests {
         at: lww ?? Date.now(),
       });
       try {
-        await this.meta.deleteTag(ns, reference, guard, fx);
+        await this.meta.deleteTag(ns, reference, (t) => guard(reference, t), fx);
       } finally {
         await fx.committed();
       }
@@ -307,7 +349,14 @@ export class Manifests {
       at: lww ?? Date.now(),
     });
     try {
-      await this.meta.deleteRevision({ ns, digest: reference, parsed, guard, fx, unlessChanged });
+      await this.meta.deleteRevision({
+        ns,
+        digest: reference,
+        parsed,
+        guard,
+        fx,
+        unlessChanged: opts.unlessChanged,
+      });
     } finally {
       await fx.committed();
     }

@@ -9,7 +9,7 @@ export {
   STALE_WARNING,
 } from "./pull_through.ts";
 export { type ReferrerDescriptor, REFERRERS_PAGE } from "./listings.ts";
-export { parseSourceTimestamp } from "./manifests.ts";
+export { type DeleteOptions, MAX_TAGS_PER_PUSH, parseSourceTimestamp } from "./manifests.ts";
 export { rangeHeaders, type StartResult } from "./uploads.ts";
 export {
   formatSummary,

@@ -2,6 +2,7 @@
 // delete path (events fire, replication follows, scrub later reclaims bytes), then the
 // manifests those deletes left without any tag. Protected, and kept with their tags: a
 // manifest an index of the namespace names (an index child) and a manifest with referrers.
+// An immutable tag is protected too (its delete would be refused), and with it its manifest.
 import type { Config } from "../config/mod.ts";
 import { repositoryOf } from "../config/mod.ts";
 import { K, type TagRecord } from "../metadata/mod.ts";
@@ -41,8 +42,8 @@ export interface PruneSummary {
 export interface PruneDeps {
   /** namespaces, tags, pull times, index children and referrers it judges by */
   kv: Deno.Kv;
-  /** the normal delete path its deletes take (events, replication) */
-  manifests: Pick<Registry["manifests"], "delete">;
+  /** the normal delete path its deletes take (events, replication), and the tags it refuses */
+  manifests: Pick<Registry["manifests"], "delete" | "isImmutable">;
 }
 
 /** Tag deletes in flight at once within a namespace. */
@@ -146,7 +147,9 @@ async function pruneNamespace(
       s.kept++;
       continue;
     }
-    const why = await protection(img.digest);
+    const why = manifests.isImmutable(ns, img.tag)
+      ? "protected: an immutable tag"
+      : await protection(img.digest);
     if (why) {
       s.protected++;
       opts.report?.(`keep ${ns}:${img.tag} (${img.digest}): ${why}`);
@@ -175,7 +178,10 @@ async function pruneNamespace(
   }));
   if (opts.dryRun) {
     // The manifests a real run would delete: every tag of theirs goes.
-    const going = new Set(images.filter((i) => !isKept(i, rules, now)).map((i) => i.tag));
+    const going = new Set(
+      images.filter((i) => !isKept(i, rules, now) && !manifests.isImmutable(ns, i.tag))
+        .map((i) => i.tag),
+    );
     for (const d of new Set(images.map((i) => i.digest))) {
       const tags = images.filter((i) => i.digest === d);
       if (tags.every((t) => going.has(t.tag)) && !(await protection(d))) {

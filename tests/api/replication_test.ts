@@ -333,12 +333,20 @@ immutable_tags = true
             const f = (await jobs(a, "failed")).find((j) => j.lock_key === "push|b|app/locked:v1")!;
             assert.equal(f.attempts, 14, "retried up to max_attempts");
             assert.match(String(f.last_error), /409.*DENIED/);
-            // Clear the conflict downstream (delete the tag), then retry the job.
+            // An immutable tag cannot be deleted downstream either (issue 35): clear the
+            // conflict by making the repository mutable there, then retry the job.
             const del = await fetch(`${b.url}/v2/app/locked/manifests/v1`, {
               method: "DELETE",
               headers: basic,
             });
-            assert.equal(del.status, 202);
+            assert.equal(del.status, 409);
+            assert.match(await del.text(), /DENIED/);
+            await b.stop();
+            b = await startServer({
+              port: bPort,
+              config: bConfig.replace("immutable_tags = true", "immutable_tags = false"),
+              dataDir: b.dataDir,
+            });
             const retry = await req(
               a,
               `/v2/_svc/jobs/failed?queue=replication&key=${f.storage_key}`,

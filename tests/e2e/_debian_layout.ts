@@ -2,6 +2,7 @@
 // one gzipped layer with Debian 12's /etc/os-release and a dpkg status database, the config's
 // diff_ids right, the manifest under a tag in index.json. What a report of it must say is
 // exported beside it.
+import assert from "node:assert/strict";
 import { gzipSync } from "node:zlib";
 import { join } from "node:path";
 import { sha256Hex } from "../helpers/server.ts";
@@ -138,4 +139,32 @@ export async function writeDebianLayout(dir: string, tag: string): Promise<Debia
     }),
   );
   return { dir, tag, manifest, layer };
+}
+
+/** A listing of the layer names exactly its regular files. */
+export function assertDebianListing(listing: { entries: { path: string; kind: string }[] }): void {
+  const files = listing.entries.filter((e) => e.kind === "file").map((e) => e.path).sort();
+  assert.deepEqual(files, DEBIAN_FILES);
+}
+
+/** The image's report: Debian 12, its installed packages, and, with no advisory data, said to
+ * be not checked (never "clean"). */
+export function assertDebianReport(
+  // deno-lint-ignore no-explicit-any
+  report: any,
+  layout: DebianLayout,
+): void {
+  const json = JSON.stringify(report).slice(0, 3000);
+  assert.equal(report.digest, layout.manifest, json);
+  assert.equal(report.os?.id, "debian", json);
+  assert.equal(report.os?.version_id, "12", json);
+  const packages = (report.packages as { name: string; version: string; type: string }[])
+    .map((p) => ({ name: p.name, version: p.version, type: p.type }))
+    .sort((a, b) => a.name.localeCompare(b.name));
+  assert.deepEqual(packages, DEBIAN_PACKAGES.map((p) => ({ ...p, type: "deb" })));
+  assert.equal(report.vulnerabilities_checked, false, json);
+  assert.equal(typeof report.not_checked, "string", json);
+  assert.ok(report.not_checked.length > 0, json);
+  assert.deepEqual(report.findings, []);
+  assert.deepEqual(report.warnings, [], `a partial report: ${json}`);
 }

@@ -23,7 +23,13 @@ export interface Docker {
   stop(): Promise<void>;
 }
 
-export async function startDocker(): Promise<Docker> {
+export interface DockerOptions {
+  /** run the daemon (and so `--network host` containers) in the network namespace held by this
+   * pid (tests/e2e/_netns.ts) */
+  netnsPid?: number;
+}
+
+export async function startDocker(opts: DockerOptions = {}): Promise<Docker> {
   // Short: the managed containerd's socket path lives under exec-root (108-byte limit).
   const dir = await Deno.makeTempDir({ prefix: "wdk-" });
   const sock = join(dir, "d.sock");
@@ -69,14 +75,37 @@ export async function startDocker(): Promise<Docker> {
     return { code: out.code, stdout: dec.decode(out.stdout), stderr: dec.decode(out.stderr) };
   };
   const ready = async () => (await docker(["version"], { timeoutMs: 5_000 })).code === 0;
-  const daemon = await startDaemon("dockerd", args, ready).catch(async (e) => {
+  const [cmd, cmdArgs] = opts.netnsPid === undefined
+    ? ["dockerd", args]
+    : ["nsenter", ["-t", String(opts.netnsPid), "-n", "dockerd", ...args]];
+  const daemon = await startDaemon(cmd, cmdArgs, ready).catch(async (e) => {
+    await unmountUnder(dir);
     await Deno.remove(dir, { recursive: true }).catch(() => {});
     throw e;
   });
   const stop = async () => {
     await daemon.stop();
-    // vfs layers and the managed containerd's state are plain files once the daemon is gone.
+    // dockerd leaves its network namespace bind-mounted under the exec root (x/netns/default);
+    // once that is gone the vfs layers and containerd's state are plain files.
+    await unmountUnder(dir);
     await Deno.remove(dir, { recursive: true }).catch(() => {});
   };
   return { dir, docker, stop };
+}
+
+/** Lazily unmounts every mount point under `dir`, deepest first. */
+async function unmountUnder(dir: string): Promise<void> {
+  let mounts: string;
+  try {
+    mounts = await Deno.readTextFile("/proc/self/mountinfo");
+  } catch {
+    return;
+  }
+  const points = mounts.split("\n").map((l) => l.split(" ")[4]).filter((m) =>
+    m?.startsWith(`${dir}/`)
+  ).sort((a, b) => b.length - a.length);
+  for (const m of points) {
+    await new Deno.Command("umount", { args: ["-l", m], stdout: "null", stderr: "null" }).output()
+      .catch(() => {});
+  }
 }

@@ -245,6 +245,36 @@ export async function openNetns(): Promise<Netns> {
   return { pid, argv, run, spawn, http, close };
 }
 
+/**
+ * GETs `url` from inside `ns` until it answers other than 202 (every 250 ms, `timeoutMs` at
+ * most: the index and report endpoints' "still working"), which must be 200; returns its JSON.
+ * A failure carries `log()` (the server's output).
+ */
+export async function pollJson(
+  ns: Netns,
+  url: string,
+  timeoutMs: number,
+  log: () => string,
+  // deno-lint-ignore no-explicit-any
+): Promise<any> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const r = await ns.http(url);
+    if (r.status !== 202) {
+      if (r.status !== 200) {
+        throw new Error(`GET ${url}: ${r.status} ${r.body}\n--- output ---\n${log().slice(-4000)}`);
+      }
+      return JSON.parse(r.body);
+    }
+    if (Date.now() > deadline) {
+      throw new Error(
+        `GET ${url}: still 202 after ${timeoutMs} ms\n--- output ---\n${log().slice(-4000)}`,
+      );
+    }
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
 /** A chromium executable that runs inside `ns` (playwright-core's `executablePath`): a shell
  * script in `dir` that enters the namespace and execs `chromium` there, keeping the pipes
  * playwright drives it through. */

@@ -858,7 +858,7 @@ Deno.test({
               });
               assert.match(
                 (await note.textContent())!,
-                /^L2 has no file listing \(.+\); the tree shows the other layers\.$/,
+                /^L2: Not listed: .*not a tar archive.*; the tree shows the other layers\.$/,
               );
               await page.waitForSelector(`${TAB} .fs-pane[data-path="hello"][data-layer="1"]`);
               assert.deepEqual(await rowsOf(page), ["hello|1||"]);

@@ -1,9 +1,21 @@
 // The UI talks to Wharf over its public HTTP API only (OCI + `_svc`), like any other client.
 
 export class ApiError extends Error {
+  /** the OCI error code (`UNSUPPORTED`, `PROVIDER_UNAVAILABLE`, …); "" without an OCI body */
+  readonly code: string;
+  /** seconds of the answer's `Retry-After`, when it had one */
+  readonly retryAfter: number | null;
+
   /** `detail` is the server's reason (an OCI error body's `detail`), shown beside the message. */
-  constructor(readonly status: number, message: string, readonly detail = "") {
+  constructor(
+    readonly status: number,
+    message: string,
+    readonly detail = "",
+    extra: { code?: string; retryAfter?: number | null } = {},
+  ) {
     super(message);
+    this.code = extra.code ?? "";
+    this.retryAfter = extra.retryAfter ?? null;
   }
 }
 
@@ -39,15 +51,20 @@ export async function checked(r: Response): Promise<Response> {
   if (!r.ok) {
     let message = `${r.status} ${r.statusText}`;
     let detail = "";
+    let code = "";
     try {
       const body = await r.json();
       message = body?.errors?.[0]?.message ?? message;
       const d = body?.errors?.[0]?.detail;
       if (typeof d === "string") detail = d;
+      const c = body?.errors?.[0]?.code;
+      if (typeof c === "string") code = c;
     } catch {
       // not an OCI error body
     }
-    throw new ApiError(r.status, message, detail);
+    const ra = r.headers.get("retry-after");
+    const retryAfter = ra !== null && /^\d+$/.test(ra) ? Number(ra) : null;
+    throw new ApiError(r.status, message, detail, { code, retryAfter });
   }
   return r;
 }

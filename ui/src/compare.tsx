@@ -1,7 +1,8 @@
 // `/_compare/{namespace}?from=&to=[&from_platform=&to_platform=]`: two images of a namespace
 // compared by their merged filesystems (the image diff endpoint): sizes, waste, and what was
 // added, removed or changed. From and To offer the namespace's tags (and untagged images); an
-// index asks for a platform, which the page resolves to that platform's image for the diff.
+// index asks for a platform, which the page resolves to that platform's image for the diff. Layers
+// not fully indexed are named with their state, and the page then never says the two are the same.
 import { useState } from "preact/hooks";
 import { apiFetch, checked, getJson, nsPath, type Revision } from "./api.ts";
 import { CopyButton } from "./buttons.tsx";
@@ -10,9 +11,16 @@ import { humanSize, platformBadge, shortDigest } from "./oci.ts";
 import { COMPARE_PATH, navigate } from "./route.ts";
 import { ErrorState, Loading } from "./states.tsx";
 
+/** A layer of a side the diff could not (fully) compare, with its index state and reason. */
+interface Unindexed {
+  digest: string;
+  state: string;
+  error?: string;
+}
 interface Side {
   digest: string;
   layers: string[];
+  unindexed?: Unindexed[];
   files: number;
   regular_files?: number;
   total_bytes: number;
@@ -33,6 +41,51 @@ interface Diff {
   removed: Entry[];
   modified: { path: string; changes: string[]; from: Entry; to: Entry }[];
   truncated?: boolean;
+  /** every layer of both images was fully indexed (absent from older servers: read as true) */
+  complete?: boolean;
+}
+
+/** States a layer stays in: anything else (indexing could not run) is retried by the server. */
+const FINAL_STATES = new Set(["partial", "unsupported", "not-stored"]);
+
+function stateText(state: string): string {
+  switch (state) {
+    case "partial":
+      return "partial listing (only what could be read was compared)";
+    case "unsupported":
+      return "not listed";
+    case "not-stored":
+      return "its blob is not stored here";
+    case "unavailable":
+      return "indexing could not run on this machine; it is retried";
+    default:
+      return state;
+  }
+}
+
+/** The layers of either image that were not (fully) compared, each with its state. */
+function NotIndexed({ labels, diff }: { labels: [string, string]; diff: Diff }) {
+  const rows = ([[labels[0], diff.from], [labels[1], diff.to]] as [string, Side][])
+    .flatMap(([label, side]) => (side.unindexed ?? []).map((l) => ({ label, side, l })));
+  if (rows.length === 0) return null;
+  return (
+    <div class="not-indexed" role="note" data-section="not-indexed">
+      <p>
+        <strong>Not fully compared:</strong>{" "}
+        {rows.length === 1 ? "this layer is" : "these layers are"}{" "}
+        not fully indexed, so the files in {rows.length === 1 ? "it" : "them"}{" "}
+        were not (all) compared.
+      </p>
+      <ul>
+        {rows.map(({ label, side, l }) => (
+          <li key={`${label}/${l.digest}`} data-layer={l.digest} data-state={l.state}>
+            {label} <LayerRef side={side} digest={l.digest} />: {stateText(l.state)}
+            {l.error ? `: ${l.error}` : ""}
+          </li>
+        ))}
+      </ul>
+    </div>
+  );
 }
 
 /** What the namespace offers for From and To: tags, and which digests are indexes of what. */
@@ -165,6 +218,10 @@ function DiffView(
     to,
   ]);
   useInterval(reload, 2000, data === "indexing");
+  // A layer whose indexing could not run is retried by the server: the diff is asked again.
+  const retried = !!data && data !== "indexing" &&
+    [data.from, data.to].some((s) => (s.unindexed ?? []).some((l) => !FINAL_STATES.has(l.state)));
+  useInterval(reload, 10_000, retried);
   if (error) return <ErrorState error={error} retry={reload} />;
   if (!data) return <Loading />;
   if (data === "indexing") {
@@ -209,6 +266,7 @@ function DiffView(
         Paths: every entry it shows, directories and links included. Layers are numbered from the
         base (L1) of each image.
       </p>
+      <NotIndexed labels={labels} diff={data} />
       {data.truncated && (
         <p class="muted">
           Each list is cut at 1,000 entries.
@@ -249,7 +307,13 @@ function DiffView(
         </>
       )}
       {data.added.length + data.removed.length + data.modified.length === 0 && (
-        <p class="empty">The two filesystems are the same.</p>
+        data.complete === false
+          ? (
+            <p class="empty" data-incomplete>
+              No differences in what was compared; the layers named above were not (all) compared.
+            </p>
+          )
+          : <p class="empty">The two filesystems are the same.</p>
       )}
     </div>
   );

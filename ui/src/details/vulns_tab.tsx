@@ -1,6 +1,7 @@
 // The Vulnerabilities tab: an image's report (severity counts, findings with filter and sort, CSV
 // and SBOM downloads), or an index's per-platform summaries with `#vulnerabilities/<os>/<arch>`
-// selecting one platform's report.
+// selecting one platform's report. A report matched against no advisory record says "Not
+// checked" and why, with how to load advisory data: never "no known vulnerabilities".
 import { useMemo, useState } from "preact/hooks";
 import { apiFetch, checked, nsPath } from "../api.ts";
 import { downloadFrom } from "../download.ts";
@@ -39,6 +40,7 @@ function AdvisoryHelp() {
 
 const SEVERITIES = ["CRITICAL", "HIGH", "MEDIUM", "LOW", "UNKNOWN"] as const;
 type Counts = Partial<Record<typeof SEVERITIES[number], number>>;
+type Sort = "severity" | "package" | "id";
 
 interface Finding {
   id: string;
@@ -58,6 +60,9 @@ interface Report {
   platform: Platform | null;
   os: { pretty_name?: string; id?: string; version_id?: string } | null;
   advisories: { snapshot: string; records: number } | null;
+  /** false when no advisory record was matched (the server fills it in for older reports) */
+  vulnerabilities_checked: boolean;
+  not_checked?: string;
   note?: string;
   counts: Counts;
   packages: { name: string; version: string; type: string }[];
@@ -78,6 +83,8 @@ interface IndexSummary {
     platform: Platform | null;
     status: string;
     counts?: Counts;
+    vulnerabilities_checked?: false;
+    not_checked?: string;
     scanned_at?: string;
   }[];
 }
@@ -98,6 +105,24 @@ async function loadReport<T>(
     return { scanning: true };
   }
   return { scanning: false, body: await r.json() as T };
+}
+
+/** Why a report was not checked against advisories (the server's reason), or null when it was. */
+function notCheckedOf(rep: Report): string | null {
+  return rep.vulnerabilities_checked === false
+    ? rep.not_checked ?? "no advisory record was matched"
+    : null;
+}
+
+/** The state of a report not checked: never read as clean, with the reason. */
+function NotChecked({ reason, packages }: { reason: string; packages: number }) {
+  return (
+    <p class="not-checked" role="status" data-not-checked>
+      <strong>Not checked: {reason}.</strong>{" "}
+      {packages === 1 ? "The 1 package was" : `The ${packages} packages were`}{" "}
+      not matched against any advisory: no finding here does not mean no vulnerability.
+    </p>
+  );
 }
 
 function CountsRow({ counts }: { counts: Counts }) {
@@ -132,7 +157,7 @@ function ImageReport(
   );
   useInterval(reload, 2000, data?.scanning === true);
   const [filter, setFilter] = useState("");
-  const [sort, setSort] = useState<"severity" | "package" | "id">("severity");
+  const [sort, setSort] = useState<Sort>("severity");
   const [downloadError, setDownloadError] = useState<unknown>(null);
   const findings = useMemo(() => {
     if (!data || data.scanning) return [];
@@ -159,6 +184,7 @@ function ImageReport(
   if (!data) return <Loading />;
   if (data.scanning) return <Loading text="Scanning this image…" />;
   const rep = data.body;
+  const notChecked = notCheckedOf(rep);
   const base = `/v2/${nsPath(namespace)}/_svc/vulnerabilities/${digest}`;
   const file = digest.replace(":", "-").slice(0, 19);
   const dl = (format: string, name: string) => () =>
@@ -172,11 +198,17 @@ function ImageReport(
         </time>
         {rep.advisories
           ? ` · advisories ${rep.advisories.snapshot} (${rep.advisories.records} records)`
-          : ` · ${rep.note ?? "no advisories loaded"}`}
+          : " · no advisories loaded"}
         {rep.refreshing && " · a rescan with newer advisories is running"}
       </p>
-      {!rep.advisories && <AdvisoryHelp />}
-      <CountsRow counts={rep.counts} />
+      {notChecked !== null
+        ? (
+          <>
+            <NotChecked reason={notChecked} packages={rep.packages.length} />
+            <AdvisoryHelp />
+          </>
+        )
+        : <CountsRow counts={rep.counts} />}
       <div class="tools">
         <button type="button" onClick={dl("csv", `${file}-findings.csv`)}>
           Download CSV
@@ -208,6 +240,49 @@ function ImageReport(
           </ul>
         </>
       )}
+      {notChecked === null && (
+        <Findings
+          all={rep.findings}
+          shown={findings}
+          packages={rep.packages.length}
+          filter={filter}
+          setFilter={setFilter}
+          sort={sort}
+          setSort={setSort}
+        />
+      )}
+      <details>
+        <summary>{rep.packages.length} packages</summary>
+        <table class="list" data-section="packages">
+          <tbody>
+            {rep.packages.map((p, i) => (
+              <tr key={i}>
+                <td>{p.name}</td>
+                <td>{p.version}</td>
+                <td>{p.type}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      </details>
+    </div>
+  );
+}
+
+/** The findings of a checked report: filter, sort, and the table (or that there are none). */
+function Findings(
+  { all, shown, packages, filter, setFilter, sort, setSort }: {
+    all: Finding[];
+    shown: Finding[];
+    packages: number;
+    filter: string;
+    setFilter: (f: string) => void;
+    sort: Sort;
+    setSort: (s: Sort) => void;
+  },
+) {
+  return (
+    <>
       <h3>Findings</h3>
       <div class="tools">
         <label>
@@ -223,19 +298,19 @@ function ImageReport(
           Sort{" "}
           <select
             value={sort}
-            onChange={(e) => setSort((e.target as HTMLSelectElement).value as typeof sort)}
+            onChange={(e) => setSort((e.target as HTMLSelectElement).value as Sort)}
           >
             <option value="severity">severity</option>
             <option value="package">package</option>
             <option value="id">id</option>
           </select>
         </label>
-        <span class="muted">{findings.length} of {rep.findings.length}</span>
+        <span class="muted">{shown.length} of {all.length}</span>
       </div>
-      {rep.findings.length === 0
+      {all.length === 0
         ? (
-          <p class="empty">
-            No known vulnerabilities in {rep.packages.length} packages.
+          <p class="empty" data-clean>
+            No known vulnerabilities in {packages} packages.
           </p>
         )
         : (
@@ -251,7 +326,7 @@ function ImageReport(
               </tr>
             </thead>
             <tbody>
-              {findings.map((f) => (
+              {shown.map((f) => (
                 <tr
                   key={`${f.id}/${f.package}/${f.installed}`}
                   data-finding={f.id}
@@ -271,21 +346,7 @@ function ImageReport(
             </tbody>
           </table>
         )}
-      <details>
-        <summary>{rep.packages.length} packages</summary>
-        <table class="list" data-section="packages">
-          <tbody>
-            {rep.packages.map((p, i) => (
-              <tr key={i}>
-                <td>{p.name}</td>
-                <td>{p.version}</td>
-                <td>{p.type}</td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
-      </details>
-    </div>
+    </>
   );
 }
 
@@ -354,7 +415,17 @@ function IndexReport(
                 <code title={m.digest}>{shortDigest(m.digest)}</code>
               </td>
               <td>{m.status}</td>
-              <td>{m.counts ? <CountsRow counts={m.counts} /> : null}</td>
+              <td>
+                {m.vulnerabilities_checked === false
+                  ? (
+                    <span class="not-checked" data-not-checked>
+                      Not checked: {m.not_checked ?? "no advisory record was matched"}
+                    </span>
+                  )
+                  : m.counts
+                  ? <CountsRow counts={m.counts} />
+                  : null}
+              </td>
             </tr>
           ))}
         </tbody>

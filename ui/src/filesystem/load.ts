@@ -1,6 +1,8 @@
 // Fetching the layers' listings for the explorer. A layer not indexed yet answers 202
 // `{status:"indexing"}` (SPEC §Layer entries 1); it is asked again every second until 200, and the
-// tab says which layers are still being indexed meanwhile.
+// tab says which layers are still being indexed meanwhile. A layer the server will not list (404:
+// not a tar, over a budget) or could not index on its machine (503 PROVIDER_UNAVAILABLE, retried
+// there) is left out of the tree with the server's reason.
 import { ApiError, apiFetch, checked, nsPath } from "../api.ts";
 import { type LayerEntry, type LayerListing, type MergedTree, TreeBuilder } from "./model.ts";
 
@@ -23,6 +25,17 @@ export function fileUrl(
   return `${layerUrl(namespace, digest, "file")}?path=${encodeURIComponent(path)}${
     download ? "&download" : ""
   }`;
+}
+
+/**
+ * The server's reason for a layer without a listing, without the digest and the framing the tab
+ * says itself ("sha256:…: indexing could not run: X; it is retried" → "X").
+ */
+export function layerReason(e: ApiError, digest: string): string {
+  let r = e.detail || e.message;
+  if (r.startsWith(digest)) r = r.slice(digest.length).replace(/^(:| cannot be listed:)\s*/, "");
+  r = r.replace(/^indexing could not run:\s*/, "").replace(/;\s*it is retried$/, "");
+  return r || e.message;
 }
 
 const sleep = (ms: number, signal: AbortSignal) =>
@@ -80,12 +93,15 @@ export async function loadTree(
           }),
         );
       } catch (e) {
-        // A layer that cannot be listed (not a tar, over the index limits, not stored) leaves
-        // the others browsable, as a runtime would still apply them; anything else (sign-in,
-        // permission, a server error) is the tab's error.
-        if (!(e instanceof ApiError && e.status === 404)) throw e;
+        // A layer that cannot be listed (not a tar, over the index limits, not stored) or whose
+        // indexing could not run leaves the others browsable, as a runtime would still apply
+        // them; anything else (sign-in, permission, a server error) is the tab's error.
+        const unavailable = e instanceof ApiError && e.status === 503 &&
+          e.code === "PROVIDER_UNAVAILABLE";
+        if (!(e instanceof ApiError && (e.status === 404 || unavailable))) throw e;
         if (waiting.delete(li)) report();
-        builder.markUnlisted(li, e.message);
+        const kind = unavailable ? "unavailable" : "unlisted";
+        builder.markUnlisted(li, layerReason(e, d), kind, e.retryAfter ?? undefined);
         complete(li);
         return;
       }

@@ -6,7 +6,8 @@
 import { useEffect, useMemo, useRef, useState } from "preact/hooks";
 import { ErrorState, Loading } from "../states.tsx";
 import type { FsRoute } from "./anchor.ts";
-import { loadTree } from "./load.ts";
+import { apiFetch } from "../api.ts";
+import { layerUrl, loadTree } from "./load.ts";
 import {
   flatten,
   formatSize,
@@ -104,6 +105,29 @@ export function FilesystemTab(props: FilesystemTabProps) {
     if (tree) performance.mark("wharf-fs-shown");
   }, [tree]);
 
+  // A layer whose indexing could not run is retried by the server: it is asked again (HEAD, no
+  // listing sent) when the server said to, and the tree reloads once it answers otherwise.
+  useEffect(() => {
+    const retried = tree?.unlisted.filter((u) => u.kind === "unavailable") ?? [];
+    if (retried.length === 0) return;
+    const secs = Math.min(60, Math.max(2, Math.min(...retried.map((u) => u.retryAfter ?? 5))));
+    let live = true;
+    const timer = setInterval(async () => {
+      for (const u of retried) {
+        const url = layerUrl(namespace, digests[u.layer], "entries");
+        const r = await apiFetch(url, { method: "HEAD" }).catch(() => null);
+        if (live && r && r.status !== 503) {
+          setAttempt((a) => a + 1);
+          return;
+        }
+      }
+    }, secs * 1000);
+    return () => {
+      live = false;
+      clearInterval(timer);
+    };
+  }, [tree]);
+
   const target = tree ? resolveRoute(tree, route) : null;
   const openedKey = target ? keyOf(target.node, target.version) : null;
 
@@ -186,9 +210,17 @@ export function FilesystemTab(props: FilesystemTabProps) {
         {tree.entryCount} entries in {tree.layerCount} layer{tree.layerCount === 1 ? "" : "s"},{" "}
         {visibleFiles} files in the image, {formatSize(waste)} wasted
       </p>
-      {tree.unlisted.map((p) => (
-        <p class="fs-warning" role="note" key={`u${p.layer}`} data-unlisted={p.layer + 1}>
-          L{p.layer + 1} has no file listing ({p.error}); the tree shows the other layers.
+      {[...tree.unlisted].sort((a, b) => a.layer - b.layer).map((p) => (
+        <p
+          class="fs-warning"
+          role="note"
+          key={`u${p.layer}`}
+          data-unlisted={p.layer + 1}
+          data-kind={p.kind}
+        >
+          L{p.layer + 1}: {p.kind === "unavailable"
+            ? `Indexing could not run: ${p.error}; it will be retried`
+            : `Not listed: ${p.error}`}; the tree shows the other layers.
         </p>
       ))}
       {tree.partial.map((p) => (

@@ -77,6 +77,15 @@ export interface FsNode {
   present: boolean;
 }
 
+/** A layer the tree lacks, and why (the server's reason). */
+export interface Unlisted {
+  layer: number;
+  error: string;
+  kind: "unlisted" | "unavailable";
+  /** `unavailable`: the seconds the server said to wait before asking again */
+  retryAfter?: number;
+}
+
 export interface MergedTree {
   root: FsNode;
   byPath: Map<string, FsNode>;
@@ -85,8 +94,11 @@ export interface MergedTree {
   entryCount: number;
   /** listings that were cut short by the indexer (`partial`), with their error */
   partial: { layer: number; error: string }[];
-  /** layers with no listing (a 404 from the entries endpoint), with its message */
-  unlisted: { layer: number; error: string }[];
+  /**
+   * layers with no listing, and why: `unlisted` (a 404 from the entries endpoint: not a tar, over
+   * a budget, …) or `unavailable` (a 503: indexing could not run on this machine, retried)
+   */
+  unlisted: Unlisted[];
   /** regular files visible in the image */
   visibleFiles: number;
   /** bytes of regular files a later layer overwrote or removed (as `wasted` adds them up) */
@@ -153,7 +165,7 @@ export class TreeBuilder {
   readonly byPath = new Map<string, FsNode>([["", this.root]]);
   entryCount = 0;
   readonly partial: { layer: number; error: string }[] = [];
-  readonly unlisted: { layer: number; error: string }[] = [];
+  readonly unlisted: Unlisted[] = [];
   /** milliseconds spent merging */
   ms = 0;
 
@@ -211,9 +223,22 @@ export class TreeBuilder {
     this.partial.push({ layer: li, error });
   }
 
-  /** A layer has no listing at all (not a tar, over the index limits): why. */
-  markUnlisted(li: number, error: string) {
-    this.unlisted.push({ layer: li, error });
+  /**
+   * A layer has no listing: none at all (not a tar, over the index limits), or none yet because
+   * indexing could not run (`unavailable`); why.
+   */
+  markUnlisted(
+    li: number,
+    error: string,
+    kind: Unlisted["kind"] = "unlisted",
+    retryAfter?: number,
+  ) {
+    this.unlisted.push({
+      layer: li,
+      error,
+      kind,
+      ...(retryAfter !== undefined ? { retryAfter } : {}),
+    });
   }
 
   finish(): MergedTree {

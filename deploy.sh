@@ -103,8 +103,16 @@ image() {
     git ls-files -z -- main.ts deno.json deno.lock commands lib routes deploy | grep -zv '_test\.ts$' |
       xargs -0 -I{} install -D -m 0644 {} "$rootfs/app/{}"
     cp -r ui/dist "$rootfs/app/ui/"
-    # npm packages resolved from deno.lock into the image's own cache (from the npm registry
-    # or this machine's cache), so the container starts with --cached-only and no network.
+    # npm packages resolved from deno.lock into the image's own cache, so the container starts
+    # with --cached-only and no network: copied from this machine's Deno cache where it holds
+    # them (an offline machine builds the image), the rest downloaded from the npm registry.
+    local npm_from npm_to="$userfs/opt/deno/npm/registry.npmjs.org" rel
+    npm_from="$(deno info --json | sed -nE 's/^ *"npmCache": *"(.*)",?$/\1/p')/registry.npmjs.org"
+    mkdir -p "$npm_to"
+    deno eval --no-config 'for (const k of Object.keys(JSON.parse(Deno.readTextFileSync("deno.lock")).npm ?? {})) { const at = k.indexOf("@", 1), name = k.slice(0, at); console.log(`${name}/${k.slice(at + 1).split("_")[0]}`); }' |
+      sort -u | while read -r rel; do
+        if [ -e "$npm_from/$rel" ]; then (cd "$npm_from" && cp -a --parents "$rel" "$npm_to/"); fi
+      done
     DENO_DIR="$userfs/opt/deno" deno cache --unstable-kv --frozen "$rootfs/app/main.ts" >/dev/null
     mkdir -p "$rootfs/etc/wharf" "$userfs/data" "$rootfs/tmp" "$rootfs/etc/ssl/certs"
     chmod 1777 "$rootfs/tmp"

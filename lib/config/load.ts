@@ -500,8 +500,17 @@ function readDownstreams(
       "prune",
       "max_concurrent_transfers",
       "reconcile_interval_secs",
+      "upload_hosts",
     ]);
     const connection = readConnection(r, t, p);
+    const uploadHosts = (r.strings(t, "upload_hosts", p) ?? []).map((h, i) => {
+      // An origin, as the upload Location is compared by origin.
+      const u = isUrl(h) ? new URL(h) : null;
+      if (!u || u.pathname !== "/" || u.search || u.hash || u.username || u.password) {
+        r.fail(`${p}.upload_hosts[${i}]`, `"${h}" must be an origin: http(s)://host[:port]`);
+      }
+      return u.origin;
+    });
     const name = r.str(t, "name", p);
     if (!name) r.fail(`${p}.name`, "is required");
     if (!/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/.test(name!)) {
@@ -524,6 +533,7 @@ function readDownstreams(
         DOWNSTREAM_DEFAULTS.maxConcurrentTransfers,
       reconcileIntervalSecs: r.int(t, "reconcile_interval_secs", p, 1) ??
         DOWNSTREAM_DEFAULTS.reconcileIntervalSecs,
+      uploadHosts,
     };
   });
 }

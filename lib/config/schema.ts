@@ -266,6 +266,11 @@ export interface DownstreamConfig extends UpstreamConfig {
   maxConcurrentTransfers: number;
   /** how often the server reconciles (modes with reconcile) */
   reconcileIntervalSecs: number;
+  /**
+   * origins besides `url`'s where the downstream may send blob uploads (its upload `Location`):
+   * registries whose data plane is another host; absent or empty: the downstream's origin only
+   */
+  uploadHosts?: string[];
 }
 
 export const DOWNSTREAM_DEFAULTS = {

@@ -50,6 +50,8 @@ export class DownstreamClient {
   readonly name: string;
   readonly url: string;
   private readonly origin: string;
+  /** where an upload Location may point besides `origin` (`upload_hosts`) */
+  private readonly uploadOrigins: ReadonlySet<string>;
   private readonly t: Transport;
   private readonly auth: Authenticator;
 
@@ -58,6 +60,7 @@ export class DownstreamClient {
     this.url = cfg.url;
     const base = new URL(cfg.url);
     this.origin = base.origin;
+    this.uploadOrigins = new Set(cfg.uploadHosts ?? []);
     let caCerts: string[] | undefined;
     if (cfg.caBundle !== null) caCerts = [Deno.readTextFileSync(cfg.caBundle)];
     this.t = new Transport({
@@ -116,9 +119,22 @@ export class DownstreamClient {
     return ex;
   }
 
-  /** The error of a non-success answer, carrying the registry's own error text. */
+  /**
+   * The error of a non-success answer, carrying the registry's own error text when the
+   * downstream's origin answered; another origin's (an upload host, a redirect's target) is
+   * named by its status only, so a host the config did not name cannot write into the
+   * replication status and the logs.
+   */
   private async failure(ex: Exchange, what: string): Promise<UpstreamError> {
     const res = ex.response;
+    if (ex.url.origin !== this.origin) {
+      await ex.discard();
+      // Not even its reason phrase: the status number and Retry-After only.
+      const bare = new Response(null, { status: res.status, headers: pick(res, "retry-after") });
+      const err = this.t.statusError(what, bare);
+      err.message += ` (from ${ex.url.origin})`;
+      return err;
+    }
     let detail = "";
     try {
       const text = new TextDecoder().decode(await readBounded(this.t, ex, ERROR_BODY_MAX, what));
@@ -168,16 +184,31 @@ export class DownstreamClient {
     return this.location(ex, what);
   }
 
+  /**
+   * Where the upload goes next. Wharf's PATCHes and PUT carry the blob there, so a Location on
+   * another origin is followed only when `upload_hosts` lists it (a registry whose data plane is
+   * another host); otherwise the job fails at once naming the host, and nothing is sent to it.
+   */
   private location(ex: Exchange, what: string): URL {
     const loc = ex.response.headers.get("location");
     if (!loc) throw this.t.error("invalid", `${what}: answer without Location`);
+    let u: URL;
     try {
-      const u = new URL(loc, ex.url);
+      u = new URL(loc, ex.url);
       if (u.protocol !== "http:" && u.protocol !== "https:") throw new Error(u.protocol);
-      return u;
     } catch {
       throw this.t.error("invalid", `${what}: unusable Location ${loc.slice(0, 200)}`);
     }
+    if (u.origin !== this.origin && !this.uploadOrigins.has(u.origin)) {
+      // Permanent (kind denied): the same answer gets the same refusal until the config changes.
+      throw this.t.error(
+        "denied",
+        `${what}: upload Location on ${u.origin} refused: not the downstream's origin ` +
+          `${this.origin} nor in its upload_hosts (add "${u.origin}" to upload_hosts of ` +
+          `downstream "${this.name}" if the downstream stores uploads there)`,
+      );
+    }
+    return u;
   }
 
   /**
@@ -384,18 +415,24 @@ export class DownstreamClient {
         throw this.t.error("invalid", `${what}: not JSON`);
       }
       if (Array.isArray(doc.tags)) out.push(...doc.tags.filter((t) => typeof t === "string"));
-      url = nextLink(ex.response.headers.get("link"), ex.url);
+      url = nextLink(ex.response.headers.get("link"), ex.url, this.origin);
     }
     return out;
   }
 }
 
-function nextLink(link: string | null, base: URL): URL | null {
+function pick(res: Response, name: string): Record<string, string> {
+  const v = res.headers.get(name);
+  return v === null ? {} : { [name]: v };
+}
+
+/** The next page, resolved against the answering URL; null unless on the downstream's origin. */
+function nextLink(link: string | null, base: URL, origin: string): URL | null {
   const m = link ? /<([^>]+)>\s*;\s*rel="?next"?/.exec(link) : null;
   if (!m) return null;
   try {
     const u = new URL(m[1], base);
-    return u.origin === base.origin ? u : null;
+    return u.origin === origin ? u : null;
   } catch {
     return null;
   }

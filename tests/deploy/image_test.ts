@@ -1,13 +1,14 @@
 // `deploy.sh image` and `deploy.sh binary`. The image is built with buildah from a fresh clone of
 // the repository's HEAD (what CI and a release build: a working tree's uncommitted or untracked
-// files would make another image), pushed to a Wharf under test and inspected there (non-root
-// user, /data volume, healthcheck on /healthz, entrypoint with the permission set), and written
-// as a docker-archive that a private Docker daemon loads and runs with its default command, in a
-// private network namespace (its port 5000 clashes with nothing; offline). There the container
-// serves as its user, its healthcheck passes, a skopeo push lands in the /data volume, and the
-// pushed image's layer is listed and its packages reported: both parses run in sandbox children,
-// so the children start inside the container as the non-root user. The binary target needs the
-// Deno runtime download (or DENORT_BIN), so only its command line is checked.
+// files would make another image) inside a private network namespace, so offline as
+// docs/deploy.md promises; written as a docker-archive, pushed to a Wharf under test and inspected
+// there (non-root user, /data volume, healthcheck on /healthz, entrypoint with the permission
+// set); then a private Docker daemon in the same namespace (its port 5000 clashes with nothing)
+// loads it and runs it with its default command. There the container serves as its user, its
+// healthcheck passes, a skopeo push lands in the /data volume, and the pushed image's layer is
+// listed and its packages reported: both parses run in sandbox children, so the children start
+// inside the container as the non-root user. The binary target needs the Deno runtime download
+// (or DENORT_BIN), so only its command line is checked.
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -30,12 +31,12 @@ const imageSkip = missingReason(
     ...(runs("buildah", ["--version"]) ? [] : ["buildah"]),
     ...(runs("skopeo", ["--version"]) ? [] : ["skopeo"]),
     ...(runs("git", ["--version"]) ? [] : ["git"]),
+    ...netnsMissingTools(),
   ],
-  "apt-get install buildah skopeo git",
+  "apt-get install buildah skopeo git util-linux iproute2 curl",
 );
 // Checked only where the image itself can be built.
-const dockerSkip = imageSkip ?? dockerMissing() ??
-  missingReason("image in Docker", netnsMissingTools(), "apt-get install util-linux iproute2 curl");
+const dockerSkip = imageSkip ?? dockerMissing();
 
 async function sh(
   cmd: string,
@@ -110,7 +111,7 @@ Deno.test({
 
 Deno.test({
   name:
-    "deploy.sh image: built from a clean clone, pushed and inspected, then run by Docker: serves as its user, healthcheck, a push listed and scanned in sandbox children",
+    "deploy.sh image: built offline from a clean clone, pushed and inspected, then run by Docker: serves as its user, healthcheck, a push listed and scanned in sandbox children",
   ignore: imageSkip !== null,
   ...serverTestOpts,
   async fn(t) {
@@ -124,28 +125,56 @@ Deno.test({
     const env = { CONTAINERS_STORAGE_CONF: storage, TMPDIR: dir };
     const archive = join(dir, "wharf.tar");
     const tag = "localhost/wharf-ci:test";
+    let ns: Netns | null = null;
     try {
       const clone = join(dir, "wharf");
       const cl = await sh("git", ["clone", "--quiet", "--no-hardlinks", ROOT, clone]);
       assert.equal(cl.code, 0, cl.stderr);
+      // Offline, as docs/deploy.md promises: the build sees no network at all.
+      ns = await openNetns();
+      const net = ns;
+
+      await t.step("built offline with buildah from a clean clone; --push's command", async () => {
+        const b = await net.run([
+          "bash",
+          "deploy.sh",
+          "image",
+          "--tag",
+          tag,
+          "--output",
+          `docker-archive:${archive}`,
+        ], { cwd: clone, env, timeoutMs: 300_000 });
+        assert.equal(b.code, 0, `${b.stdout}\n${b.stderr}`);
+        const dry = await sh("bash", [
+          "deploy.sh",
+          "image",
+          "--dry-run",
+          "--tag",
+          tag,
+          "--push",
+          "docker://registry.example/wharf:1",
+          "--tls-verify=false",
+        ], { cwd: clone, env });
+        assert.equal(dry.code, 0, dry.stderr);
+        assert.match(
+          dry.stdout,
+          /^buildah push --tls-verify=false localhost\/wharf-ci:test docker:\/\/registry\.example\/wharf:1$/m,
+        );
+      });
 
       // deno-lint-ignore no-explicit-any
       let config: any = null;
-      await t.step("built with buildah, pushed to Wharf, its config as shipped", async () => {
+      await t.step("pushed to Wharf, its config as shipped", async () => {
         await withServer({}, async (s) => {
           const ref = `127.0.0.1:${s.port}/wharf/server:ci`;
-          const b = await sh("bash", [
-            "deploy.sh",
-            "image",
-            "--tag",
-            tag,
-            "--output",
+          const cp = await sh("skopeo", [
+            "--insecure-policy",
+            "copy",
+            "--dest-tls-verify=false",
             `docker-archive:${archive}`,
-            "--push",
             `docker://${ref}`,
-            "--tls-verify=false",
-          ], { cwd: clone, env, timeoutMs: 300_000 });
-          assert.equal(b.code, 0, `${b.stdout}\n${b.stderr}`);
+          ]);
+          assert.equal(cp.code, 0, cp.stderr);
           const cfg = await sh("skopeo", [
             "inspect",
             "--tls-verify=false",
@@ -202,16 +231,18 @@ Deno.test({
         ignore: dockerSkip !== null,
         fn: async () => {
           assert.ok(config, "the image was not built");
-          await runInDocker(dir, archive, tag, config);
+          await runInDocker(net, dir, archive, tag, config);
         },
       });
     } finally {
+      await ns?.close();
       await Deno.remove(dir, { recursive: true }).catch(() => {});
     }
   },
 });
 
 async function runInDocker(
+  net: Netns,
   dir: string,
   archive: string,
   tag: string,
@@ -219,11 +250,8 @@ async function runInDocker(
   config: any,
 ): Promise<void> {
   const name = "wharf-image-test";
-  let ns: Netns | null = null;
   let docker: Docker | null = null;
   try {
-    ns = await openNetns();
-    const net = ns;
     // The daemon in the namespace: `--network host` is the namespace's, port 5000 is free.
     docker = await startDocker({ netnsPid: net.pid });
     const d = docker;
@@ -317,6 +345,5 @@ async function runInDocker(
       await docker.docker(["rm", "-f", name], { timeoutMs: 30_000 }).catch(() => {});
       await docker.stop();
     }
-    await ns?.close();
   }
 }

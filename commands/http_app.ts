@@ -17,6 +17,7 @@ export function httpApp(s: Services, policies: PolicySet) {
     clientIp: new ClientIpResolver(s.cfg.server.trustedProxies),
     layers: s.layers,
     reports: s.reports,
+    watch: s.watch,
     ...httpParts(s),
   };
   return { app: createApp(routes), routes };

@@ -33,6 +33,11 @@ export interface Services extends HttpParts {
   /** absent: the layer endpoints answer 404 */
   layers?: LayerIndex;
   reports?: Reports;
+  /**
+   * What keeps the stores from taking writes (lib/storage StoreWatch: free space, faults), for
+   * /readyz; absent: /readyz asks the KV only.
+   */
+  watch?: { problems(): Promise<string[]> };
 }
 
 /** What the listener knows about the connection (Deno.serve or the TLS listener). */

@@ -165,7 +165,8 @@ export function buildConfig(doc: Table, paths: string[]): Config {
   readAuth(r, r.table(doc.auth, "auth"), cfg);
 
   const bs = r.table(doc.blob_store, "blob_store");
-  r.only(bs, "blob_store", ["fs", "s3"]);
+  r.only(bs, "blob_store", ["fs", "s3", "min_free_bytes"]);
+  cfg.blobStore.minFreeBytes = r.int(bs, "min_free_bytes", "blob_store", 0) ?? null;
   const fs = r.table(bs.fs, "blob_store.fs");
   r.only(fs, "blob_store.fs", ["root_dir"]);
   cfg.blobStore.fs.rootDir = r.str(fs, "root_dir", "blob_store.fs") ?? cfg.blobStore.fs.rootDir;

@@ -133,6 +133,12 @@ export interface IndexConfig {
 export interface BlobStoreConfig {
   fs: { rootDir: string };
   s3: S3StoreConfig | null;
+  /**
+   * `[blob_store] min_free_bytes`: below this many free bytes on the blob store's filesystem (fs)
+   * or the KV file's, new uploads are refused (503) so deletes, scrub and metadata commits keep
+   * room; absent or null: 1% of the filesystem, at most 256 MiB; 0: no reserve.
+   */
+  minFreeBytes?: number | null;
 }
 
 /** Where untrusted content is parsed (docs/design.md, "Untrusted content"). */
@@ -371,7 +377,7 @@ export function defaultConfig(): Config {
   return {
     server: { bindAddress: "0.0.0.0", port: 5000, tls: null, trustedProxies: [] },
     auth: { identities: [], oidc: new Map(), tokenService: null, webhooks: new Map() },
-    blobStore: { fs: { rootDir: "./data/blobs" }, s3: null },
+    blobStore: { fs: { rootDir: "./data/blobs" }, s3: null, minFreeBytes: null },
     metadataStore: { path: "./data/metadata.kv", url: null },
     global: {
       maxBlobSize: null,

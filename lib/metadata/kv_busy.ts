@@ -4,42 +4,100 @@
 // runs beside the server on the same file, so every write is retried after a short jittered
 // pause. A failed commit applied nothing (it is atomic), so re-sending it is safe; reads never
 // hit this in WAL mode.
+//
+// A process that holds the write lock (an operator's sqlite3 shell in a transaction, a stuck
+// tool) is another matter: Deno then waits 5 s per write before "database is locked", and its
+// writes queue behind one another (five concurrent writes measured 5, 10, 15 s...). So retries
+// stop after BUSY_BOUND_MS, the write answers 503 naming the file (kv_faults.ts), and while the
+// lock stays every later write but one (the probe that notices its release) fails at once
+// instead of queueing for its 5 s.
+import { kvFaultError, type KvFaultKind, kvFaultKind } from "./kv_faults.ts";
 
 const ATTEMPTS = 200;
+/** Retries of a write refused for the lock stop once it has waited this long. */
+export const BUSY_BOUND_MS = 5_000;
 
 function isBusy(e: unknown): boolean {
   return e instanceof Error && /database is locked|database is busy/i.test(e.message);
 }
 
+/** The KV file a wrapper writes to, and who hears whether its writes reach it. */
+export interface KvWriteWatch {
+  /** the file, as errors name it */
+  path: string;
+  /** every write's outcome: null when it reached the file, else why it could not */
+  report?: (fault: { kind: KvFaultKind; detail: string } | null) => void;
+}
+
+/** Runs the writes of one KV handle: retried while busy, faults answered as 503. */
+class Writes {
+  /** when a write last gave up on another process's lock; 0: no lock seen since */
+  private lockedAt = 0;
+  private probing = false;
+  constructor(private readonly watch: KvWriteWatch) {}
+
+  async run<T>(fn: () => Promise<T>): Promise<T> {
+    const probe = this.lockedAt !== 0;
+    if (probe && this.probing) {
+      throw this.fault("locked", new Error("database is locked (held by another process)"));
+    }
+    if (probe) this.probing = true;
+    try {
+      const r = await retrying(fn);
+      this.lockedAt = 0;
+      this.watch.report?.(null);
+      return r;
+    } catch (e) {
+      const kind = kvFaultKind(e);
+      if (!kind) throw e;
+      if (kind === "locked") this.lockedAt = Date.now();
+      throw this.fault(kind, e as Error);
+    } finally {
+      if (probe) this.probing = false;
+    }
+  }
+
+  private fault(kind: KvFaultKind, e: Error): Error {
+    const err = kvFaultError(kind, this.watch.path, e);
+    this.watch.report?.({ kind, detail: err.detail });
+    return err;
+  }
+}
+
 async function retrying<T>(fn: () => Promise<T>): Promise<T> {
+  const t0 = Date.now();
   for (let attempt = 1;; attempt++) {
     try {
       return await fn();
     } catch (e) {
-      if (!isBusy(e) || attempt >= ATTEMPTS) throw e;
+      if (!isBusy(e) || attempt >= ATTEMPTS || Date.now() - t0 >= BUSY_BOUND_MS) throw e;
       await new Promise((r) => setTimeout(r, Math.random() * Math.min(2 * attempt, 25)));
     }
   }
 }
 
-function retryingAtomic(op: Deno.AtomicOperation): Deno.AtomicOperation {
-  const commit = op.commit.bind(op);
-  op.commit = () => retrying(commit);
-  return op;
-}
-
-/** The same Kv, with writes retried while another process holds the SQLite write lock. */
-export function withBusyRetry(kv: Deno.Kv): Deno.Kv {
+/**
+ * The same Kv, with writes retried while another process holds the SQLite write lock and a
+ * write the file cannot take (full, locked past the bound, read-only) thrown as a 503
+ * RegistryError naming it.
+ */
+export function withBusyRetry(kv: Deno.Kv, watch: KvWriteWatch = { path: "KV" }): Deno.Kv {
+  const writes = new Writes(watch);
   return new Proxy(kv, {
     get(target, prop) {
       switch (prop) {
         case "atomic":
-          return () => retryingAtomic(target.atomic());
+          return () => {
+            const op = target.atomic();
+            const commit = op.commit.bind(op);
+            op.commit = () => writes.run(commit);
+            return op;
+          };
         case "set":
           return (key: Deno.KvKey, value: unknown, o?: { expireIn?: number }) =>
-            retrying(() => target.set(key, value, o));
+            writes.run(() => target.set(key, value, o));
         case "delete":
-          return (key: Deno.KvKey) => retrying(() => target.delete(key));
+          return (key: Deno.KvKey) => writes.run(() => target.delete(key));
       }
       const v = Reflect.get(target, prop, target);
       return typeof v === "function" ? v.bind(target) : v;

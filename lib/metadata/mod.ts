@@ -34,7 +34,8 @@ export {
   strictIfRequested,
   valueSize,
 } from "./kv_limits.ts";
-export { withBusyRetry } from "./kv_busy.ts";
+export { BUSY_BOUND_MS, type KvWriteWatch, withBusyRetry } from "./kv_busy.ts";
+export { kvFaultAnswer, type KvFaultKind } from "./kv_faults.ts";
 export { enforceListedKeys, unlistedKey, UnlistedKeyError } from "./key_guard.ts";
 export {
   type Attempt,

@@ -67,6 +67,22 @@ export interface SyncFigures {
   tags_fetched: number;
 }
 
+/** One store's state as lib/storage's StoreWatch reports it (issue 38). */
+export interface StoreFigures {
+  store: string;
+  /** bytes free on its filesystem; null: not on a local filesystem (S3, KV Connect) */
+  freeBytes: number | null;
+  reserveBytes: number | null;
+  available: boolean;
+}
+
+/** Writes a store refused, by store and cause (reserve, full, unavailable, locked, read_only). */
+export interface StoreRefusals {
+  store: string;
+  cause: string;
+  n: number;
+}
+
 /** One downstream's figures as the replication status view reports them. */
 export interface ReplicationFigures {
   name: string;
@@ -190,6 +206,34 @@ export class Metrics {
       "wharf_kv_commit_retries",
       "Conflicted KV commit attempts and given-up changes since the process started, by operation",
       ["op", "outcome"],
+    ),
+  );
+  private readonly storeFree = this.set.add(
+    new Gauge(
+      "wharf_store_free_bytes",
+      "Bytes free on the filesystem of the blob store and of the KV file (local ones only)",
+      ["store"],
+    ),
+  );
+  private readonly storeReserve = this.set.add(
+    new Gauge(
+      "wharf_store_reserve_bytes",
+      "Free bytes under which new uploads are refused ([blob_store] min_free_bytes)",
+      ["store"],
+    ),
+  );
+  private readonly storeAvailable = this.set.add(
+    new Gauge(
+      "wharf_store_available",
+      "1 while the store takes writes; 0 while below its reserve or failing (as /readyz says)",
+      ["store"],
+    ),
+  );
+  private readonly storeRefusals = this.set.add(
+    new Counter(
+      "wharf_store_refusals_total",
+      "Writes refused because a store could not take them, by store and cause",
+      ["store", "cause"],
     ),
   );
   readonly blobStoreDuration = this.set.add(
@@ -476,6 +520,19 @@ export class Metrics {
         this.commitRetries.set(c.conflicts, [op, "conflict"]);
         this.commitRetries.set(c.exhausted, [op, "exhausted"]);
       }
+    };
+  }
+
+  /** The stores' free space, availability and refusals (lib/storage StoreWatch), at scrape. */
+  storesFrom(read: () => Promise<StoreFigures[]>, refusals: () => Iterable<StoreRefusals>): void {
+    for (const store of ["blob", "metadata"]) this.storeAvailable.set(1, [store]);
+    this.storeAvailable.collect = async () => {
+      for (const f of await read()) {
+        this.storeAvailable.set(f.available ? 1 : 0, [f.store]);
+        if (f.freeBytes !== null) this.storeFree.set(f.freeBytes, [f.store]);
+        if (f.reserveBytes !== null) this.storeReserve.set(f.reserveBytes, [f.store]);
+      }
+      for (const r of refusals()) this.storeRefusals.series([r.store, r.cause]).v = r.n;
     };
   }
 

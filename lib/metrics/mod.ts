@@ -7,6 +7,8 @@ export {
   SCRUB_KINDS,
   type ScrubResult,
   STORE_BUCKETS,
+  type StoreFigures,
+  type StoreRefusals,
 } from "./metrics.ts";
 export { Counter, Gauge, Histogram, InstrumentSet, type LabelValues } from "./instruments.ts";
 export { countingByteStream, countingStream } from "./counting_streams.ts";

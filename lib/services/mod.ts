@@ -5,6 +5,7 @@
 // imports it (tests/boundaries_test.ts), only main.ts's commands/ and deploy/ do.
 export { holderName, type OpenOptions, openServices, type Role, type Services } from "./open.ts";
 export { startSchedules } from "./schedules.ts";
+export { storeFaultAnswer } from "./store_faults.ts";
 export { type HttpParts, httpParts } from "./http_parts.ts";
 export { scrubberFor } from "./scrubber.ts";
 export { allWriteEffects, writeEffectsFor } from "./write_effects.ts";

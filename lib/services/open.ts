@@ -10,7 +10,13 @@ import {
   openMetadata,
   strictIfRequested,
 } from "../metadata/mod.ts";
-import { type BlobStore, InstrumentedBlobStore, openBlobStore } from "../storage/mod.ts";
+import {
+  type BlobStore,
+  InstrumentedBlobStore,
+  openBlobStore,
+  type StoreWatch,
+  watchStores,
+} from "../storage/mod.ts";
 import { Metrics } from "../metrics/mod.ts";
 import { Registry } from "../registry/mod.ts";
 import { Replicator } from "../replication/mod.ts";
@@ -44,6 +50,8 @@ export interface Services {
   /** the metadata KV every part shares (instrumented when serving) */
   readonly kv: Deno.Kv;
   readonly store: BlobStore;
+  /** free space and faults of the blob store and the KV file (/readyz, /metrics) */
+  readonly watch: StoreWatch;
   readonly metrics: Metrics;
   readonly jobs: JobQueues;
   readonly registry: Registry;
@@ -69,18 +77,23 @@ export async function openServices(cfg: Config, opts: OpenOptions): Promise<Serv
   const background = role !== "command";
   const metrics = new Metrics();
   if (role === "serve") metrics.watchEventLoop();
-  const rawStore = await openBlobStore(cfg);
+  const watch = watchStores(cfg);
+  const rawStore = await openBlobStore(cfg, watch);
   // Deploy serves /metrics without blob timings, and a worker's KV figures are nobody's to read.
   const store = role === "serve" || role === "worker"
     ? new InstrumentedBlobStore(rawStore, metrics.observeBlobStore)
     : rawStore;
   const rawKv = role === "deploy"
     ? strictIfRequested(await Deno.openKv(opts.deployKvPath || undefined))
-    : await openMetadata(cfg.metadataStore.url ?? cfg.metadataStore.path);
+    : await openMetadata(
+      cfg.metadataStore.url ?? cfg.metadataStore.path,
+      (f) => f ? watch.metadata.fault(f.kind, f.detail) : watch.metadata.ok(),
+    );
   const kv = role === "serve" ? instrumentKv(rawKv, metrics.observeKv) : rawKv;
   if (role === "serve") {
     metrics.countUploadSessionsWith(() => countUploadSessions(rawKv));
     metrics.commitRetriesFrom(commitRetryCounts);
+    metrics.storesFrom(() => watch.figures(), () => watch.refusals.values());
   }
   const jobs = background
     ? new JobQueues(kv, cfg.global.jobQueue, metrics.jobEvents)
@@ -113,6 +126,7 @@ export async function openServices(cfg: Config, opts: OpenOptions): Promise<Serv
     role,
     kv,
     store,
+    watch,
     metrics,
     jobs,
     get registry() {

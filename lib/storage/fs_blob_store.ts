@@ -3,6 +3,8 @@
 // is either absent or whole.
 import { dirname, join } from "node:path";
 import { Scavenger } from "../streams/mod.ts";
+import { osFault, storeFault } from "./faults.ts";
+import type { StoreWatch } from "./watch.ts";
 import {
   type AppendOptions,
   type AppendResult,
@@ -24,7 +26,37 @@ export class FsBlobStore implements BlobStore {
    */
   private readonly durableDirs = new Set<string>();
 
-  constructor(private readonly root: string) {}
+  /** how errors and /readyz name this store */
+  readonly label: string;
+
+  /**
+   * `watch`: refuses new bytes below the free-space reserve and hears of faults (a server's
+   * store has one; a scratch store or a test's may not).
+   */
+  constructor(private readonly root: string, private readonly watch: StoreWatch | null = null) {
+    this.label = `the blob store (${root})`;
+  }
+
+  /**
+   * A write's error as the client should see it: a full or failing filesystem becomes 503 with
+   * its cause (and is reported to the watch); anything else is passed on as it is.
+   */
+  private fault(e: unknown): unknown {
+    const f = osFault(e);
+    if (!f) return e;
+    this.watch?.blob.fault(f.kind, `${this.label} is ${f.kind} (${f.why})`);
+    return storeFault(f.kind, this.label, f.why);
+  }
+
+  /** Refuses new bytes below the reserve (the body, if any, is cancelled: it will not be read). */
+  private async admit(body?: ReadableStream<Uint8Array> | null): Promise<void> {
+    try {
+      await this.watch?.admit();
+    } catch (e) {
+      await body?.cancel().catch(() => {});
+      throw e;
+    }
+  }
 
   async init(): Promise<void> {
     await Deno.mkdir(join(this.root, "uploads"), { recursive: true });
@@ -64,23 +96,27 @@ export class FsBlobStore implements BlobStore {
 
   async writeDerived(name: string, body: ReadableStream<Uint8Array>): Promise<number> {
     const dst = this.derivedPath(name);
+    await this.admit(body);
     const tmp = this.uploadPath(`derived-${crypto.randomUUID()}`);
-    const f = await Deno.open(tmp, { write: true, create: true, truncate: true });
     let n = 0;
     try {
-      for await (const chunk of body) {
-        await writeAll(f, chunk);
-        n += chunk.byteLength;
+      const f = await Deno.open(tmp, { write: true, create: true, truncate: true });
+      try {
+        for await (const chunk of body) {
+          await writeAll(f, chunk);
+          n += chunk.byteLength;
+        }
+        await f.syncData();
+      } finally {
+        f.close();
       }
-      await f.syncData();
+      await Deno.mkdir(dirname(dst), { recursive: true });
+      await Deno.rename(tmp, dst);
     } catch (e) {
-      f.close();
       await Deno.remove(tmp).catch(() => {});
-      throw e;
+      throw this.fault(e);
     }
-    f.close();
-    await Deno.mkdir(dirname(dst), { recursive: true });
-    await Deno.rename(tmp, dst);
+    this.watch?.spent(n);
     return n;
   }
 
@@ -135,15 +171,23 @@ export class FsBlobStore implements BlobStore {
   }
 
   async put(digest: string, data: Uint8Array): Promise<void> {
+    await this.admit();
     const tmp = this.uploadPath(`put-${crypto.randomUUID()}`);
-    const f = await Deno.open(tmp, { write: true, create: true, truncate: true });
     try {
-      await writeAll(f, data);
-      await f.syncData();
-    } finally {
-      f.close();
+      const f = await Deno.open(tmp, { write: true, create: true, truncate: true });
+      try {
+        await writeAll(f, data);
+        await f.syncData();
+      } finally {
+        f.close();
+      }
+      await this.place(tmp, this.blobPath(digest));
+    } catch (e) {
+      await Deno.remove(tmp).catch(() => {});
+      throw this.fault(e);
     }
-    await this.place(tmp, this.blobPath(digest));
+    this.watch?.spent(data.byteLength);
+    this.watch?.blob.ok();
   }
 
   async delete(digest: string): Promise<void> {
@@ -158,57 +202,33 @@ export class FsBlobStore implements BlobStore {
     body: ReadableStream<Uint8Array> | null,
     opts: AppendOptions,
   ): Promise<AppendResult> {
-    // At offset 0 the open truncates: two file operations fewer for every single-request blob.
-    const f = await Deno.open(this.uploadPath(uuid), {
-      write: true,
-      create: true,
-      truncate: offset === 0,
-    });
+    if (body) await this.admit(body);
+    const path = this.uploadPath(uuid);
+    let f: Deno.FsFile | null = null;
     let written = 0;
     try {
-      if (offset > 0) {
-        // Bytes past the committed offset were never acknowledged (a crash mid-PATCH): drop them.
-        await f.truncate(offset);
-        await f.seek(offset, Deno.SeekMode.Start);
-      }
-      if (!body) return { written: 0, cut: false };
-      const chunks = bodyChunks(body, opts.unsized === true);
-      try {
-        for (;;) {
-          let r: IteratorResult<Uint8Array>;
-          try {
-            r = await chunks.next();
-          } catch {
-            return { written, cut: true };
-          }
-          if (r.done) return { written, cut: false };
-          const chunk = r.value;
-          if (written + chunk.byteLength > opts.maxBytes) {
-            // Keep what fits so a window check (416) can still see a complete prefix.
-            const room = opts.maxBytes - written;
-            if (room > 0) {
-              await writeAll(f, chunk.subarray(0, room));
-              opts.onChunk(chunk.subarray(0, room));
-              written += room;
-            }
-            throw new TooLargeError(`more than ${opts.maxBytes} bytes`);
-          }
-          await writeAll(f, chunk);
-          opts.onChunk(chunk);
-          written += chunk.byteLength;
-        }
-      } finally {
-        await chunks.return(undefined).catch(() => {});
-      }
-    } finally {
+      // At offset 0 the open truncates: two file operations fewer for every single-request blob.
+      f = await Deno.open(path, { write: true, create: true, truncate: offset === 0 });
+      const r = await appendTo(f, offset, body, opts, (n) => (written += n));
       // The caller acknowledges the new offset (a KV commit) once this returns: the bytes must
       // outlive a power loss first, or a resumed upload's persisted hash state would vouch for
       // bytes the file no longer holds. docker-registry syncs at the same points.
-      try {
-        if (written > 0) await f.syncData();
-      } finally {
-        f.close();
+      if (written > 0) await f.syncData();
+      this.watch?.spent(written);
+      this.watch?.blob.ok();
+      return r;
+    } catch (e) {
+      if (e instanceof TooLargeError) {
+        // What fit stays, as durable as any append's bytes (the caller ends the session).
+        if (written > 0) await f!.syncData().catch(() => {});
+        throw e;
       }
+      // Nothing of a failed append is acknowledged: its bytes go at once (on a full disk they
+      // are the room the next writes need), leaving the session at its committed offset.
+      if (f) await dropPast(f, path, offset);
+      throw this.fault(e);
+    } finally {
+      f?.close();
     }
   }
 
@@ -240,15 +260,20 @@ export class FsBlobStore implements BlobStore {
     opts?: CommitOptions,
   ): Promise<void> {
     const src = this.uploadPath(uuid);
-    if (opts?.synced) return await this.place(src, this.blobPath(digest));
-    const f = await Deno.open(src, { write: true });
     try {
-      await f.truncate(size);
-      await f.syncData();
-    } finally {
-      f.close();
+      if (!opts?.synced) {
+        const f = await Deno.open(src, { write: true });
+        try {
+          await f.truncate(size);
+          await f.syncData();
+        } finally {
+          f.close();
+        }
+      }
+      await this.place(src, this.blobPath(digest));
+    } catch (e) {
+      throw this.fault(e);
     }
-    await this.place(src, this.blobPath(digest));
   }
 
   /**
@@ -301,6 +326,66 @@ export class FsBlobStore implements BlobStore {
       if (!st?.isFile) continue;
       yield { name, size: st.size, mtime: st.mtime?.getTime() ?? 0 };
     }
+  }
+}
+
+/**
+ * Writes `body` at `offset` of the open upload file (truncating anything past `offset` first),
+ * reporting each chunk's size to `wrote` as it lands; does not sync.
+ */
+async function appendTo(
+  f: Deno.FsFile,
+  offset: number,
+  body: ReadableStream<Uint8Array> | null,
+  opts: AppendOptions,
+  wrote: (n: number) => void,
+): Promise<AppendResult> {
+  if (offset > 0) {
+    // Bytes past the committed offset were never acknowledged (a crash mid-PATCH): drop them.
+    await f.truncate(offset);
+    await f.seek(offset, Deno.SeekMode.Start);
+  }
+  if (!body) return { written: 0, cut: false };
+  let written = 0;
+  const chunks = bodyChunks(body, opts.unsized === true);
+  try {
+    for (;;) {
+      let r: IteratorResult<Uint8Array>;
+      try {
+        r = await chunks.next();
+      } catch {
+        return { written, cut: true };
+      }
+      if (r.done) return { written, cut: false };
+      const chunk = r.value;
+      if (written + chunk.byteLength > opts.maxBytes) {
+        // Keep what fits so a window check (416) can still see a complete prefix.
+        const room = opts.maxBytes - written;
+        if (room > 0) {
+          await writeAll(f, chunk.subarray(0, room));
+          opts.onChunk(chunk.subarray(0, room));
+          written += room;
+          wrote(room);
+        }
+        throw new TooLargeError(`more than ${opts.maxBytes} bytes`);
+      }
+      await writeAll(f, chunk);
+      opts.onChunk(chunk);
+      written += chunk.byteLength;
+      wrote(chunk.byteLength);
+    }
+  } finally {
+    await chunks.return(undefined).catch(() => {});
+  }
+}
+
+/** Removes what a failed append wrote: the file back to `offset`, or gone when that is 0. */
+async function dropPast(f: Deno.FsFile, path: string, offset: number): Promise<void> {
+  try {
+    if (offset > 0) await f.truncate(offset);
+    else await Deno.remove(path);
+  } catch {
+    // the next append truncates to its offset first; scrub removes a file left alone
   }
 }
 

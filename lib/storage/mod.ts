@@ -15,5 +15,8 @@ export {
 } from "./instrumented_blob_store.ts";
 export { MIN_PART_SIZE, S3BlobStore, type S3StoreSettings } from "./s3_blob_store.ts";
 export { S3Client, type S3Settings } from "./s3_client.ts";
-export { describeBlobStore, openBlobStore } from "./open.ts";
+export { describeBlobStore, openBlobStore, watchStores } from "./open.ts";
+export { type StoreFigures, type StoreName, StoreWatch } from "./watch.ts";
+export { type FaultReport, formatBytes, RETRY_AFTER_SECS } from "./faults.ts";
+export { storeErrorAnswer } from "./fault_answer.ts";
 export { BlobStoreOpenError } from "./s3_open_error.ts";

@@ -29,6 +29,7 @@ import {
 } from "./blob_store.ts";
 import { bodyChunks } from "./fs_blob_store.ts";
 import { bareEtag, S3Client, type S3Settings } from "./s3_client.ts";
+import type { StoreWatch } from "./watch.ts";
 
 export interface S3StoreSettings extends S3Settings {
   keyPrefix: string;
@@ -66,9 +67,16 @@ export class S3BlobStore implements BlobStore {
    * process knows nothing of is rehashed from its parts first (hashers.ts), which fills this in.
    */
   private readonly seen = new Map<string, Map<number, string>>();
-  constructor(private readonly s: S3StoreSettings) {
+  /**
+   * `watch`: hears whether S3 answers, and refuses new bytes while the KV file's filesystem is
+   * below its reserve (the bucket's own room is S3's to keep).
+   */
+  constructor(
+    private readonly s: S3StoreSettings,
+    private readonly watch: StoreWatch | null = null,
+  ) {
     if (s.partSize < MIN_PART_SIZE) throw new Error(`multipart_part_size below 5 MiB`);
-    this.client = new S3Client(s);
+    this.client = new S3Client(s, watch?.blob ?? null);
     this.prefix = s.keyPrefix === "" ? "" : `${s.keyPrefix.replace(/\/+$/, "")}/`;
     this.P = s.partSize;
   }
@@ -142,6 +150,7 @@ export class S3BlobStore implements BlobStore {
   }
 
   async put(digest: string, data: Uint8Array): Promise<void> {
+    await this.watch?.admit();
     if (await this.holds(digest, data.byteLength)) return;
     await this.client.put(this.blobKey(digest), data);
   }
@@ -167,6 +176,7 @@ export class S3BlobStore implements BlobStore {
   ): Promise<AppendResult> {
     this.uploadDir(uuid);
     if (!body) return { written: 0, cut: false };
+    await this.admit(body);
     const P = this.P;
     let k = Math.floor(offset / P);
     let fill = offset - k * P;
@@ -270,6 +280,16 @@ export class S3BlobStore implements BlobStore {
     }
     if (tooLarge) throw new TooLargeError(`more than ${opts.maxBytes} bytes`);
     return { written, cut };
+  }
+
+  /** Refuses new bytes below the reserve (the body, if any, is cancelled: it will not be read). */
+  private async admit(body: ReadableStream<Uint8Array>): Promise<void> {
+    try {
+      await this.watch?.admit();
+    } catch (e) {
+      await body.cancel().catch(() => {});
+      throw e;
+    }
   }
 
   /** Reads exactly `dst.length` bytes from the start of `key`; the object's ETag. */
@@ -461,6 +481,7 @@ export class S3BlobStore implements BlobStore {
 
   async writeDerived(name: string, body: ReadableStream<Uint8Array>): Promise<number> {
     const key = this.derivedKey(name);
+    await this.admit(body);
     // Small files (the common case) are one PUT; larger ones a multipart upload, which S3
     // makes visible only whole, so a reader sees the old file or the new one.
     const tmp = `derived-${crypto.randomUUID()}`;

@@ -5,6 +5,7 @@
 // PROVIDER_UNAVAILABLE, never a half-written object (S3 writes are all-or-nothing).
 import { AwsV4Signer } from "aws4fetch";
 import { RegistryError } from "../oci/mod.ts";
+import { type FaultReport, RETRY_AFTER_SECS } from "./faults.ts";
 import { Presigner } from "./s3_presign.ts";
 import { Http1Client, proxyConfigured } from "../http/mod.ts";
 
@@ -14,6 +15,13 @@ const DIRECT_MIN = 256 * 1024;
 const UPLOAD_TIMEOUT_MS = 300_000;
 /** S3's answers to a PUT are empty or a short XML error. */
 const ANSWER_MAX = 64 * 1024;
+/**
+ * How long S3 may take to start answering a request that sends no body (a GET's headers, a HEAD,
+ * a listing page, a copy): a server that accepts connections and never answers (stopped, not
+ * killed) must not hold a client forever. Server-side copies answer when done (s3rver) or stream
+ * whitespace until then (AWS): they get UPLOAD_TIMEOUT_MS.
+ */
+const ANSWER_TIMEOUT_MS = 20_000;
 
 export interface S3Settings {
   endpoint: string;
@@ -50,12 +58,24 @@ interface RequestInit {
   body?: Uint8Array | null;
   /** statuses returned to the caller instead of thrown (404 is always returned) */
   accept?: number[];
+  /** the answer may take this long to start (default ANSWER_TIMEOUT_MS) */
+  timeoutMs?: number;
 }
 
 /** S3 answered with a status that is not a retryable outage (403, 400, ...). */
 export class S3Error extends Error {
   constructor(readonly status: number, readonly code: string, message: string) {
     super(message);
+  }
+
+  /**
+   * What a client is told (routes/errors.ts): the store refused or garbled an operation (a
+   * revoked key, a deleted bucket), which is the provider's trouble, not the request's.
+   */
+  answer(): RegistryError {
+    return new RegistryError("PROVIDER_UNAVAILABLE", `${this.message}; retry later`, {
+      headers: { "Retry-After": String(RETRY_AFTER_SECS.unavailable) },
+    });
   }
 }
 
@@ -70,7 +90,15 @@ export class S3Client {
   private readonly signingKeys = new Map<string, ArrayBuffer>();
   private readonly presigner: Presigner;
   private readonly http1 = new Http1Client();
-  constructor(readonly s: S3Settings) {
+  /** how errors and /readyz name the store: `the blob store (S3 http://… bucket b)` */
+  readonly label: string;
+  /**
+   * `report`: told whether each request reached a working S3 (any answer but a 5xx) or met an
+   * outage, which is what /readyz says (nothing is cached from a failure: every request opens
+   * or reuses a connection afresh, so a restarted S3 serves the next one).
+   */
+  constructor(readonly s: S3Settings, private readonly report: FaultReport | null = null) {
+    this.label = `the blob store (S3 ${s.endpoint} bucket ${s.bucket})`;
     this.presigner = new Presigner({
       accessKeyId: s.accessKeyId,
       secretKey: s.secretKey,
@@ -124,58 +152,85 @@ export class S3Client {
   async request(method: string, key: string, init: RequestInit = {}): Promise<Response> {
     const url = this.url(key, init.query);
     let lastErr = "";
+    let state = "unreachable";
     for (let attempt = 0; attempt < this.attempts; attempt++) {
       if (attempt > 0) await sleep(this.backoff(attempt));
       const headers = new Headers(init.headers);
       if (init.body) headers.set("content-length", String(init.body.byteLength));
       let res: Response;
       try {
-        const signed = await this.signer(method, url, headers).sign();
-        if (init.body && init.body.byteLength >= DIRECT_MIN && !proxyConfigured()) {
-          // A part goes to the socket from its buffer: fetch would copy it first, and those
-          // 8 MiB copies, freed late, were most of a pushing server's memory (+150 MiB with 4
-          // uploads in flight; see lib/http/http1_client.ts).
-          const a = await this.http1.request({
-            method,
-            url: signed.url,
-            headers: signed.headers,
-            body: init.body,
-            timeoutMs: UPLOAD_TIMEOUT_MS,
-            readBody: ANSWER_MAX,
-          });
-          res = new Response(
-            a.status === 204 || a.status === 304 ? null : a.body as BodyInit | null,
-            {
-              status: a.status,
-              headers: [...a.headers],
-            },
-          );
-        } else {
-          res = await fetch(signed.url, {
-            method,
-            headers: signed.headers,
-            body: init.body as BodyInit | null | undefined,
-          });
-        }
+        res = await this.send(method, url, headers, init);
       } catch (e) {
         lastErr = `${method} ${key}: ${(e as Error).message}`;
+        state = "unreachable";
+        if (e instanceof AnswerTimeout) break; // a hung server would hang every retry too
         continue;
       }
-      if (res.ok || res.status === 404 || init.accept?.includes(res.status)) return res;
+      if (res.ok || res.status === 404 || init.accept?.includes(res.status)) {
+        this.report?.ok();
+        return res;
+      }
       const text = await res.text().catch(() => "");
       const code = /<Code>([^<]*)<\/Code>/.exec(text)?.[1] ?? "";
       if (res.status === 500 || res.status === 503 || code === "SlowDown") {
         lastErr = `${method} ${key}: S3 answered ${res.status} ${code}`;
+        state = "failing";
         continue;
       }
+      this.report?.ok();
       const msg = /<Message>([^<]*)<\/Message>/.exec(text)?.[1] ?? text.slice(0, 200);
       throw new S3Error(
         res.status,
         code,
-        `${method} ${key}: S3 answered ${res.status} ${code} ${msg}`,
+        `${this.label} refused ${method} ${key}: S3 answered ${res.status} ${code} ${msg}`,
       );
     }
-    throw unavailable(lastErr);
+    const detail = `${this.label} is ${state}: ${lastErr}`;
+    this.report?.fault("unavailable", detail);
+    throw unavailable(detail);
+  }
+
+  /** One attempt: signed, sent, answered (headers) within the request's timeout. */
+  private async send(
+    method: string,
+    url: URL,
+    headers: Headers,
+    init: RequestInit,
+  ): Promise<Response> {
+    const signed = await this.signer(method, url, headers).sign();
+    if (init.body && init.body.byteLength >= DIRECT_MIN && !proxyConfigured()) {
+      // A part goes to the socket from its buffer: fetch would copy it first, and those
+      // 8 MiB copies, freed late, were most of a pushing server's memory (+150 MiB with 4
+      // uploads in flight; see lib/http/http1_client.ts).
+      const a = await this.http1.request({
+        method,
+        url: signed.url,
+        headers: signed.headers,
+        body: init.body,
+        timeoutMs: UPLOAD_TIMEOUT_MS,
+        readBody: ANSWER_MAX,
+      });
+      return new Response(
+        a.status === 204 || a.status === 304 ? null : a.body as BodyInit | null,
+        { status: a.status, headers: [...a.headers] },
+      );
+    }
+    // Only the wait for the answer's headers is bounded: a body then streams at its reader's pace.
+    const ms = init.timeoutMs ?? ANSWER_TIMEOUT_MS;
+    const ctl = new AbortController();
+    const timer = setTimeout(() => ctl.abort(new AnswerTimeout(ms)), ms);
+    try {
+      return await fetch(signed.url, {
+        method,
+        headers: signed.headers,
+        body: init.body as BodyInit | null | undefined,
+        signal: ctl.signal,
+      });
+    } catch (e) {
+      throw ctl.signal.aborted ? ctl.signal.reason : e;
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   private backoff(attempt: number): number {
@@ -209,7 +264,9 @@ export class S3Client {
   async put(key: string, body: Uint8Array, headers: Record<string, string> = {}): Promise<string> {
     const res = await this.request("PUT", key, { body, headers });
     await res.body?.cancel();
-    if (res.status === 404) throw new S3Error(404, "NoSuchBucket", `PUT ${key}: 404`);
+    if (res.status === 404) {
+      throw new S3Error(404, "NoSuchBucket", `${this.label}: PUT ${key}: 404`);
+    }
     return bareEtag(res.headers.get("etag"));
   }
 
@@ -222,11 +279,14 @@ export class S3Client {
   async copy(src: string, dst: string): Promise<void> {
     const res = await this.request("PUT", dst, {
       headers: { "x-amz-copy-source": this.copySource(src) },
+      timeoutMs: UPLOAD_TIMEOUT_MS,
     });
     const text = await res.text();
     if (res.status === 404) throw new Deno.errors.NotFound(`s3 object ${src}`);
     // A copy can fail after its 200 has started: the error is then in the body.
-    if (text.includes("<Error>")) throw new S3Error(500, "CopyFailed", `copy ${src}: ${text}`);
+    if (text.includes("<Error>")) {
+      throw new S3Error(500, "CopyFailed", `${this.label}: copy ${src}: ${text}`);
+    }
   }
 
   private copySource(key: string): string {
@@ -241,7 +301,9 @@ export class S3Client {
       if (token) query["continuation-token"] = token;
       const res = await this.request("GET", "", { query });
       const xml = await res.text();
-      if (res.status === 404) throw new S3Error(404, "NoSuchBucket", `list ${prefix}: ${xml}`);
+      if (res.status === 404) {
+        throw new S3Error(404, "NoSuchBucket", `${this.label}: list ${prefix}: ${xml}`);
+      }
       for (const m of xml.matchAll(/<Contents>([\s\S]*?)<\/Contents>/g)) {
         const body = m[1];
         yield {
@@ -262,7 +324,9 @@ export class S3Client {
     const res = await this.request("POST", key, { query: { uploads: "" } });
     const xml = await res.text();
     const id = /<UploadId>([^<]+)<\/UploadId>/.exec(xml)?.[1];
-    if (!id) throw new S3Error(res.status, "NoUploadId", `create multipart ${key}: ${xml}`);
+    if (!id) {
+      throw new S3Error(res.status, "NoUploadId", `${this.label}: create multipart ${key}: ${xml}`);
+    }
     return unescapeXml(id);
   }
 
@@ -272,7 +336,9 @@ export class S3Client {
       body,
     });
     await res.body?.cancel();
-    if (res.status === 404) throw new S3Error(404, "NoSuchUpload", `part ${n} of ${key}`);
+    if (res.status === 404) {
+      throw new S3Error(404, "NoSuchUpload", `${this.label}: part ${n} of ${key}`);
+    }
     return res.headers.get("etag") ?? "";
   }
 
@@ -290,11 +356,14 @@ export class S3Client {
         "x-amz-copy-source": this.copySource(src),
         "x-amz-copy-source-range": `bytes=${range.start}-${range.end}`,
       },
+      timeoutMs: UPLOAD_TIMEOUT_MS,
     });
     const xml = await res.text();
     if (res.status === 404) throw new Deno.errors.NotFound(`s3 object ${src}`);
     const etag = /<ETag>([^<]+)<\/ETag>/.exec(xml)?.[1];
-    if (!etag) throw new S3Error(500, "CopyFailed", `part copy ${src}: ${xml.slice(0, 300)}`);
+    if (!etag) {
+      throw new S3Error(500, "CopyFailed", `${this.label}: part copy ${src}: ${xml.slice(0, 300)}`);
+    }
     return unescapeXml(etag);
   }
 
@@ -305,10 +374,18 @@ export class S3Client {
     const body = new TextEncoder().encode(
       `<CompleteMultipartUpload>${parts}</CompleteMultipartUpload>`,
     );
-    const res = await this.request("POST", key, { query: { uploadId }, body });
+    const res = await this.request("POST", key, {
+      query: { uploadId },
+      body,
+      timeoutMs: UPLOAD_TIMEOUT_MS,
+    });
     const xml = await res.text();
     if (res.status === 404 || xml.includes("<Error>")) {
-      throw new S3Error(500, "CompleteFailed", `complete ${key}: ${xml.slice(0, 300)}`);
+      throw new S3Error(
+        500,
+        "CompleteFailed",
+        `${this.label}: complete ${key}: ${xml.slice(0, 300)}`,
+      );
     }
   }
 
@@ -323,10 +400,18 @@ export class S3Client {
   }
 }
 
-export function unavailable(why: string): RegistryError {
-  return new RegistryError("PROVIDER_UNAVAILABLE", `blob store unavailable: ${why}`, {
-    headers: { "Retry-After": "5" },
+/** S3 did not answer, or answered 5xx, through every attempt. */
+function unavailable(detail: string): RegistryError {
+  return new RegistryError("PROVIDER_UNAVAILABLE", `${detail}; retry later`, {
+    headers: { "Retry-After": String(RETRY_AFTER_SECS.unavailable) },
   });
+}
+
+/** S3 accepted the request and did not start answering in time. */
+class AnswerTimeout extends Error {
+  constructor(ms: number) {
+    super(`no answer within ${ms / 1000} s`);
+  }
 }
 
 function sleep(ms: number): Promise<void> {

@@ -11,9 +11,8 @@
 // Run: deno run -A --unstable-kv bench/audit_bench.ts [--small]   (loopback only)
 import { createHash } from "node:crypto";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { wharfCommand } from "../tests/helpers/launch.ts";
 
-const ROOT = fileURLToPath(new URL("../", import.meta.url));
 const SMALL = Deno.args.includes("--small");
 const PUSHES = SMALL ? 300 : Number(Deno.env.get("BENCH_PUSHES") ?? 1800);
 const BURST = SMALL ? 100 : 200;
@@ -76,17 +75,7 @@ async function startWharf(label: string, extra: string): Promise<Server> {
     config,
     `[server]\nbind_address = "127.0.0.1"\nport = ${port}\n[blob_store.fs]\nroot_dir = "${dir}/blobs"\n[metadata_store]\npath = "${dir}/m.kv"\n[global.index]\non_push = "none"\n[scan]\non_push = false\n${extra}`,
   );
-  const child = new Deno.Command(Deno.execPath(), {
-    args: [
-      "run",
-      "--unstable-kv",
-      "-A",
-      "--v8-flags=--max-semi-space-size=4,--expose-gc",
-      join(ROOT, "main.ts"),
-      "serve",
-      "-c",
-      config,
-    ],
+  const child = wharfCommand(["serve", "-c", config], {
     stdout: "null",
     stderr: "null",
     env: { NO_COLOR: "1", RUST_BACKTRACE: "0" },

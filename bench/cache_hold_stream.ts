@@ -28,7 +28,6 @@ url = "${up.url}"
 url = "${up.url}"
 `,
   unchecked: true,
-  productionFlags: true,
 });
 try {
   const paths = {

@@ -15,9 +15,8 @@
 // Run: deno run -A --unstable-kv bench/events_bench.ts [--small] [--prune-only]   (loopback only)
 import { createHash } from "node:crypto";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { wharfCommand } from "../tests/helpers/launch.ts";
 
-const ROOT = fileURLToPath(new URL("../", import.meta.url));
 const SMALL = Deno.args.includes("--small");
 /** `--prune-only`: skip the push comparison */
 const PRUNE_ONLY = Deno.args.includes("--prune-only");
@@ -28,8 +27,6 @@ const CONCURRENCY = 16;
 const PRUNE_MANIFESTS = SMALL ? 20 : 100;
 const TAGS_PER_MANIFEST = 100;
 /** extra TOML with the webhook (e.g. a job queue setting), from WHARF_BENCH_HOOK_EXTRA */
-/** BENCH_PROF_DIR: Wharf writes a V8 CPU profile there (`--cpu-prof`) per server run */
-const PROF_DIR = Deno.env.get("BENCH_PROF_DIR");
 const HOOK_EXTRA = (Deno.env.get("WHARF_BENCH_HOOK_EXTRA") ?? "").replaceAll("\\n", "\n");
 
 interface Server {
@@ -94,18 +91,7 @@ async function startWharf(extra: string): Promise<Server> {
     config,
     `[server]\nbind_address = "127.0.0.1"\nport = ${port}\n[blob_store.fs]\nroot_dir = "${dir}/blobs"\n[metadata_store]\npath = "${dir}/m.kv"\n[global.index]\non_push = "none"\n[scan]\non_push = false\n${extra}`,
   );
-  const child = new Deno.Command(Deno.execPath(), {
-    args: [
-      "run",
-      "--unstable-kv",
-      "-A",
-      "--v8-flags=--max-semi-space-size=4,--expose-gc",
-      ...(PROF_DIR ? ["--cpu-prof", `--cpu-prof-dir=${PROF_DIR}`] : []),
-      join(ROOT, "main.ts"),
-      "serve",
-      "-c",
-      config,
-    ],
+  const child = wharfCommand(["serve", "-c", config], {
     stdout: "null",
     stderr: "null",
     env: { NO_COLOR: "1", RUST_BACKTRACE: "0" },
@@ -342,17 +328,7 @@ await rx.stop();
     const tags = PRUNE_MANIFESTS * TAGS_PER_MANIFEST;
     for (const dry of [true, false]) {
       const t0 = performance.now();
-      const out = await new Deno.Command(Deno.execPath(), {
-        args: [
-          "run",
-          "--unstable-kv",
-          "-A",
-          join(ROOT, "main.ts"),
-          "prune",
-          ...(dry ? ["--dry-run"] : []),
-          "-c",
-          s.config,
-        ],
+      const out = await wharfCommand(["prune", ...(dry ? ["--dry-run"] : []), "-c", s.config], {
         stdout: "piped",
         stderr: "piped",
         env: { NO_COLOR: "1", RUST_BACKTRACE: "0" },

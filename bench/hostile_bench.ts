@@ -83,7 +83,6 @@ async function lagMax(s: TestServer): Promise<number> {
 
 const MiB = 1024 * 1024;
 const s = await startServer({
-  productionFlags: true,
   unchecked: true,
   config: `[global.job_queue]\npoll_interval_ms = 100\n`,
 });

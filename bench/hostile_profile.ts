@@ -7,7 +7,6 @@ import { startServer } from "../tests/helpers/server.ts";
 import { entriesPath, pushCase, settle, watchServer } from "../tests/helpers/hostile.ts";
 const CASE = Deno.args[0] ?? "million_files";
 const s = await startServer({
-  productionFlags: true,
   unchecked: true,
   config: `[global.job_queue]\npoll_interval_ms = 100\n`,
 });

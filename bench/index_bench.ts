@@ -9,6 +9,7 @@
 // Run: deno run -A --unstable-kv bench/index_bench.ts [--small]   (BENCH_INDEX_MB sets the tar size)
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { wharfCommand } from "../tests/helpers/launch.ts";
 
 const ROOT = fileURLToPath(new URL("../", import.meta.url));
 const SMALL = Deno.args.includes("--small");
@@ -90,17 +91,7 @@ async function main() {
         `[metadata_store]\npath = "${dir}/m.kv"\n[global.index]\non_push = "none"\n` +
         `[global.job_queue]\npoll_interval_ms = 50\n`,
     );
-    const child = new Deno.Command(Deno.execPath(), {
-      args: [
-        "run",
-        "--unstable-kv",
-        "-A",
-        "--v8-flags=--max-semi-space-size=4,--expose-gc",
-        join(ROOT, "main.ts"),
-        "serve",
-        "-c",
-        cfg,
-      ],
+    const child = wharfCommand(["serve", "-c", cfg], {
       stdout: "piped",
       stderr: "inherit",
       env: { NO_COLOR: "1" },

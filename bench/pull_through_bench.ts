@@ -14,6 +14,7 @@ import { createHash } from "node:crypto";
 import { join } from "node:path";
 import { pullImage, pushImage } from "./image_traffic.ts";
 import { fileURLToPath } from "node:url";
+import { wharfCommand } from "../tests/helpers/launch.ts";
 import { freePort, startDistribution } from "../tests/e2e/_distribution.ts";
 
 const ROOT = fileURLToPath(new URL("../", import.meta.url));
@@ -39,17 +40,7 @@ async function startWharf(upstream: string): Promise<Wharf> {
       `[metadata_store]\npath = "${dir}/m.kv"\n[repository."hub"]\n` +
       `[[repository."hub".upstream]]\nurl = "${upstream}"\n`,
   );
-  const child = new Deno.Command(Deno.execPath(), {
-    args: [
-      "run",
-      "--unstable-kv",
-      "-A",
-      "--v8-flags=--max-semi-space-size=4,--expose-gc",
-      join(ROOT, "main.ts"),
-      "serve",
-      "-c",
-      cfg,
-    ],
+  const child = wharfCommand(["serve", "-c", cfg], {
     stdout: "piped",
     stderr: "inherit",
     env: { NO_COLOR: "1" },

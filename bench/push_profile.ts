@@ -104,7 +104,7 @@ function digest(
 }
 
 async function profileSide(config: string): Promise<Result> {
-  const s = await startServer({ unchecked: true, productionFlags: true, config });
+  const s = await startServer({ unchecked: true, config });
   try {
     let n = 0;
     const drive = async (secs: number) => {

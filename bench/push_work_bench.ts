@@ -25,7 +25,7 @@ const blobs = Array.from({ length: N }, (_, k) => {
   new DataView(b.buffer).setUint32(0, k); // distinct digests
   return b;
 });
-const s = await startServer({ unchecked: true, productionFlags: true });
+const s = await startServer({ unchecked: true });
 try {
   await upload(s.url, NS, new Uint8Array([1, 2, 3])); // warm the namespace and the process
   const cpu0 = cpuMs(s.pid);

@@ -60,11 +60,10 @@ const servers: TestServer[] = [];
 let dist: Distribution | null = null;
 try {
   dist = await startDistribution();
-  const startOff = () => startServer({ unchecked: true, productionFlags: true });
+  const startOff = () => startServer({ unchecked: true });
   const startOn = () =>
     startServer({
       unchecked: true,
-      productionFlags: true,
       config: `[repository."bench".quota]\nmax_bytes = ${1024 ** 4}\n` +
         `[global.quota]\ndefault_max_bytes = ${1024 ** 4}\n`,
     });

@@ -153,20 +153,18 @@ const servers: TestServer[] = [];
 let dist: Distribution | null = null;
 try {
   dist = await startDistribution();
-  const off = await startServer({ unchecked: true, productionFlags: true });
+  const off = await startServer({ unchecked: true });
   servers.push(off);
-  const on = await startServer({ unchecked: true, productionFlags: true, config: limits });
+  const on = await startServer({ unchecked: true, config: limits });
   servers.push(on);
   const onMany = await startServer({
     unchecked: true,
-    productionFlags: true,
     config: limits,
     server: 'trusted_proxies = ["127.0.0.1/32"]',
   });
   servers.push(onMany);
   const offMany = await startServer({
     unchecked: true,
-    productionFlags: true,
     server: 'trusted_proxies = ["127.0.0.1/32"]',
   });
   servers.push(offMany);

@@ -19,7 +19,6 @@ if (!inspect) throw new Error("set WHARF_SERVER_INSPECT=127.0.0.1:<port>");
 
 const s = await startServer({
   unchecked: true,
-  productionFlags: true,
   config: off ? "" : `[global.rate_limit]
 pulls_per_hour = 1000000000
 requests_per_second = 1000000

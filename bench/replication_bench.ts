@@ -8,6 +8,7 @@
 import { createHash } from "node:crypto";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { wharfCommand } from "../tests/helpers/launch.ts";
 
 const ROOT = fileURLToPath(new URL("../", import.meta.url));
 const SMALL = Deno.args.includes("--small");
@@ -35,17 +36,7 @@ async function start(port: number, extra: string): Promise<Server> {
     cfg,
     `[server]\nbind_address = "127.0.0.1"\nport = ${port}\n[blob_store.fs]\nroot_dir = "${dir}/blobs"\n[metadata_store]\npath = "${dir}/m.kv"\n[global.index]\non_push = "none"\n${extra}`,
   );
-  const child = new Deno.Command(Deno.execPath(), {
-    args: [
-      "run",
-      "--unstable-kv",
-      "-A",
-      "--v8-flags=--max-semi-space-size=4,--expose-gc",
-      join(ROOT, "main.ts"),
-      "serve",
-      "-c",
-      cfg,
-    ],
+  const child = wharfCommand(["serve", "-c", cfg], {
     stdout: "piped",
     stderr: "inherit",
     env: { NO_COLOR: "1" },

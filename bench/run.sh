@@ -138,8 +138,8 @@ root_dir = "$dir/blobs"
 [metadata_store]
 path = "$dir/metadata.kv"
 EOF
-  (cd "$ROOT" && exec deno run --unstable-kv -A --v8-flags=--max-semi-space-size=4,--expose-gc main.ts serve -c "$dir/wharf.toml") \
-    >"$TMP/wharf.log" 2>&1 &
+  # As a user starts it: the task's permission set and V8 flags (deno task passes SIGTERM on).
+  (cd "$ROOT" && exec deno task start -c "$dir/wharf.toml") >"$TMP/wharf.log" 2>&1 &
   SERVER_PID=$!
   if wait_ready "http://127.0.0.1:$port" "$TMP/wharf.log" Wharf; then
     run_workload wharf "http://127.0.0.1:$port"

@@ -180,7 +180,6 @@ async function startWharf(s3: Endpoint, prefix: string, kv?: string): Promise<Te
     blobStore: s3Toml(s3.endpoint, prefix).replace(`${5 << 20}`, `${8 << 20}`),
     metadataPath: kv,
     unchecked: true,
-    productionFlags: true,
   });
 }
 

@@ -8,11 +8,10 @@
 // included for Wharf). Wall time on a shared 2-core machine: noisy, compare within one run.
 // Run: deno run -A --unstable-kv bench/sync_bench.ts [--small]   (loopback only)
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { freePort, startDistribution } from "../tests/e2e/_distribution.ts";
 import { pushImage } from "../tests/e2e/_sync_upstream.ts";
+import { wharfCommand } from "../tests/helpers/launch.ts";
 
-const ROOT = fileURLToPath(new URL("../", import.meta.url));
 const SMALL = Deno.args.includes("--small");
 const TAGS = SMALL ? 10 : 50;
 const ROUNDS = SMALL ? 1 : 3;
@@ -47,16 +46,7 @@ async function startWharf(upstream: string): Promise<Wharf> {
     config,
     base + `[[repository."hub".sync]]\nnamespaces = ["${NAME}"]\nmax_tags_per_run = 1000\n`,
   );
-  const child = new Deno.Command(Deno.execPath(), {
-    args: [
-      "run",
-      "--unstable-kv",
-      "-A",
-      join(ROOT, "main.ts"),
-      "serve",
-      "-c",
-      join(dir, "serve.toml"),
-    ],
+  const child = wharfCommand(["serve", "-c", join(dir, "serve.toml")], {
     stdout: "piped",
     stderr: "inherit",
     env: { NO_COLOR: "1", RUST_BACKTRACE: "0" },
@@ -83,21 +73,23 @@ async function startWharf(upstream: string): Promise<Wharf> {
   };
 }
 
-async function timed(cmd: string, args: string[]): Promise<number> {
+/** Seconds `command` (named `what` in an error) takes to exit 0. */
+async function timed(what: string, command: Deno.Command): Promise<number> {
   const t0 = performance.now();
-  const out = await new Deno.Command(cmd, {
-    args,
-    stdout: "piped",
-    stderr: "piped",
-    env: { NO_COLOR: "1", RUST_BACKTRACE: "0" },
-  }).output();
+  const out = await command.output();
   const secs = (performance.now() - t0) / 1000;
   if (out.code !== 0) {
     const dec = new TextDecoder();
-    throw new Error(`${cmd} ${args.join(" ")}: ${dec.decode(out.stdout)}${dec.decode(out.stderr)}`);
+    throw new Error(`${what}: ${dec.decode(out.stdout)}${dec.decode(out.stderr)}`);
   }
   return secs;
 }
+
+const quiet = {
+  stdout: "piped",
+  stderr: "piped",
+  env: { NO_COLOR: "1", RUST_BACKTRACE: "0" },
+} as const;
 
 async function tagCount(url: string, name: string): Promise<number> {
   const r = await fetch(`${url}/v2/${name}/tags/list`);
@@ -124,15 +116,7 @@ try {
       const w = await startWharf(dist.url);
       try {
         wharf.push(
-          await timed(Deno.execPath(), [
-            "run",
-            "--unstable-kv",
-            "-A",
-            join(ROOT, "main.ts"),
-            "sync",
-            "-c",
-            w.config,
-          ]),
+          await timed("main.ts sync", wharfCommand(["sync", "-c", w.config], quiet)),
         );
         const n = await tagCount(w.url, `hub/${NAME}`);
         if (n !== TAGS) throw new Error(`wharf sync cached ${n} of ${TAGS} tags`);
@@ -144,17 +128,23 @@ try {
       const w = await startWharf(dist.url);
       try {
         skopeo.push(
-          await timed("skopeo", [
-            "sync",
-            "--src",
-            "docker",
-            "--dest",
-            "docker",
-            "--src-tls-verify=false",
-            "--dest-tls-verify=false",
-            `${dist.host}/${NAME}`,
-            `${w.host}/mirror`,
-          ]),
+          await timed(
+            "skopeo sync",
+            new Deno.Command("skopeo", {
+              ...quiet,
+              args: [
+                "sync",
+                "--src",
+                "docker",
+                "--dest",
+                "docker",
+                "--src-tls-verify=false",
+                "--dest-tls-verify=false",
+                `${dist.host}/${NAME}`,
+                `${w.host}/mirror`,
+              ],
+            }),
+          ),
         );
         const n = await tagCount(w.url, `mirror/app`);
         if (n !== TAGS) throw new Error(`skopeo sync copied ${n} of ${TAGS} tags`);

@@ -140,7 +140,6 @@ async function startFresh(s: Side): Promise<() => Promise<void>> {
   } else {
     const w: TestServer = await startServer({
       unchecked: true,
-      productionFlags: true,
       config: s.config,
     });
     s.url = w.url;

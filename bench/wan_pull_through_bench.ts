@@ -86,7 +86,6 @@ async function main() {
       PREFETCH === "" ? "" : `prefetch_max_bytes = ${Number(PREFETCH)}\n`
     }[[repository."hub".upstream]]\nurl = "${upstream.url}"\n`,
     unchecked: true,
-    productionFlags: true,
   });
   const results: Record<string, unknown> = {
     rate: RATE,

@@ -6,14 +6,13 @@ import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import zlib from "node:zlib";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { ConfigError, loadConfigFiles } from "../../lib/config/mod.ts";
 import { req, serverTestOpts } from "../helpers/api.ts";
 import { runCli, type TestServer, withServer } from "../helpers/server.ts";
+import { wharfCommand } from "../helpers/launch.ts";
 import { tarOf } from "../helpers/tar.ts";
 import { pushTarImage } from "../helpers/tar_image.ts";
 
-const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 const enc = new TextEncoder();
 
 const FAST = `
@@ -176,11 +175,7 @@ function osvSource() {
 
 /** `main.ts advisories …` with a config file, as a process. */
 async function cli(args: string[], config: string): Promise<{ code: number; out: string }> {
-  const o = await new Deno.Command(Deno.execPath(), {
-    args: ["run", "--unstable-kv", "-A", join(ROOT, "main.ts"), ...args, "-c", config],
-    cwd: ROOT,
-    env: { NO_COLOR: "1" },
-  }).output();
+  const o = await wharfCommand([...args, "-c", config], { env: { NO_COLOR: "1" } }).output();
   const dec = new TextDecoder();
   return { code: o.code, out: dec.decode(o.stdout) + dec.decode(o.stderr) };
 }

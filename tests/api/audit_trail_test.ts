@@ -5,9 +5,9 @@
 // [global.audit] config stops startup naming the key; long names stay within the KV limits.
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { assertErrorCode, req, serverTestOpts } from "../helpers/api.ts";
 import { pushImage, sha256Hex, startServer, withServer } from "../helpers/server.ts";
+import { wharfCommand } from "../helpers/launch.ts";
 import {
   as,
   audit,
@@ -20,7 +20,6 @@ import {
   waitFor,
 } from "./audit_helpers.ts";
 
-const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 const enc = new TextEncoder();
 
 const one = (recs: Rec[], pred: (r: Rec) => boolean, what: string): Rec => {
@@ -371,9 +370,7 @@ Deno.test("audit: bad [global.audit] config stops startup naming the key", async
         path,
         `[server]\nport = 0\n[metadata_store]\npath = "${dir}/kv"\n[global.audit]\n${toml}\n`,
       );
-      const out = await new Deno.Command(Deno.execPath(), {
-        args: ["run", "--unstable-kv", "-A", join(ROOT, "main.ts"), "serve", "-c", path],
-        cwd: ROOT,
+      const out = await wharfCommand(["serve", "-c", path], {
         env: { NO_COLOR: "1" },
         stdout: "piped",
         stderr: "piped",

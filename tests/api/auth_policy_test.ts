@@ -10,6 +10,7 @@ import { assertError, nextLink, req, serverTestOpts } from "../helpers/api.ts";
 import { randomBytes, sha256 } from "../helpers/bytes.ts";
 import { distinctManifest, OCI_MANIFEST } from "../helpers/oci_content.ts";
 import { type TestServer, withServer } from "../helpers/server.ts";
+import { wharfCommand } from "../helpers/launch.ts";
 import { hashPassword } from "../../lib/auth/mod.ts";
 
 type Kind = "anonymous" | "alice" | "bob";
@@ -712,9 +713,7 @@ async function serveExpectingFailure(configBody: string): Promise<{ code: number
         toml(join(dir, "blobs"))
       }\n\n[metadata_store]\npath = ${toml(join(dir, "metadata.kv"))}\n${configBody}`,
     );
-    const main = new URL("../../main.ts", import.meta.url).pathname;
-    const child = new Deno.Command(Deno.execPath(), {
-      args: ["run", "--unstable-kv", "-A", main, "serve", "-c", path],
+    const child = wharfCommand(["serve", "-c", path], {
       stdout: "piped",
       stderr: "piped",
       env: { RUST_BACKTRACE: "0", NO_COLOR: "1" },

@@ -1,27 +1,24 @@
-// The command line, run as a newcomer runs it: the real main.ts as a process. --help for
-// main.ts and every command it dispatches, a one-line error when the port is taken (before
-// anything is opened), and a worker that says what it drains and when it stops.
+// The command line, run as a newcomer runs it: the real main.ts as a process, started as its
+// deno.json task starts it (`deno task wharf --help`, `deno task worker`). --help for main.ts and
+// every command it dispatches, a one-line error when the port is taken (before anything is
+// opened), and a worker that says what it drains and when it stops. Deno's own note that the
+// permission set comes from deno.json precedes Wharf's output on stderr; what Wharf prints is
+// compared without it.
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { serverTestOpts } from "../helpers/api.ts";
+import { ROOT, wharfCommand, wharfStderr } from "../helpers/launch.ts";
 
-const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 const dec = new TextDecoder();
 
 async function wharf(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  const o = await new Deno.Command(Deno.execPath(), {
-    args: ["run", "--unstable-kv", "-A", join(ROOT, "main.ts"), ...args],
-    cwd: ROOT,
-    env: { NO_COLOR: "1" },
-    stdin: "null",
-  }).output();
-  return { code: o.code, stdout: dec.decode(o.stdout), stderr: dec.decode(o.stderr) };
+  const o = await wharfCommand(args, { env: { NO_COLOR: "1" }, stdin: "null" }).output();
+  return { code: o.code, stdout: dec.decode(o.stdout), stderr: wharfStderr(dec.decode(o.stderr)) };
 }
 
-/** The commands main.ts dispatches: the cases of its command switch. */
+/** The commands main.ts dispatches: the cases of the command switch (commands/main.ts). */
 async function dispatched(): Promise<string[]> {
-  const src = await Deno.readTextFile(join(ROOT, "main.ts"));
+  const src = await Deno.readTextFile(join(ROOT, "commands", "main.ts"));
   const sw = src.slice(src.indexOf("switch (cli.command)"));
   return [...sw.slice(0, sw.indexOf("default:")).matchAll(/case "([a-z-]+)":/g)].map((m) => m[1]);
 }
@@ -145,18 +142,7 @@ Deno.test({
           ],
         ] as const
       ) {
-        const p = new Deno.Command(Deno.execPath(), {
-          args: [
-            "run",
-            "--unstable-kv",
-            "-A",
-            join(ROOT, "main.ts"),
-            "worker",
-            ...args,
-            "-c",
-            config,
-          ],
-          cwd: ROOT,
+        const p = wharfCommand(["worker", ...args, "-c", config], {
           env: { NO_COLOR: "1" },
           stdout: "piped",
           stderr: "piped",

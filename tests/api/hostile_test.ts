@@ -52,7 +52,7 @@ Deno.test({
   name: "hostile layers: every case ends final and named; the server never stalls or grows",
   ...serverTestOpts,
   fn: () =>
-    withServer({ config: CONFIG, productionFlags: true }, async (s) => {
+    withServer({ config: CONFIG }, async (s) => {
       const cases: Record<string, { ns: string; layer: string; manifest: string }> = {};
       // An image pushed before the hostile ones stays pullable all along.
       cases.names = await pushCase(s, "names");

@@ -4,13 +4,12 @@
 // queue of the server's KV from another process.
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { FakeRegistry } from "../helpers/fake_registry.ts";
 import { type TestServer, withServer } from "../helpers/server.ts";
+import { wharfCommand } from "../helpers/launch.ts";
 import { assertErrorCode, req, serverTestOpts } from "../helpers/api.ts";
 import { unique } from "../helpers/oci_content.ts";
 
-const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 const KEY_RE = /^[0-9a-f]{16}-[0-9a-f-]{36}$/;
 const ISO_RE = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
 
@@ -54,9 +53,7 @@ async function queueFills(s: TestServer, up: FakeRegistry, n: number): Promise<s
 }
 
 function startWorker(args: string[]): Deno.ChildProcess {
-  return new Deno.Command(Deno.execPath(), {
-    args: ["run", "--unstable-kv", "-A", join(ROOT, "main.ts"), "worker", ...args],
-    cwd: ROOT,
+  return wharfCommand(["worker", ...args], {
     stdout: "piped",
     stderr: "piped",
     env: { NO_COLOR: "1", WHARF_STRICT_KV_LIMITS: "1" },

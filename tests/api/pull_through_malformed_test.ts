@@ -7,6 +7,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { FakeRegistry } from "../helpers/fake_registry.ts";
 import { type TestServer, withServer } from "../helpers/server.ts";
+import { wharfCommand } from "../helpers/launch.ts";
 import { assertErrorCode, bytesOf, req, serverTestOpts } from "../helpers/api.ts";
 import {
   descOf,
@@ -201,8 +202,7 @@ ca_bundle = "${join(dir, "missing.pem")}"
 `,
     );
     for (const cmd of ["serve", "worker"]) {
-      const out = await new Deno.Command(Deno.execPath(), {
-        args: ["run", "--unstable-kv", "-A", join(ROOT, "main.ts"), cmd, "-c", cfg],
+      const out = await wharfCommand([cmd, "-c", cfg], {
         stdout: "piped",
         stderr: "piped",
       }).output();

@@ -8,6 +8,7 @@ import { buildConfig, ConfigError } from "../../lib/config/mod.ts";
 import { FakeRegistry } from "../helpers/fake_registry.ts";
 import { req, serverTestOpts } from "../helpers/api.ts";
 import { withServer } from "../helpers/server.ts";
+import { wharfCommand } from "../helpers/launch.ts";
 import { descOf, imageManifest, jsonBytes, OCI_CONFIG, OCI_LAYER } from "../helpers/oci_content.ts";
 import { OCI_MANIFEST, unique } from "../helpers/oci_content.ts";
 
@@ -61,9 +62,7 @@ Deno.test("quota config: the server does not start on a bad quota, naming the ke
       path,
       `[metadata_store]\npath = "${dir}/kv"\n[repository."team".quota]\nmax_bytes = -1\n`,
     );
-    const out = await new Deno.Command(Deno.execPath(), {
-      args: ["run", "--unstable-kv", "-A", "main.ts", "serve", "-c", path],
-      cwd: new URL("../../", import.meta.url),
+    const out = await wharfCommand(["serve", "-c", path], {
       env: { NO_COLOR: "1" },
       stdout: "piped",
       stderr: "piped",

@@ -35,7 +35,7 @@ Deno.test({
   ...serverTestOpts,
   name: 'sandbox = "worker": an image is indexed and reported; a hostile layer ends named',
   fn: () =>
-    withServer({ config: CONFIG, productionFlags: true }, async (s) => {
+    withServer({ config: CONFIG }, async (s) => {
       const img = await pushTarImage(s.url, "wk/app", "v1", [
         tarOf([
           { path: "etc", type: "5" },

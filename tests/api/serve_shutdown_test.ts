@@ -4,11 +4,10 @@
 // at shutdown, as it did before the stop path was shared, so the plain case checks the stop alone.
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { serverTestOpts } from "../helpers/api.ts";
 import { makePki } from "../helpers/certs.ts";
+import { wharfCommand } from "../helpers/launch.ts";
 
-const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 const dec = new TextDecoder();
 
 async function readUntil(
@@ -46,9 +45,7 @@ async function stopsCleanly(tls: boolean): Promise<void> {
         `[blob_store.fs]\nroot_dir = ${JSON.stringify(join(dir, "blobs"))}\n` +
         `[metadata_store]\npath = ${JSON.stringify(join(dir, "m.kv"))}\n`,
     );
-    const p = new Deno.Command(Deno.execPath(), {
-      args: ["run", "--unstable-kv", "-A", join(ROOT, "main.ts"), "serve", "-c", config],
-      cwd: ROOT,
+    const p = wharfCommand(["serve", "-c", config], {
       env: { NO_COLOR: "1" },
       stdout: "piped",
       stderr: "piped",

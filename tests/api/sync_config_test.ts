@@ -3,11 +3,9 @@
 // the patterns people write for release tags pass.
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { buildConfig, ConfigError, unsafePattern } from "../../lib/config/mod.ts";
 import { parse } from "smol-toml";
-
-const ROOT = fileURLToPath(new URL("../../", import.meta.url));
+import { wharfCommand } from "../helpers/launch.ts";
 
 function toml(sync: string, upstream = true): string {
   return `
@@ -89,8 +87,7 @@ Deno.test("sync config: `main.ts serve` with a catastrophic regex exits 2 naming
       `[server]\nport = 0\n[metadata_store]\npath = "${join(dir, "m.kv")}"\n` +
         toml(`namespaces = ["library/alpine"]\ntags = ['(\\d+)*x']`),
     );
-    const out = await new Deno.Command(Deno.execPath(), {
-      args: ["run", "--unstable-kv", "-A", join(ROOT, "main.ts"), "serve", "-c", file],
+    const out = await wharfCommand(["serve", "-c", file], {
       env: { NO_COLOR: "1", RUST_BACKTRACE: "0" },
       stdout: "piped",
       stderr: "piped",
@@ -98,8 +95,7 @@ Deno.test("sync config: `main.ts serve` with a catastrophic regex exits 2 naming
     const err = new TextDecoder().decode(out.stderr);
     assert.equal(out.code, 2, err);
     assert.match(err, /repository\."hub"\.sync\[0\]\.tags\[0\]: refused regex "\(\\\\d\+\)\*x"/);
-    const sync = await new Deno.Command(Deno.execPath(), {
-      args: ["run", "--unstable-kv", "-A", join(ROOT, "main.ts"), "sync", "-c", file],
+    const sync = await wharfCommand(["sync", "-c", file], {
       env: { NO_COLOR: "1", RUST_BACKTRACE: "0" },
       stdout: "piped",
       stderr: "piped",

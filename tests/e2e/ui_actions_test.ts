@@ -5,11 +5,11 @@
 // on at `/`).
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import type { Page } from "playwright-core";
 import { FakeRegistry } from "../helpers/fake_registry.ts";
 import { req } from "../helpers/api.ts";
 import { type TestServer, withServer } from "../helpers/server.ts";
+import { wharfCommand } from "../helpers/launch.ts";
 import {
   distinctManifest,
   imageIndex,
@@ -28,8 +28,6 @@ const base = {
   sanitizeOps: false,
   sanitizeResources: false,
 };
-const ROOT = fileURLToPath(new URL("../../", import.meta.url));
-
 async function status(s: TestServer, ns: string, ref: string): Promise<number> {
   const r = await req(s, `/v2/${ns}/manifests/${ref}`, {
     method: "HEAD",
@@ -180,19 +178,7 @@ Deno.test({
 });
 
 function startWorker(configPath: string): Deno.ChildProcess {
-  return new Deno.Command(Deno.execPath(), {
-    args: [
-      "run",
-      "--unstable-kv",
-      "-A",
-      join(ROOT, "main.ts"),
-      "worker",
-      "--queue",
-      "cache",
-      "-c",
-      configPath,
-    ],
-    cwd: ROOT,
+  return wharfCommand(["worker", "--queue", "cache", "-c", configPath], {
     stdout: "piped",
     stderr: "piped",
     env: { NO_COLOR: "1", WHARF_STRICT_KV_LIMITS: "1" },
@@ -420,8 +406,7 @@ Deno.test({
     const dir = await Deno.makeTempDir({ prefix: "wharf-noconf-" });
     // the README's run command: no config file, so 0.0.0.0:5000 and ./data under the cwd
     const port = 5000;
-    const p = new Deno.Command(Deno.execPath(), {
-      args: ["run", "--unstable-kv", "-A", join(ROOT, "main.ts"), "serve"],
+    const p = wharfCommand(["serve"], {
       cwd: dir,
       env: { NO_COLOR: "1" },
       stdout: "piped",

@@ -1,11 +1,11 @@
 // Starts a real Wharf process (main.ts serve) on 127.0.0.1 with a temp KV file and blob dir,
-// and reads the bound port from its startup line. Used by every API and e2e test.
+// and reads the bound port from its startup line. Used by every API and e2e test. The process is
+// started as `deno task start` starts it (tests/helpers/launch.ts): the permission set and the
+// V8 flags of a user's server, never more.
 import { basename, join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { KV_LIMIT_MARKER } from "../../lib/metadata/mod.ts";
 import { JOB_QUEUES } from "../../lib/config/mod.ts";
-
-const ROOT = fileURLToPath(new URL("../../", import.meta.url));
+import { wharfCommand } from "./launch.ts";
 
 export interface ServerOptions {
   /** extra TOML appended after the generated [server]/[blob_store]/[metadata_store] sections */
@@ -23,12 +23,7 @@ export interface ServerOptions {
   /** run without the test-only KV limit wrapper (benches: it serializes every value to size it,
    * which costs time and, under load, hundreds of MiB) */
   unchecked?: boolean;
-  /** run with the V8 flags of `deno task start` (benches: memory as deployed) */
-  productionFlags?: boolean;
 }
-
-/** The `--v8-flags` of `deno task start` and `deno task worker` (deno.json). */
-export const PRODUCTION_V8_FLAGS = "--v8-flags=--max-semi-space-size=4,--expose-gc";
 
 export interface TestServer {
   url: string; // http://127.0.0.1:PORT, or https:// when [server.tls] is configured
@@ -173,23 +168,7 @@ ${opts.config ?? ""}
     );
     base.push("-c", p);
   }
-  const child = new Deno.Command(Deno.execPath(), {
-    args: [
-      "run",
-      "--unstable-kv",
-      "-A",
-      ...(opts.productionFlags ? [PRODUCTION_V8_FLAGS] : []),
-      // For profiling a bench's server (bench/README.md): the V8 inspector on that address.
-      ...(Deno.env.get("WHARF_SERVER_INSPECT")
-        ? [`--inspect=${Deno.env.get("WHARF_SERVER_INSPECT")}`]
-        : []),
-      join(ROOT, "main.ts"),
-      "serve",
-      ...base,
-      "-c",
-      configPath,
-    ],
-    cwd: ROOT,
+  const child = wharfCommand(["serve", ...base, "-c", configPath], {
     stdout: "piped",
     stderr: "piped",
     env: {
@@ -353,24 +332,16 @@ export async function pushImage(
   return { digest: `sha256:${await sha256Hex(body)}`, body, config, layer };
 }
 
-/** Runs `main.ts <command> [args] -c <the server's config>` to completion (e.g. `scrub`). */
+/**
+ * Runs `main.ts <command> [args] -c <the server's config>` to completion (e.g. `scrub`), as its
+ * task runs it (`deno task scrub`, `deno task wharf prune`).
+ */
 export async function runCli(
   s: TestServer,
   command: string,
   args: string[] = [],
 ): Promise<{ code: number; stdout: string; stderr: string }> {
-  const out = await new Deno.Command(Deno.execPath(), {
-    args: [
-      "run",
-      "--unstable-kv",
-      "-A",
-      join(ROOT, "main.ts"),
-      command,
-      ...args,
-      "-c",
-      s.configPath,
-    ],
-    cwd: ROOT,
+  const out = await wharfCommand([command, ...args, "-c", s.configPath], {
     env: { RUST_BACKTRACE: "0", NO_COLOR: "1", WHARF_STRICT_KV_LIMITS: "1" },
   }).output();
   const dec = new TextDecoder();

@@ -4,10 +4,8 @@
 // metadata exchange at that URL with the token, and does not fall back to a local file.
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { serverTestOpts } from "../helpers/api.ts";
-
-const ROOT = fileURLToPath(new URL("../../", import.meta.url));
+import { wharfCommand } from "../helpers/launch.ts";
 
 Deno.test({
   name: "remote KV: [metadata_store] url opens KV Connect at that URL with DENO_KV_ACCESS_TOKEN",
@@ -32,17 +30,7 @@ Deno.test({
       join(dir, "wharf.toml"),
       `[server]\nbind_address = "127.0.0.1"\nport = 0\n[blob_store.fs]\nroot_dir = "${dir}/blobs"\n[metadata_store]\nurl = "${url}"\n`,
     );
-    const child = new Deno.Command(Deno.execPath(), {
-      args: [
-        "run",
-        "--unstable-kv",
-        "-A",
-        join(ROOT, "main.ts"),
-        "serve",
-        "-c",
-        join(dir, "wharf.toml"),
-      ],
-      cwd: ROOT,
+    const child = wharfCommand(["serve", "-c", join(dir, "wharf.toml")], {
       env: { DENO_KV_ACCESS_TOKEN: "kv-token-for-test-1234", NO_COLOR: "1" },
       stdout: "piped",
       stderr: "piped",

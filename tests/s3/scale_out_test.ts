@@ -5,7 +5,6 @@
 // servers' concurrency is 0); scrub runs from a fifth process; every process serves every blob.
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { serverTestOpts } from "../helpers/api.ts";
 import { startS3 } from "../helpers/s3_server.ts";
 import {
@@ -17,10 +16,9 @@ import {
   type TestServer,
 } from "../helpers/server.ts";
 import { storedBlobs } from "../helpers/stored_blobs.ts";
+import { wharfCommand } from "../helpers/launch.ts";
 import { tarOf } from "../helpers/tar.ts";
 import { pushTarImage } from "../helpers/tar_image.ts";
-
-const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 
 // Servers take no jobs: whatever gets done, the worker did.
 const SERVERS_NO_JOBS = `
@@ -43,19 +41,7 @@ function blob(n: number, seed: number): Uint8Array {
 async function startWorker(s: TestServer): Promise<{ stop(): Promise<string> }> {
   const extra = join(s.dataDir, "worker.toml");
   await Deno.writeTextFile(extra, WORKER_JOBS);
-  const child = new Deno.Command(Deno.execPath(), {
-    args: [
-      "run",
-      "--unstable-kv",
-      "-A",
-      join(ROOT, "main.ts"),
-      "worker",
-      "-c",
-      s.configPath,
-      "-c",
-      extra,
-    ],
-    cwd: ROOT,
+  const child = wharfCommand(["worker", "-c", s.configPath, "-c", extra], {
     stdout: "piped",
     stderr: "piped",
     env: { NO_COLOR: "1", WHARF_STRICT_KV_LIMITS: "1" },

@@ -20,6 +20,10 @@ export interface AuthzRequest {
 export interface AuthzIdentity {
   id?: string;
   username?: string;
+  /** which sign-in method vouched for it: a username is unique within one provider only */
+  provider?: string;
+  /** the OIDC provider's issuer */
+  issuer?: string;
 }
 
 export type ObserveAuthz = (webhook: string, decision: AuthzDecision, seconds: number) => void;
@@ -70,6 +74,9 @@ export class AuthorizationWebhooks {
     put("X-Svc-Tag", req.tag);
     put("X-Svc-Username", identity.username);
     put("X-Svc-Identity-Id", identity.id);
+    // A name is only unique within its sign-in method: the webhook sees which one vouched for it.
+    put("X-Svc-Identity-Provider", identity.provider);
+    put("X-Svc-Identity-Issuer", identity.issuer);
     for (const h of hook.forwardHeaders) {
       const v = headers.get(h);
       if (v !== null) out[h] = v;

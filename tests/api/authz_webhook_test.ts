@@ -57,6 +57,7 @@ authorization_webhook = "strict"
         assert.equal(h.get("x-svc-client-ip"), "127.0.0.1");
         assert.equal(h.get("x-request-team"), "blue", "forward_headers are copied");
         assert.equal(h.get("x-svc-username"), null, "anonymous: no identity headers");
+        assert.equal(h.get("x-svc-identity-provider"), "anonymous");
 
         // CEL refuses first: the webhook is not asked.
         const before = g.calls.length;
@@ -176,6 +177,9 @@ url = "${g.url}"
         const h = g.calls.at(-1)!;
         assert.equal(h.get("x-svc-username"), "alice");
         assert.equal(h.get("x-svc-identity-id"), "a1");
+        // A username is unique within its sign-in method only: the webhook is told which.
+        assert.equal(h.get("x-svc-identity-provider"), "basic");
+        assert.equal(h.get("x-svc-identity-issuer"), null);
         assert.equal(
           h.get("authorization"),
           null,

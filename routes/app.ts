@@ -66,7 +66,7 @@ export function createApp(services: Services): Hono<{ Bindings: ConnEnv }> {
     const url = new URL(req.url);
     const query = new Query(url.searchParams);
     const action = parseAction(req.method, url.pathname) ??
-      uiAction(reg.cfg.ui.enabled, req.method, url.pathname);
+      uiAction(reg.cfg.ui.enabled, req.method, url.pathname, req.headers.get("accept"));
     if (!action) {
       await req.body?.cancel();
       throw notFound(req.method);
@@ -102,6 +102,7 @@ export function createApp(services: Services): Hono<{ Bindings: ConnEnv }> {
       identifyActor({
         username: ctx.auth.identity.username ?? null,
         id: ctx.auth.identity.id ?? null,
+        provider: ctx.auth.identity.provider ?? null,
         client_ip: ctx.clientIp || null,
       });
     } catch (e) {

@@ -78,6 +78,7 @@ function who(ctx: AuditContext) {
   const actor = currentActor();
   return {
     identity: actor.username ?? actor.id,
+    provider: actor.provider,
     client_ip: actor.client_ip,
     namespace: ctx.namespace ?? null,
     reference: ctx.reference ?? null,

@@ -15,6 +15,8 @@ export interface AuditRecord {
   outcome: AuditOutcome;
   /** username, else id; null: anonymous or the server itself */
   identity: string | null;
+  /** the identity's sign-in method (basic, oidc:<name>, mtls); absent in older records */
+  provider?: string;
   client_ip: string | null;
   namespace: string | null;
   reference: string | null;
@@ -29,6 +31,7 @@ export interface AuditFields {
   action: string;
   outcome?: AuditOutcome;
   identity?: string | null;
+  provider?: string | null;
   client_ip?: string | null;
   namespace?: string | null;
   reference?: string | null;
@@ -60,6 +63,8 @@ export function buildRecord(id: string, at: number, f: AuditFields): AuditRecord
     digest: bounded(f.digest, 160),
     request_id: bounded(f.request_id, 64),
   };
+  const provider = bounded(f.provider, 160);
+  if (provider && r.identity !== null) r.provider = provider;
   if (f.detail) r.detail = truncate(f.detail, DETAIL_MAX);
   return r;
 }

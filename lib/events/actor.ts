@@ -5,12 +5,15 @@ import { AsyncLocalStorage } from "node:async_hooks";
 export interface Actor {
   username: string | null;
   id: string | null;
+  /** identity.provider: a username is unique within its sign-in method only (absent: the
+   * server itself, or an event recorded before providers existed) */
+  provider?: string | null;
   client_ip: string | null;
 }
 
 const storage = new AsyncLocalStorage<Actor>();
 
-const NOBODY: Actor = { username: null, id: null, client_ip: null };
+const NOBODY: Actor = { username: null, id: null, provider: null, client_ip: null };
 
 /** Runs `fn` with `actor` as the cause of every event it emits. */
 export function withActor<T>(actor: Actor, fn: () => T): T {
@@ -23,7 +26,7 @@ export function currentActor(): Actor {
 
 /** A request's actor before it is authenticated; identifyActor fills it in. */
 export function anonymousActor(): Actor {
-  return { username: null, id: null, client_ip: null };
+  return { username: null, id: null, provider: null, client_ip: null };
 }
 
 /** Sets who the current request is (within withActor; elsewhere a no-op). */

@@ -21,7 +21,7 @@ import {
 } from "../audit/mod.ts";
 import { currentActor } from "./actor.ts";
 import { deliver, DeliveryError } from "./deliver.ts";
-import type { EventFields, WharfEvent } from "./event.ts";
+import type { Corruption, EventFields, WharfEvent } from "./event.ts";
 import { DELIVER_KIND, outboxEntry, planEntry } from "./outbox.ts";
 
 export const FANOUT_KIND = "fanout-event";
@@ -113,7 +113,12 @@ export class Events {
       digest: r.digest,
       reference: r.reference,
       tag: null,
-      actor: { username: r.identity, id: null, client_ip: r.client_ip },
+      actor: {
+        username: r.identity,
+        id: null,
+        provider: r.provider ?? null,
+        client_ip: r.client_ip,
+      },
       audit: r,
     };
   }
@@ -175,6 +180,17 @@ export class Events {
         );
       }
     }));
+  }
+
+  /**
+   * blob.corrupt: stored bytes of `digest` failed verification and were taken out of serving
+   * (lib/registry/quarantine.ts). Nothing waits on it: async webhooks only.
+   */
+  async corrupt(ns: string, digest: string, corruption: Corruption): Promise<void> {
+    if (!this.wanted("blob.corrupt", ns)) return;
+    const ev = this.event("blob.corrupt", { namespace: ns, digest, reference: digest });
+    ev.corruption = corruption;
+    await this.emit(ev);
   }
 
   /** An event after a read (manifest.pull): required webhooks, then async deliveries. */
@@ -244,6 +260,7 @@ function auditFields(ev: WharfEvent): AuditFields {
   return {
     action: mount ? "blob.mount" : ev.kind,
     identity: ev.actor.username ?? ev.actor.id,
+    provider: ev.actor.provider,
     client_ip: ev.actor.client_ip,
     namespace: ev.namespace,
     reference: ev.reference,

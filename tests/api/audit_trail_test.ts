@@ -50,6 +50,8 @@ timeout_ms = 500
       let recs = await auditAll(s);
       const push = one(recs, (r) => r.action === "manifest.push", "manifest.push");
       assert.equal(push.identity, "alice");
+      // A username is unique within its sign-in method only: the record says which.
+      assert.equal(push.provider, "basic");
       assert.equal(push.client_ip, "127.0.0.1");
       assert.equal(push.namespace, "team/app");
       assert.equal(push.reference, "v1");
@@ -111,6 +113,7 @@ timeout_ms = 500
       await assertErrorCode(r, 403, "DENIED");
       const denied = one(await auditAll(s, "?identity=bob&action=put-manifest"), () => true, "d");
       assert.equal(denied.outcome, "denied");
+      assert.equal(denied.provider, "basic");
       assert.equal(denied.namespace, "team/app");
       assert.equal(denied.reference, "v2");
       assert.match(denied.detail as string, /DENIED/);

@@ -38,7 +38,12 @@ Deno.test(
         assert.equal(push.digest, img.digest);
         assert.equal(push.reference, "v1");
         assert.equal(push.tag, "v1");
-        assert.deepEqual(push.actor, { username: null, id: null, client_ip: "127.0.0.1" });
+        assert.deepEqual(push.actor, {
+          username: null,
+          id: null,
+          provider: "anonymous",
+          client_ip: "127.0.0.1",
+        });
         assert.match(String(push.id), /^[0-9a-f-]{36}$/);
         assert.ok(!isNaN(Date.parse(String(push.timestamp))));
         for (const k of ["id", "timestamp", "kind", "namespace", "repository", "digest"]) {

@@ -164,6 +164,12 @@ export async function childMain(main: () => Promise<unknown>): Promise<void> {
     // The parent terminates the worker once it has the line: nothing to exit here.
     return;
   }
+  // A terminal's Ctrl+C reaches the whole process group: the parent stops gracefully and lets
+  // running jobs finish, so its children must outlive the same SIGINT (the parent's budgets and
+  // its SIGKILL still end them).
+  try {
+    Deno.addSignalListener("SIGINT", () => {});
+  } catch { /* no signals here (Windows): nothing to ignore */ }
   let result: { ok: unknown } | { e: unknown };
   try {
     result = { ok: await main() };

@@ -116,3 +116,34 @@ Deno.test("launch self: the entry point refuses anything but a child module", as
     assert.match(new TextDecoder().decode(o.stderr), /sandbox entry point, not a command/);
   }
 });
+
+Deno.test("launch: a child outlives the SIGINT of a terminal's Ctrl+C", async () => {
+  const spec: ChildLaunchSpec = {
+    module: new URL("../index/details_child.ts", import.meta.url),
+    args: null,
+    v8Flags: ["--max-old-space-size=128"],
+  };
+  for (const style of ["module", "self"] as const) {
+    const c = childCommand(spec, style);
+    const child = new Deno.Command(c.command, {
+      args: c.args,
+      clearEnv: true,
+      env: c.env,
+      stdin: "piped",
+      stdout: "piped",
+      stderr: "piped",
+    }).spawn();
+    const w = child.stdin.getWriter();
+    // The child waits for its input's end; the signal comes while it does.
+    await w.write(new TextEncoder().encode("-----BEGIN CERTIFICATE-----\nMIIBAA==\n"));
+    await new Promise((r) => setTimeout(r, 1500));
+    child.kill("SIGINT");
+    await new Promise((r) => setTimeout(r, 200));
+    await w.write(new TextEncoder().encode("-----END CERTIFICATE-----\n"));
+    await w.close();
+    const o = await child.output();
+    assert.equal(o.code, 0, `${style}: ${new TextDecoder().decode(o.stderr)}`);
+    const blocks = line(new TextDecoder().decode(o.stdout)).ok as { label: string }[];
+    assert.deepEqual(blocks.map((b) => b.label), ["CERTIFICATE"], style);
+  }
+});

@@ -37,6 +37,8 @@ export interface Cli {
   dir: string | null;
   /** `advisories fetch --ecosystem E` */
   ecosystems: string[];
+  /** `verify --rate N`: bytes hashed per second at most (0: no limit); null: the config's */
+  rate: number | null;
 }
 
 export function parseArgs(args: string[]): Cli {
@@ -55,6 +57,7 @@ export function parseArgs(args: string[]): Cli {
     sub: null,
     dir: null,
     ecosystems: [],
+    rate: null,
   };
   let i = 0;
   const named = args[0] !== undefined && !args[0].startsWith("-");
@@ -99,6 +102,14 @@ export function parseArgs(args: string[]): Cli {
         );
       }
       if (!cli.queues.includes(q)) cli.queues.push(q);
+    } else if (a === "--rate") {
+      const v = args[++i] ?? "";
+      if (!/^\d{1,15}$/.test(v)) {
+        throw new ConfigError(
+          `--rate needs bytes per second, 0 for no limit (got ${v || "nothing"})`,
+        );
+      }
+      cli.rate = Number(v);
     } else if (a === "--dir") {
       const d = args[++i];
       if (!d) throw new ConfigError(`--dir needs a directory`);

@@ -6,6 +6,7 @@ import { COMMANDS, helpText } from "./usage.ts";
 import { serveCommand } from "./serve.ts";
 import { workerCommand } from "./worker.ts";
 import { scrubCommand } from "./scrub.ts";
+import { verifyCommand } from "./verify.ts";
 import { pruneCommand } from "./prune.ts";
 import { replicateCommand } from "./replicate.ts";
 import { syncCommand } from "./sync.ts";
@@ -40,6 +41,8 @@ export async function main(): Promise<number> {
       return await workerCommand(cfg, cli);
     case "scrub":
       return await scrubCommand(cfg, cli);
+    case "verify":
+      return await verifyCommand(cfg, cli);
     case "prune":
       return await pruneCommand(cfg, cli);
     case "replicate":

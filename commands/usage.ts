@@ -75,6 +75,22 @@ carry osv/ across into advisories_dir; Wharf loads what changed within reload_in
 
 Safe while servers run (one scrub at a time holds a lease). (deno task scrub)`,
   },
+  verify: {
+    summary: "re-hash stored blobs against their digests; quarantine those that do not match",
+    usage: "main.ts verify [--dry-run] [--namespace N] [--rate BYTES_PER_SEC] [-c FILE]...",
+    body: `  --dry-run           print what does not match, quarantine nothing
+  --namespace N       only the blobs and manifests of this namespace (image name)
+  --rate N            hash at most N bytes per second (default [global.verify] bytes_per_sec,
+                      16 MiB/s); 0: as fast as the store reads
+
+A blob whose bytes do not hash to its digest is quarantined: no longer served (BLOB_UNKNOWN
+saying why), unlinked from its namespaces, and fetched again from the upstream of a
+pull-through namespace; a pushed one stays quarantined until it is pushed again. Then the
+manifest bodies kept in KV. Safe while servers run (one verify at a time holds a lease).
+Ctrl+C or SIGTERM stops it between two reads; the next run goes on where it stopped.
+Exit status: 0 nothing wrong, 1 another verify runs, 3 corrupt or missing bytes found,
+130 stopped. (deno task wharf verify)`,
+  },
   prune: {
     summary: "apply the retention policies once",
     usage: "main.ts prune [--dry-run] [--now T] [-c FILE]...",

@@ -13,6 +13,8 @@ export const EVENT_KINDS = [
   "blob.push",
   "blob.delete",
   "scan.completed",
+  // Stored bytes that failed verification, taken out of serving (issue 38).
+  "blob.corrupt",
   // Every audit trail record ([global.audit]); only webhooks that name it receive it.
   "audit.record",
 ] as const;

@@ -48,6 +48,11 @@ export function applyReloadable(live: Config, next: Config): string[] {
     live.global.scrub.intervalSecs,
     next.global.scrub.intervalSecs,
   );
+  next.global.verify.intervalSecs = keep(
+    "global.verify.interval_secs",
+    live.global.verify.intervalSecs,
+    next.global.verify.intervalSecs,
+  );
   next.global.retentionSchedule.intervalSecs = keep(
     "global.retention_policy.interval_secs",
     live.global.retentionSchedule.intervalSecs,

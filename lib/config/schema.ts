@@ -335,6 +335,13 @@ export interface Config {
       /** unreferenced bytes younger than this are kept (an upload may be about to use them) */
       graceSecs: number;
     };
+    /** `[global.verify]`: re-hashing stored blobs (lib/registry/verify.ts) */
+    verify: {
+      /** start (or go on with) a verify pass inside the server this often; null = off */
+      intervalSecs: number | null;
+      /** bytes hashed per second at most, by the schedule and by default by the command */
+      bytesPerSec: number;
+    };
     jobQueue: JobQueueConfig;
     index: IndexConfig;
     /** an [auth.webhook.<name>] asked after the CEL policies allow; null = none */
@@ -372,6 +379,8 @@ export interface AuditConfig {
 }
 
 export const DEFAULT_MAX_MANIFEST_SIZE = 4 * 1024 * 1024;
+/** 16 MiB/s: a TB in ~18 hours, a tenth of a disk's sequential reads (docs/operations.md). */
+export const DEFAULT_VERIFY_BYTES_PER_SEC = 16 * 1024 * 1024;
 
 export function defaultConfig(): Config {
   return {
@@ -395,6 +404,7 @@ export function defaultConfig(): Config {
       outboundAllow: [],
       enableManifestRedirect: true,
       scrub: { intervalSecs: null, graceSecs: 300 },
+      verify: { intervalSecs: null, bytesPerSec: DEFAULT_VERIFY_BYTES_PER_SEC },
       jobQueue: defaultJobQueue(),
       index: defaultIndexConfig(),
       authorizationWebhook: null,

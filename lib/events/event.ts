@@ -20,6 +20,22 @@ export interface WharfEvent {
   severity_counts?: Record<string, number>;
   /** audit.record: the record as GET /v2/_svc/audit lists it */
   audit?: AuditRecord;
+  /** blob.corrupt: what was found and what follows */
+  corruption?: Corruption;
+}
+
+/** blob.corrupt's details: stored bytes that do not hash to their digest (issue 38). */
+export interface Corruption {
+  /** a blob (layer, config) or a manifest's body */
+  object: "blob" | "manifest";
+  /** what the stored bytes hash to */
+  found: string;
+  size: number;
+  /**
+   * true: the namespace is a pull-through cache and fetches it again from its upstream; false:
+   * it stays quarantined (no longer served) until it is pushed again
+   */
+  refetch: boolean;
 }
 
 export interface EventFields {

@@ -8,6 +8,7 @@ import { BudgetExceededError } from "../sandbox/mod.ts";
 import { Scavenger } from "../streams/mod.ts";
 import { encodeTable, pipeNode } from "./gzip_checkpoints.ts";
 import { encodeFrames, FrameWriter } from "./zstd_frames.ts";
+import { sealTable } from "./table_seal.ts";
 import { nativeZstdAvailable } from "./native_zstd.ts";
 import { type Compression, files, readAllStream } from "./layer_store.ts";
 import {
@@ -162,7 +163,7 @@ function decodeGzip(o: DecodeLayerOptions, src: ReadableStream<Uint8Array>): Dec
       const cps = await checkpointsDone;
       await ww.close();
       await windowsDone;
-      const bytes = encodeTable(cps.checkpoints, cps.lengths);
+      const bytes = sealTable(encodeTable(cps.checkpoints, cps.lengths));
       await o.store.writeDerived(files.checkpoints(o.base), ReadableStream.from([bytes]));
       return cps.error && cps.checkpoints.length === 0 ? cps.error : null;
     },
@@ -205,7 +206,7 @@ function decodeZstd(o: DecodeLayerOptions, src: ReadableStream<Uint8Array>): Dec
       await framesDone;
       await o.store.writeDerived(
         files.frameTable(o.base),
-        ReadableStream.from([encodeFrames(table)]),
+        ReadableStream.from([sealTable(encodeFrames(table))]),
       );
       return null;
     },

@@ -14,6 +14,9 @@ import {
   nearest,
 } from "./gzip_checkpoints.ts";
 import { decodeFrames, decompressFrame, type Frame, frameAt } from "./zstd_frames.ts";
+import { unsealTable } from "./table_seal.ts";
+import { countIntegrityFailure } from "../storage/mod.ts";
+import { log } from "../log.ts";
 
 /**
  * Bumped when the listing's content changes: older listings are served `refreshing`. 2: gzip
@@ -257,7 +260,11 @@ export class LayerReader {
     const name = files.checkpoints(rec.base);
     const table = await this.table(
       name,
-      async () => decodeTable(await readAllStream(await this.store.readDerived(name)), true),
+      async () =>
+        decodeTable(
+          checkedTable(await readAllStream(await this.store.readDerived(name)), name),
+          true,
+        ),
     );
     const cp = nearest(table, start) ??
       { uoff: 0, coff: 0, member: true, bits: 0, windowAt: 0, windowLength: 0 };
@@ -306,7 +313,12 @@ export class LayerReader {
     const frames = await this.table(
       files.frameTable(rec.base),
       async () =>
-        decodeFrames(await readAllStream(await this.store.readDerived(files.frameTable(rec.base)))),
+        decodeFrames(
+          checkedTable(
+            await readAllStream(await this.store.readDerived(files.frameTable(rec.base))),
+            files.frameTable(rec.base),
+          ),
+        ),
     );
     let i = frameAt(frames, start);
     let pos = start;
@@ -329,6 +341,18 @@ export class LayerReader {
       },
     }, { highWaterMark: 0 });
   }
+}
+
+/** A stored index table, checked (table_seal.ts): a damaged one is never used; 500 naming it. */
+function checkedTable(bytes: Uint8Array, name: string): Uint8Array {
+  const table = unsealTable(bytes);
+  if (table) return table;
+  countIntegrityFailure("index-table");
+  log.error("a layer index table does not match its checksum: not used", { file: name });
+  throw new RegistryError(
+    "INTERNAL_ERROR",
+    `the layer index file ${name} is damaged (its checksum does not match): "wharf reindex --force" rebuilds it`,
+  );
 }
 
 /** `s`, calling `done` once when it ends, fails or is cancelled. */

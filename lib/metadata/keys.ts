@@ -23,6 +23,13 @@
 //   reclaim/<digest>                      → ReclaimMarker   scrub is deleting the bytes: writers
 //                                                           that would reference them answer 503
 //   scrublock                             → { at, holder }  one scrub at a time (lease)
+//   quarantine/<digest>                   → QuarantineRecord its stored bytes did not hash to the
+//                                                           digest: out of serving (lib/registry/
+//                                                           quarantine.ts), unlinked, refetched
+//                                                           where a source exists
+//   verifycur/<scope>                     → VerifyCursor    where an interrupted verify pass goes
+//                                                           on ("" every blob, else a namespace)
+//   verifylock                            → VerifyLease     one verify at a time (lease)
 //   pull/<ns>/<target>/<at>/<id>          → client          one recorded pull of a tag or digest
 //                                                           (blind set per manifest GET: "live")
 //   pullc/<ns>/<target>/<newest>/<id>     → PullChunk       live pulls folded by scrub, newest
@@ -118,6 +125,10 @@ export const K = {
   reclaim: (digest: string) => ["reclaim", digest],
   reclaimAll: () => ["reclaim"],
   scrubLock: () => ["scrublock"],
+  quarantine: (digest: string) => ["quarantine", digest],
+  quarantineAll: () => ["quarantine"],
+  verifyCursor: (scope: string) => ["verifycur", scope],
+  verifyLock: () => ["verifylock"],
   linksAll: () => ["link"],
   ownersAll: () => ["owner"],
   revsAll: () => ["rev"],
@@ -214,6 +225,9 @@ export const KEY_PREFIXES: ReadonlySet<string> = new Set([
   "body",
   "reclaim",
   "scrublock",
+  "quarantine",
+  "verifycur",
+  "verifylock",
   "pull",
   "pullc",
   "lastpull",
@@ -277,6 +291,64 @@ export interface DownstreamError {
   at: number;
   outcome: string;
   message: string;
+}
+
+/**
+ * A digest whose stored bytes failed verification (lib/registry/quarantine.ts). Bounded: the
+ * namespaces are capped at QUARANTINE_NAMESPACES_KEPT (< 8 KiB).
+ */
+export interface QuarantineRecord {
+  /** ms since epoch when it was found */
+  at: number;
+  /**
+   * claimed: the reclamation marker is held and the bytes may still be in place; moved: out of
+   * serving, its namespaces not yet unlinked; settled: done (a verify finishes the others)
+   */
+  stage: "claimed" | "moved" | "settled";
+  /** blob: namespaces owned it (unlinked); manifest: they hold revisions with this body */
+  kind: "blob" | "manifest";
+  /** stored size in bytes */
+  size: number;
+  /** what the stored bytes hash to */
+  found: string;
+  /** a manifest body kept in KV (no bytes to move: every read refuses it until a re-push) */
+  inline?: boolean;
+  /** whether the store kept a copy of the bytes aside (listQuarantined) */
+  kept: boolean;
+  /** the namespaces concerned, at most QUARANTINE_NAMESPACES_KEPT */
+  namespaces: string[];
+  /** how many more there were */
+  more: number;
+  /** of those, pull-through namespaces that fetch it again from their upstream */
+  refetch: string[];
+}
+
+export const QUARANTINE_NAMESPACES_KEPT = 20;
+
+/** Who runs the one verify pass, until when; `host` and `pid` let a rerun on that host take over
+ * from a holder that died (lib/registry/verify.ts). */
+export interface VerifyLease {
+  holder: string;
+  at: number;
+  host: string;
+  pid: number;
+}
+
+/**
+ * Where a verify pass goes on after an interruption, and its figures so far; once it finished,
+ * when (the schedule's next pass is due from then). < 4 KiB.
+ */
+export interface VerifyCursor {
+  id: string;
+  startedAt: number;
+  /** blobs: the blob store's objects; manifests: manifest bodies kept in KV; done: finished */
+  phase: "blobs" | "manifests" | "done";
+  /** ms since epoch when the pass finished (phase done) */
+  finishedAt?: number;
+  /** the last key done in the phase; null: from its start */
+  after: Deno.KvKey | null;
+  /** the pass's figures so far (VerifySummary's counters) */
+  counts: Record<string, number>;
 }
 
 export interface ReclaimMarker {

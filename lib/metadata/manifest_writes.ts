@@ -99,6 +99,10 @@ function referrerRecord(w: ManifestWrite): ReferrerRecord {
 }
 
 const set = (key: Deno.KvKey, value: unknown): PlannedMutation => ({ kind: "set", key, value });
+
+function sameBytes(a: Uint8Array | undefined, b: Uint8Array): boolean {
+  return a !== undefined && a.byteLength === b.byteLength && a.every((x, i) => x === b[i]);
+}
 const del = (key: Deno.KvKey): PlannedMutation => ({ kind: "delete", key });
 
 /** Platform strings are free-form in a manifest; the stored copy is cut so a value stays small. */
@@ -226,6 +230,10 @@ export async function commitManifest(
         plan = await usage?.planAdd(ns, digest, w.record.size, read?.usage);
         if (plan && !plan.fits(budget)) throw new Error("manifest head commit exceeds KV limits");
         plan?.apply(op);
+      } else if (w.record.body && !sameBytes(rev.value.body, w.record.body)) {
+        // A body kept here that no longer hashes to its digest (bit rot: every read refuses it)
+        // is replaced by a push of the digest; the revision stays the one stored (issue 38).
+        fixed.push(set(K.rev(ns, digest), { ...rev.value, body: w.record.body }));
       }
       fixed.push(...fx.mutationsFor({ kind: "manifest-pushed", ns, digest }));
       if (!budget.addAll(op, fixed)) throw new Error("manifest head commit exceeds KV limits");

@@ -9,6 +9,8 @@ export { NO_FACTS, type WriteFact, type WriteFacts } from "./write_facts.ts";
 export { openMetadata } from "./open.ts";
 export { reclaimingError, ReclaimMeta, STALE_MARKER_MS } from "./reclaim.ts";
 export { LEASE_MS, ScrubMeta } from "./scrub_meta.ts";
+export { countQuarantines, QuarantineMeta, type UnlinkOutcome } from "./quarantine.ts";
+export { VERIFY_LEASE_MS, VerifyMeta } from "./verify_meta.ts";
 export { instrumentKv, type ObserveOp as ObserveKvOp } from "./instrumented_kv.ts";
 export { countUploadSessions, UPLOAD_CENSUS_CAP } from "./upload_census.ts";
 export {

@@ -10,7 +10,14 @@ import {
 } from "../oci/mod.ts";
 import { type Config, repositoryOf } from "../config/mod.ts";
 import { concatBytes, digestBytes } from "../streams/mod.ts";
-import type { BlobStore } from "../storage/mod.ts";
+import {
+  type BlobStore,
+  CorruptBlobError,
+  countIntegrityFailure,
+  mismatch,
+} from "../storage/mod.ts";
+import type { Quarantine } from "./quarantine.ts";
+import { log } from "../log.ts";
 import {
   type BlobMeta,
   INLINE_MANIFEST_MAX,
@@ -43,6 +50,13 @@ export interface DeleteOptions {
    * another (created meanwhile) refuses the delete, 409 DENIED.
    */
   authorizedTags?: ReadonlySet<string>;
+}
+
+/** A revision whose body is not in the blob store (quarantined, or lost): 500 saying which. */
+export class BodyUnavailableError extends RegistryError {
+  constructor(detail: string) {
+    super("INTERNAL_ERROR", detail);
+  }
 }
 
 export interface PutInput {
@@ -78,6 +92,8 @@ export class Manifests {
     private readonly effects: WriteEffects,
     /** quotas: each commit admitted by the ledger with the manifest's bytes (usage.ts) */
     private readonly usage?: UsageLedger,
+    /** bodies that fail their digest are quarantined (quarantine.ts) */
+    private readonly quarantine?: Pick<Quarantine, "quarantine" | "flagInline" | "explain">,
   ) {}
 
   async resolve(ns: string, reference: string): Promise<{ digest: string; rev: RevisionRecord }> {
@@ -104,13 +120,44 @@ export class Manifests {
       const url = await this.store.presign(digest, { contentType: rev.mediaType });
       return { digest, mediaType: rev.mediaType, size: rev.size, body: null, redirect: url };
     }
-    const body = rev.body ?? (withBody ? await this.store.readAll(digest) : null);
+    // HEAD answers from the record (no bytes go out); a GET's body is checked (`body`).
+    const body = withBody ? await this.body(digest, rev, ns) : rev.body ?? null;
     return { digest, mediaType: rev.mediaType, size: rev.size, body };
   }
 
-  /** The stored body of a revision (inline or in the blob store). */
-  async body(digest: string, rev: RevisionRecord): Promise<Uint8Array> {
-    return rev.body ?? await this.store.readAll(digest);
+  /**
+   * The stored body of a revision (inline or in the blob store), checked against its digest on
+   * every read: bytes that do not hash to it are never returned (500 naming the cause) and are
+   * quarantined. `ns`: the revision's namespace, when the caller knows it.
+   */
+  async body(digest: string, rev: RevisionRecord, ns: string | null = null): Promise<Uint8Array> {
+    const bytes = rev.body ?? await this.storedBody(digest);
+    const found = mismatch(digest, bytes);
+    if (found === null) return bytes;
+    countIntegrityFailure("manifest");
+    try {
+      if (rev.body) await this.quarantine?.flagInline(ns, digest, found, bytes.byteLength);
+      else await this.quarantine?.quarantine(digest);
+    } catch (e) {
+      log.error("could not quarantine a manifest body that failed verification", {
+        digest,
+        error: e instanceof Error ? e.message : String(e),
+      });
+    }
+    throw new CorruptBlobError(digest, found, "manifest");
+  }
+
+  /** A body kept in the blob store; a missing one is a 500 saying why (quarantined, or lost). */
+  private async storedBody(digest: string): Promise<Uint8Array> {
+    try {
+      return await this.store.readAll(digest);
+    } catch (e) {
+      if (!(e instanceof Deno.errors.NotFound)) throw e;
+      throw new BodyUnavailableError(
+        (await this.quarantine?.explain(digest)) ??
+          `the stored body of manifest ${digest} is missing from the blob store`,
+      );
+    }
   }
 
   async put(

@@ -21,6 +21,13 @@ export {
   type ScrubSummary,
 } from "./scrub.ts";
 export { sweepPullHistory } from "../metadata/mod.ts";
+export {
+  Quarantine,
+  quarantineDetail,
+  type QuarantineOutcome,
+  type Throttle,
+} from "./quarantine.ts";
+export { formatVerify, Verifier, type VerifyOptions, type VerifySummary } from "./verify.ts";
 export { CacheCap } from "./cache_cap.ts";
 export { PULLS_DEFAULT_N, PULLS_MAX_N, type PullsPage } from "./pulls.ts";
 export {

@@ -35,7 +35,8 @@ import {
 import { log } from "../log.ts";
 import type { BlobRead } from "./blobs.ts";
 import { type BlobFill, FillError, type Fills } from "./blob_fill.ts";
-import type { ManifestBody, Manifests } from "./manifests.ts";
+import { BodyUnavailableError, type ManifestBody, type Manifests } from "./manifests.ts";
+import { CorruptBlobError } from "../storage/mod.ts";
 import type { ReferrerDescriptor } from "./listings.ts";
 import type { CacheCap } from "./cache_cap.ts";
 import { AwaitingLayer, Prefetcher, type PrefetchItem } from "./prefetch.ts";
@@ -66,6 +67,8 @@ export type PullThroughResult =
   | "range"
   /** a blob filled ahead of the client (prefetch.ts) */
   | "prefetch"
+  /** a cached manifest whose stored body failed its digest, fetched again */
+  | "refetched"
   | "error";
 
 export interface PullThroughDeps {
@@ -169,13 +172,13 @@ export class PullThrough {
     const local = await this.cached(ns, reference);
     if (local && (byDigest || this.immutable(rc, reference))) {
       this.d.observe?.("manifest", "hit");
-      return await this.serve(local, withBody, rc, ns);
+      return await this.serveChecked(rc, ns, local, withBody, accept);
     }
     if (local && rc.revalidateSecs) {
       const seen = await this.d.checks.get(ns, reference);
       if (seen && seen.digest === local.digest && Date.now() - seen.at < rc.revalidateSecs * 1000) {
         this.d.observe?.("manifest", "hit");
-        return await this.serve(local, withBody, rc, ns);
+        return await this.serveChecked(rc, ns, local, withBody, accept);
       }
     }
     const up = this.set(rc);
@@ -185,7 +188,7 @@ export class PullThrough {
         if (head.digest === local.digest) {
           await this.d.checks.record(ns, reference, local.digest);
           this.d.observe?.("manifest", "revalidated");
-          return await this.serve(local, withBody, rc, ns);
+          return await this.serveChecked(rc, ns, local, withBody, accept);
         }
         // Moved upstream: fetch the new revision by its digest (the tag could move again).
         const fetched = await this.fetch(rc, up, ns, head.digest, accept, reference);
@@ -294,9 +297,42 @@ export class PullThrough {
     ns?: string,
   ): Promise<PulledManifest> {
     if (rc && ns) this.d.cacheCap?.touched(rc, ns, local.digest);
-    const body = local.rev.body ??
-      (withBody ? await this.d.manifests.body(local.digest, local.rev) : null);
+    // A GET's body is checked against its digest (Manifests.body); HEAD sends none.
+    const body = withBody
+      ? await this.d.manifests.body(local.digest, local.rev, ns ?? null)
+      : local.rev.body ?? null;
     return { digest: local.digest, mediaType: local.rev.mediaType, size: local.rev.size, body };
+  }
+
+  /**
+   * The cached copy; when its stored body fails its digest (the read quarantined it) or is gone
+   * from the store for that reason, the upstream's, fetched again by digest: a cache never
+   * serves rot, it refetches. Should the upstream not have it, the cached copy's error stands.
+   */
+  private async serveChecked(
+    rc: RepositoryConfig,
+    ns: string,
+    local: { digest: string; rev: RevisionRecord },
+    withBody: boolean,
+    accept: string | null,
+  ): Promise<PulledManifest> {
+    try {
+      return await this.serve(local, withBody, rc, ns);
+    } catch (e) {
+      if (!(e instanceof CorruptBlobError || e instanceof BodyUnavailableError)) throw e;
+      log.warn("fetching a cached manifest again: its stored body failed verification", {
+        namespace: ns,
+        digest: local.digest,
+      });
+      try {
+        const fetched = await this.fetch(rc, this.set(rc), ns, local.digest, accept, null);
+        this.d.observe?.("manifest", "refetched");
+        return fetched;
+      } catch (e2) {
+        this.d.observe?.("manifest", "error");
+        throw clientError(e2, () => e as RegistryError);
+      }
+    }
   }
 
   /** A blob read of `ns` as served: under a cache cap it keeps its images in use while it streams. */
@@ -429,6 +465,14 @@ export class PullThrough {
       ? await fill.follow(range.start, range.end)
       : await fill.follow();
     return { size, range, stream };
+  }
+
+  /**
+   * Queues the `cache` job that stores `digest` in `ns` again from the upstream (a quarantined
+   * copy: quarantine.ts), due now. Nothing for a namespace that is not a pull-through cache.
+   */
+  async refetch(ns: string, digest: string): Promise<void> {
+    if (this.repository(ns)) await this.queueFill(ns, digest, 0);
   }
 
   /** The job's storage key, or null when it could not be queued. */

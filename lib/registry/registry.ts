@@ -3,7 +3,8 @@
 // this; the layer index, reports, replication, sync and retention get their narrow dependencies
 // from the composition root (lib/services) instead of reaching through it.
 import type { Config } from "../config/mod.ts";
-import type { BlobStore } from "../storage/mod.ts";
+import { type BlobStore, CorruptBlobError, readVerified } from "../storage/mod.ts";
+import { Quarantine } from "./quarantine.ts";
 import { BlobMeta, ManifestMeta, UploadMeta } from "../metadata/mod.ts";
 import { PullMeta, SvcMeta, UpstreamChecks } from "../metadata/mod.ts";
 import { CacheMeta, K, UsageLedger } from "../metadata/mod.ts";
@@ -62,6 +63,8 @@ export class Registry {
   readonly pullThrough: PullThrough;
   /** event webhooks: what writes plan, and the `events` queue's delivery jobs */
   readonly events: Events;
+  /** stored bytes that failed verification, out of serving (quarantine.ts; `verify` uses it) */
+  readonly quarantine: Quarantine;
   /** what a write causes, planned into its commits (lib/effects) */
   readonly effects: WriteEffects;
   /** storage usage per repository, kept by the writes; quotas (lib/quota) */
@@ -83,7 +86,19 @@ export class Registry {
     this.#usage = new UsageLedger(kv, quotaPolicy(() => cfg));
     const blobMeta = new BlobMeta(kv, this.#usage);
     const manifestMeta = new ManifestMeta(kv, this.#usage);
-    this.blobs = new Blobs(store, blobMeta, manifestMeta, this.effects);
+    this.quarantine = new Quarantine({
+      cfg,
+      kv,
+      store,
+      usage: this.#usage,
+      events: this.events,
+      refetch: (ns, digest) => this.pullThrough.refetch(ns, digest),
+      pullThrough: (ns) => this.pullThrough.repository(ns) !== null,
+    });
+    this.blobs = new Blobs(store, blobMeta, manifestMeta, this.effects, {
+      quarantine: this.quarantine,
+      manifestBody: (ns, digest, rev) => this.manifests.body(digest, rev, ns),
+    });
     this.manifests = new Manifests(
       cfg,
       store,
@@ -91,6 +106,7 @@ export class Registry {
       blobMeta,
       this.effects,
       this.#usage,
+      this.quarantine,
     );
     this.uploads = new Uploads({
       store,
@@ -108,7 +124,7 @@ export class Registry {
       manifestMeta,
       new SvcMeta(kv),
       pullMeta,
-      (d) => store.readAll(d),
+      (d) => readVerified(store, d),
       {
         shown: () => quotasConfigured(cfg),
         used: (r) => this.#usage.used(r),
@@ -206,7 +222,12 @@ export class Registry {
     try {
       return served(await this.blobs.read(ns, digest, rangeHeader, withBody, redirect));
     } catch (e) {
-      if (!(e instanceof RegistryError && e.code === "BLOB_UNKNOWN")) throw e;
+      // Rotten bytes were quarantined (and unlinked) by the read: the upstream has them right.
+      if (
+        !(e instanceof RegistryError && e.code === "BLOB_UNKNOWN" || e instanceof CorruptBlobError)
+      ) {
+        throw e;
+      }
     }
     const r = await this.pullThrough.blob(rc, ns, digest, rangeHeader, withBody);
     return served(r === "linked" ? await this.blobs.read(ns, digest, rangeHeader, withBody) : r);

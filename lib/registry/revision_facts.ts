@@ -5,6 +5,7 @@
 import { INDEX_TYPES } from "../oci/mod.ts";
 import type { RevisionRecord } from "../metadata/mod.ts";
 import { mapBounded } from "./map_bounded.ts";
+import { verifiedBytes } from "../storage/mod.ts";
 
 export interface Platform {
   os: string;
@@ -82,7 +83,10 @@ export class RevisionFactsCache {
   }
 
   private async compute(digest: string, rec: RevisionRecord): Promise<OwnFacts> {
-    const body = rec.body ?? await this.readBlob(digest);
+    // Checked like every read of a body (a reader given here checks what it reads).
+    const body = rec.body
+      ? verifiedBytes(digest, rec.body, "manifest")
+      : await this.readBlob(digest);
     const m = JSON.parse(new TextDecoder().decode(body)) as Record<string, unknown>;
     const mediaType = str(m.mediaType) ?? rec.mediaType;
     if (INDEX_TYPES.has(mediaType) || Array.isArray(m.manifests)) {

@@ -8,7 +8,7 @@ import { addJobs, ManifestMeta } from "../metadata/mod.ts";
 import { BlobMeta, K } from "../metadata/mod.ts";
 import { type JobContext, type JobQueues, PermanentJobError } from "../jobs/mod.ts";
 import type { Registry } from "../registry/mod.ts";
-import type { BlobStore } from "../storage/mod.ts";
+import { type BlobStore, readVerified } from "../storage/mod.ts";
 import { indexLayerJob, tarLayers } from "../index/mod.ts";
 import type { WriteEffects, WriteFacts } from "../effects/mod.ts";
 import { parseManifest } from "../oci/mod.ts";
@@ -327,7 +327,8 @@ export class Scanner {
         path: "config.json",
         kind: "config",
         size: cfgBlob.size,
-        open: () => this.files.read(configDigest),
+        // Read whole and checked against its digest: a config that does not match is not parsed.
+        open: async () => ReadableStream.from([await readVerified(this.files, configDigest)]),
       });
     }
     const layers = tarLayers(parsed);

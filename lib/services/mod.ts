@@ -8,4 +8,5 @@ export { startSchedules } from "./schedules.ts";
 export { storeFaultAnswer } from "./store_faults.ts";
 export { type HttpParts, httpParts } from "./http_parts.ts";
 export { scrubberFor } from "./scrubber.ts";
+export { verifierFor } from "./verifier.ts";
 export { allWriteEffects, writeEffectsFor } from "./write_effects.ts";

@@ -26,6 +26,7 @@ import { Reports } from "../scan/mod.ts";
 import { countOutbox, OutboxDrainer } from "../events/mod.ts";
 import { log } from "../log.ts";
 import { allWriteEffects } from "./write_effects.ts";
+import { reportIntegrity } from "./verifier.ts";
 
 /**
  * - `serve`: HTTP and the job queues in one process; everything instrumented, queues drained,
@@ -93,6 +94,7 @@ export async function openServices(cfg: Config, opts: OpenOptions): Promise<Serv
   if (role === "serve") {
     metrics.countUploadSessionsWith(() => countUploadSessions(rawKv));
     metrics.commitRetriesFrom(commitRetryCounts);
+    reportIntegrity(metrics, rawKv);
     metrics.storesFrom(() => watch.figures(), () => watch.refusals.values());
   }
   const jobs = background

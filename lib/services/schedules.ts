@@ -1,20 +1,24 @@
-// What `serve` runs on a timer besides the job queues: scrub, retention and the replication
-// reconcile, each one run at a time (lib/jobs/periodic.ts), each off unless configured.
+// What `serve` runs on a timer besides the job queues: scrub, verify, retention and the
+// replication reconcile, each one run at a time (lib/jobs/periodic.ts), each off unless configured.
 import { periodic } from "../jobs/mod.ts";
-import { formatSummary } from "../registry/mod.ts";
+import { formatSummary, formatVerify } from "../registry/mod.ts";
 import { reconcile } from "../replication/mod.ts";
 import { formatPrune, prune } from "../retention/mod.ts";
 import { auditedRun } from "../audit/mod.ts";
 import { log } from "../log.ts";
 import { scrubberFor } from "./scrubber.ts";
+import { verifierFor } from "./verifier.ts";
 import type { Services } from "./open.ts";
 
 /** The server's own lease name: a restarted server resumes the scrub lease of the one it replaces. */
 const SERVE_SCRUB_HOLDER = "wharf serve";
+/** Likewise for the verify lease. */
+const SERVE_VERIFY_HOLDER = "wharf serve verify";
 
 /** Starts the configured schedules; they stop when `signal` aborts. */
 export function startSchedules(s: Services, signal: AbortSignal): void {
   scheduleScrub(s, signal);
+  scheduleVerify(s, signal);
   scheduleReconcile(s, signal);
   schedulePrune(s, signal);
 }
@@ -50,6 +54,42 @@ function scheduleScrub(s: Services, signal: AbortSignal): void {
       throw e;
     }
   }, { signal });
+}
+
+/**
+ * `[global.verify] interval_secs`: each tick starts a verify pass, or goes on with the one a
+ * stop or a restart interrupted (its cursor), at `bytes_per_sec` as configured when it starts;
+ * a tick that finds the pass still running is skipped. Stopping the server stops the pass
+ * between two reads.
+ */
+function scheduleVerify(s: Services, signal: AbortSignal): void {
+  const every = s.cfg.global.verify.intervalSecs;
+  if (every === null) return;
+  const verifier = verifierFor(s, SERVE_VERIFY_HOLDER);
+  periodic("scheduled verify", every * 1000, async (signal) => {
+    if (!(await verifier.due(every * 1000))) return;
+    let bytes = 0;
+    try {
+      const r = await verifier.run({
+        bytesPerSec: s.cfg.global.verify.bytesPerSec,
+        signal,
+        report: (line) => log.warn(`verify: ${line}`),
+      });
+      if ("held" in r) {
+        log.info("scheduled verify skipped: another verify holds the lease", {
+          holder: r.held.holder,
+        });
+        return;
+      }
+      bytes = r.runBytes;
+      log.info(formatVerify(r));
+      s.metrics.verifyFinished(r.complete ? "complete" : "stopped", bytes);
+    } catch (e) {
+      s.metrics.verifyFinished("failed", bytes);
+      throw e;
+    }
+    // At startup too: a pass a stop interrupted goes on at once (`due`).
+  }, { signal, immediate: true });
 }
 
 /** Reconcile inside the server for downstreams whose mode includes it. */

@@ -121,6 +121,19 @@ export interface BlobStore {
   listUploads(): AsyncIterable<StoredObject>;
 
   /**
+   * Takes a blob whose bytes failed verification out of serving (lib/registry/quarantine.ts):
+   * afterwards `read`, `exists` and `listBlobs` no longer see it, and a later placement of the
+   * digest (a re-push, a refetch) stores afresh instead of finding it present. The bytes are kept
+   * aside for an operator (`listQuarantined`) where that is cheap; returns whether they were.
+   * NotFound when the blob is absent.
+   */
+  quarantine(digest: string): Promise<boolean>;
+  /** The copies `quarantine` kept (name: the digest). */
+  listQuarantined(): AsyncIterable<StoredObject>;
+  /** Drops a quarantined copy (absent: no error). */
+  deleteQuarantined(digest: string): Promise<void>;
+
+  /**
    * A time-limited URL a client may GET the blob from directly (SPEC §Blobs, Redirects), with
    * `contentType` as the answer's Content-Type; absent when the store has no such URLs.
    */

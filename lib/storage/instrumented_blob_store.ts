@@ -96,6 +96,15 @@ export class InstrumentedBlobStore implements BlobStore {
   listUploads(): AsyncIterable<StoredObject> {
     return this.timedList("listUploads", () => this.inner.listUploads());
   }
+  quarantine(digest: string) {
+    return this.timed("quarantine", () => this.inner.quarantine(digest));
+  }
+  listQuarantined(): AsyncIterable<StoredObject> {
+    return this.timedList("listQuarantined", () => this.inner.listQuarantined());
+  }
+  deleteQuarantined(digest: string) {
+    return this.timed("deleteQuarantined", () => this.inner.deleteQuarantined(digest));
+  }
 
   private async *timedList(
     op: string,

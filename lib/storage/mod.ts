@@ -5,6 +5,7 @@ export type {
   AppendResult,
   BlobStore,
   CommitOptions,
+  StoredObject,
   UploadReader,
 } from "./blob_store.ts";
 export { ConcurrentUploadError, TooLargeError } from "./blob_store.ts";
@@ -19,4 +20,15 @@ export { describeBlobStore, openBlobStore, watchStores } from "./open.ts";
 export { type StoreFigures, type StoreName, StoreWatch } from "./watch.ts";
 export { type FaultReport, formatBytes, RETRY_AFTER_SECS } from "./faults.ts";
 export { storeErrorAnswer } from "./fault_answer.ts";
+export {
+  CorruptBlobError,
+  countIntegrityFailure,
+  countQuarantined,
+  integrityFailureCounts,
+  type IntegrityObject,
+  mismatch,
+  quarantinedCounts,
+  readVerified,
+  verifiedBytes,
+} from "./integrity.ts";
 export { BlobStoreOpenError } from "./s3_open_error.ts";

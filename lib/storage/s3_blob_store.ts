@@ -563,7 +563,41 @@ export class S3BlobStore implements BlobStore {
     }
     if (cur) yield cur;
   }
+
+  private quarantineKey(digest: string): string {
+    const [alg, hex] = digest.split(":");
+    return `${this.prefix}quarantine/${alg}/${hex}`;
+  }
+
+  /**
+   * A server-side copy to `quarantine/`, then the blob's key goes. Past CopyObject's 5 GiB the
+   * copy is not kept (an assembly by ranges would cost a multipart upload for evidence only).
+   */
+  async quarantine(digest: string): Promise<boolean> {
+    const key = this.blobKey(digest);
+    const head = await this.client.head(key);
+    if (!head) throw new Deno.errors.NotFound(`s3 object ${key}`);
+    const kept = head.size <= MAX_COPY_SIZE;
+    if (kept) await this.client.copy(key, this.quarantineKey(digest));
+    await this.client.delete(key);
+    return kept;
+  }
+
+  async *listQuarantined(): AsyncGenerator<StoredObject> {
+    const base = `${this.prefix}quarantine/`;
+    for await (const o of this.client.list(base)) {
+      const m = /^([a-z0-9]+)\/([0-9a-f]+)$/.exec(o.key.slice(base.length));
+      if (m) yield { name: `${m[1]}:${m[2]}`, size: o.size, mtime: o.lastModified };
+    }
+  }
+
+  async deleteQuarantined(digest: string): Promise<void> {
+    await this.client.delete(this.quarantineKey(digest));
+  }
 }
+
+/** CopyObject's limit. */
+const MAX_COPY_SIZE = 5 * 1024 ** 3;
 
 // Part buffers are reused: V8 frees large ArrayBuffers only under external-memory pressure, so a
 // fresh 2×P per PATCH let RSS climb during pushes (the same effect fs_blob_store.ts measured).

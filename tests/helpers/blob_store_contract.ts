@@ -2,7 +2,12 @@
 // contract suite as the first). Each backend's test file calls `blobStoreContract` with a
 // factory that gives a fresh, empty store.
 import assert from "node:assert/strict";
-import { type BlobStore, TooLargeError } from "../../lib/storage/mod.ts";
+import {
+  type BlobStore,
+  CorruptBlobError,
+  readVerified,
+  TooLargeError,
+} from "../../lib/storage/mod.ts";
 import { sha256Hex } from "./server.ts";
 
 export interface ContractStore {
@@ -272,5 +277,41 @@ export function blobStoreContract(
       );
       await assert.rejects(store.readDerived(bad), /invalid derived file name/);
     }
+  });
+
+  test("quarantine: the blob leaves read, exists and listBlobs, is kept aside, and stores afresh", async ({ store }) => {
+    const data = pattern(100_000);
+    const d = `sha256:${await sha256Hex(data)}`;
+    await assert.rejects(store.quarantine(d), Deno.errors.NotFound);
+    // Rotten bytes under the digest, as a disk that flipped bits would hold them.
+    const rotten = data.slice();
+    rotten[50_000] ^= 0xff;
+    await store.put(d, rotten);
+    assert.deepEqual(await store.readAll(d), rotten, "a store hands back what it holds");
+    await assert.rejects(readVerified(store, d), (e: unknown) => {
+      assert.ok(e instanceof CorruptBlobError);
+      assert.equal(e.status, 500);
+      assert.match(e.detail, new RegExp(`${d} do not match its digest \\(they hash to sha256:`));
+      return true;
+    });
+    assert.equal(await store.quarantine(d), true);
+    assert.equal(await store.exists(d), false);
+    await assert.rejects(async () => await collect(await store.read(d)), Deno.errors.NotFound);
+    await assert.rejects(store.readAll(d), Deno.errors.NotFound);
+    assert.deepEqual(await names(store.listBlobs()), []);
+    const kept = await Array.fromAsync(store.listQuarantined());
+    assert.deepEqual(kept.map((q) => [q.name, q.size]), [[d, rotten.length]]);
+    // A re-push (or a refetch) of the digest commits its bytes: a store that skips writing bytes
+    // it already holds must not take the quarantined ones for them.
+    const u = crypto.randomUUID();
+    const opts = { maxBytes: data.length, onChunk: () => {} };
+    await store.appendUpload(u, 0, ReadableStream.from([data]), opts);
+    await store.commitUpload(u, d, data.length, { synced: true });
+    assert.deepEqual(await readVerified(store, d), data);
+    assert.deepEqual(await names(store.listBlobs()), [d]);
+    await store.deleteQuarantined(d);
+    await store.deleteQuarantined(d); // absent: no error
+    assert.deepEqual(await Array.fromAsync(store.listQuarantined()), []);
+    assert.deepEqual(await readVerified(store, d), data, "the blob itself stays");
   });
 }

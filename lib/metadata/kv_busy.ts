@@ -11,11 +11,20 @@
 // stop after BUSY_BOUND_MS, the write answers 503 naming the file (kv_faults.ts), and while the
 // lock stays every later write but one (the probe that notices its release) fails at once
 // instead of queueing for its 5 s.
+//
+// A file that was read-only when the process opened it (a restore with the wrong owner, `chattr
+// +i`) gives a handle that stays read-only after the file is fixed: a write refused that way opens
+// the file again (at most every REOPEN_EVERY_MS) and, once the new handle can write, every later
+// write goes to it, so a fixed file needs no restart.
 import { kvFaultError, type KvFaultKind, kvFaultKind } from "./kv_faults.ts";
 
 const ATTEMPTS = 200;
-/** Retries of a write refused for the lock stop once it has waited this long. */
-export const BUSY_BOUND_MS = 5_000;
+const REOPEN_EVERY_MS = 2_000;
+/**
+ * Retries of a write refused for the lock stop once it has waited this long: contention between
+ * writers clears in milliseconds, and a held lock's first refusal comes after Deno's 5 s.
+ */
+export const BUSY_BOUND_MS = 3_000;
 
 function isBusy(e: unknown): boolean {
   return e instanceof Error && /database is locked|database is busy/i.test(e.message);
@@ -27,6 +36,8 @@ export interface KvWriteWatch {
   path: string;
   /** every write's outcome: null when it reached the file, else why it could not */
   report?: (fault: { kind: KvFaultKind; detail: string } | null) => void;
+  /** opens the file again, resolving only with a handle that can write (openMetadata's) */
+  reopen?: () => Promise<Deno.Kv>;
 }
 
 /** Runs the writes of one KV handle: retried while busy, faults answered as 503. */
@@ -34,7 +45,10 @@ class Writes {
   /** when a write last gave up on another process's lock; 0: no lock seen since */
   private lockedAt = 0;
   private probing = false;
-  constructor(private readonly watch: KvWriteWatch) {}
+  private reopenedAt = 0;
+  /** the handles writes went to before (closed with the current one) */
+  readonly retired: Deno.Kv[] = [];
+  constructor(private readonly watch: KvWriteWatch, public current: Deno.Kv) {}
 
   async run<T>(fn: () => Promise<T>): Promise<T> {
     const probe = this.lockedAt !== 0;
@@ -51,9 +65,24 @@ class Writes {
       const kind = kvFaultKind(e);
       if (!kind) throw e;
       if (kind === "locked") this.lockedAt = Date.now();
+      if (kind === "read_only") await this.reopen();
       throw this.fault(kind, e as Error);
     } finally {
       if (probe) this.probing = false;
+    }
+  }
+
+  /** A fresh handle for the writes that follow, if the file can be written now. */
+  private async reopen(): Promise<void> {
+    if (!this.watch.reopen || Date.now() - this.reopenedAt < REOPEN_EVERY_MS) return;
+    this.reopenedAt = Date.now();
+    try {
+      const fresh = await this.watch.reopen();
+      // Reads already bound to the old handle keep it: it reads the same file.
+      this.retired.push(this.current);
+      this.current = fresh;
+    } catch {
+      // still read-only: the next refused write tries again
     }
   }
 
@@ -82,22 +111,28 @@ async function retrying<T>(fn: () => Promise<T>): Promise<T> {
  * RegistryError naming it.
  */
 export function withBusyRetry(kv: Deno.Kv, watch: KvWriteWatch = { path: "KV" }): Deno.Kv {
-  const writes = new Writes(watch);
+  const writes = new Writes(watch, kv);
   return new Proxy(kv, {
-    get(target, prop) {
+    get(_, prop) {
+      const target = writes.current;
       switch (prop) {
         case "atomic":
           return () => {
-            const op = target.atomic();
+            const op = writes.current.atomic();
             const commit = op.commit.bind(op);
             op.commit = () => writes.run(commit);
             return op;
           };
         case "set":
           return (key: Deno.KvKey, value: unknown, o?: { expireIn?: number }) =>
-            writes.run(() => target.set(key, value, o));
+            writes.run(() => writes.current.set(key, value, o));
         case "delete":
-          return (key: Deno.KvKey) => writes.run(() => target.delete(key));
+          return (key: Deno.KvKey) => writes.run(() => writes.current.delete(key));
+        case "close":
+          return () => {
+            for (const old of writes.retired) old.close();
+            writes.current.close();
+          };
       }
       const v = Reflect.get(target, prop, target);
       return typeof v === "function" ? v.bind(target) : v;

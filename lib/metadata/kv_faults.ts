@@ -22,7 +22,7 @@ const KINDS: [RegExp, KvFaultKind, string][] = [
 const RETRY_AFTER_SECS: Record<KvFaultKind, number> = {
   full: 30,
   locked: 5,
-  read_only: 30,
+  read_only: 5,
   unavailable: 5,
 };
 

@@ -2,6 +2,9 @@
 import { type KvWriteWatch, withBusyRetry } from "./kv_busy.ts";
 import { strictIfRequested } from "./kv_limits.ts";
 
+/** A key no record uses: a commit that only checks it is absent writes nothing. */
+const WRITE_PROBE: Deno.KvKey = ["\u0000write-probe"];
+
 /**
  * Opens the KV file (or KV Connect URL) that holds all metadata. `report` hears whether each
  * write reached a local file (a server's /readyz and metrics).
@@ -16,5 +19,22 @@ export async function openMetadata(
   }
   const kv = strictIfRequested(await Deno.openKv(path));
   // A remote KV (KV Connect) serialises writers itself; a local file needs the busy retry.
-  return /^https?:\/\//.test(path) ? kv : withBusyRetry(kv, { path, report });
+  if (/^https?:\/\//.test(path)) return kv;
+  return withBusyRetry(kv, { path, report, reopen: () => openWritable(path) });
+}
+
+/**
+ * The KV file opened again, only if it can be written now: SQLite opens a file it may not write
+ * read-only, silently, and refuses even a commit that only checks ("Can not write to a
+ * read-only database").
+ */
+async function openWritable(path: string): Promise<Deno.Kv> {
+  const raw = await Deno.openKv(path);
+  try {
+    await raw.atomic().check({ key: WRITE_PROBE, versionstamp: null }).commit();
+  } catch (e) {
+    raw.close();
+    throw e;
+  }
+  return strictIfRequested(raw);
 }

@@ -36,6 +36,8 @@ export interface S3Settings {
   attempts?: number;
   /** first backoff; doubles per attempt, with jitter */
   backoffMs?: number;
+  /** how long an answer may take to start (default ANSWER_TIMEOUT_MS; tests shorten it) */
+  answerTimeoutMs?: number;
 }
 
 export interface S3Object {
@@ -151,6 +153,10 @@ export class S3Client {
    */
   async request(method: string, key: string, init: RequestInit = {}): Promise<Response> {
     const url = this.url(key, init.query);
+    // How errors name the request: a listing by its prefix, anything else by its key.
+    const what = key === "" && init.query?.prefix !== undefined
+      ? `LIST ${init.query.prefix}`
+      : `${method} ${key}`;
     let lastErr = "";
     let state = "unreachable";
     for (let attempt = 0; attempt < this.attempts; attempt++) {
@@ -161,7 +167,7 @@ export class S3Client {
       try {
         res = await this.send(method, url, headers, init);
       } catch (e) {
-        lastErr = `${method} ${key}: ${(e as Error).message}`;
+        lastErr = `${what}: ${causeOf(e)}`;
         state = "unreachable";
         if (e instanceof AnswerTimeout) break; // a hung server would hang every retry too
         continue;
@@ -173,7 +179,7 @@ export class S3Client {
       const text = await res.text().catch(() => "");
       const code = /<Code>([^<]*)<\/Code>/.exec(text)?.[1] ?? "";
       if (res.status === 500 || res.status === 503 || code === "SlowDown") {
-        lastErr = `${method} ${key}: S3 answered ${res.status} ${code}`;
+        lastErr = `${what}: S3 answered ${res.status} ${code}`.trimEnd();
         state = "failing";
         continue;
       }
@@ -182,7 +188,7 @@ export class S3Client {
       throw new S3Error(
         res.status,
         code,
-        `${this.label} refused ${method} ${key}: S3 answered ${res.status} ${code} ${msg}`,
+        `${this.label} refused ${what}: S3 answered ${res.status} ${code} ${msg}`,
       );
     }
     const detail = `${this.label} is ${state}: ${lastErr}`;
@@ -216,7 +222,7 @@ export class S3Client {
       );
     }
     // Only the wait for the answer's headers is bounded: a body then streams at its reader's pace.
-    const ms = init.timeoutMs ?? ANSWER_TIMEOUT_MS;
+    const ms = init.timeoutMs ?? this.s.answerTimeoutMs ?? ANSWER_TIMEOUT_MS;
     const ctl = new AbortController();
     const timer = setTimeout(() => ctl.abort(new AnswerTimeout(ms)), ms);
     try {
@@ -405,6 +411,15 @@ function unavailable(detail: string): RegistryError {
   return new RegistryError("PROVIDER_UNAVAILABLE", `${detail}; retry later`, {
     headers: { "Retry-After": String(RETRY_AFTER_SECS.unavailable) },
   });
+}
+
+/** An error and its causes in one line: fetch says "fetch failed" and keeps the why in `cause`. */
+function causeOf(e: unknown): string {
+  const parts: string[] = [];
+  for (let c = e; c instanceof Error && parts.length < 4; c = c.cause) {
+    if (!parts.some((p) => p.includes(c!.message))) parts.push(c.message);
+  }
+  return parts.join(": ") || String(e);
 }
 
 /** S3 accepted the request and did not start answering in time. */

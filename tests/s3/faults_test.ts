@@ -1,14 +1,30 @@
 // S3 faults under a Wharf process: the endpoint stopped mid-upload and restarted (the session
-// resumes where it was committed), and an endpoint answering 503 SlowDown (retried with
-// backoff; when it stays down the client gets 503 PROVIDER_UNAVAILABLE and nothing becomes
-// visible). The SlowDown answers come from a TCP proxy in front of the real S3 server.
+// resumes where it was committed), an endpoint answering 503 SlowDown (retried with backoff;
+// when it stays down the client gets 503 PROVIDER_UNAVAILABLE and nothing becomes visible), and
+// one refusing the key (403). Every 503 names the store (endpoint, bucket) and the cause, /readyz
+// says not_ready while the last operations failed and ready once one succeeds, /healthz stays
+// 200, and nothing needs a restart. The SlowDown and 403 answers come from a TCP proxy in front
+// of the real S3 server.
 import assert from "node:assert/strict";
-import { assertError, serverTestOpts } from "../helpers/api.ts";
+import { assertError, assertErrorCode, serverTestOpts } from "../helpers/api.ts";
 import { startS3 } from "../helpers/s3_server.ts";
-import { s3Toml, sha256Hex, startServer } from "../helpers/server.ts";
+import { s3Toml, sha256Hex, startServer, type TestServer } from "../helpers/server.ts";
 
 function blob(n: number, seed: number): Uint8Array {
   return new Uint8Array(n).map((_, i) => (i * seed + (i >> 13)) & 0xff);
+}
+
+async function readyz(s: TestServer): Promise<{ status: number; error?: string }> {
+  const r = await fetch(`${s.url}/readyz`);
+  const body = await r.json();
+  return { status: r.status, error: body.error };
+}
+
+/** `the blob store (S3 http://127.0.0.1:<port> bucket wharf) is <state>: <op>: ...; retry later` */
+function storeNamed(state: string, port: number): RegExp {
+  return new RegExp(
+    `^the blob store \\(S3 http://127\\.0\\.0\\.1:${port} bucket wharf\\) ${state}.*; retry later$`,
+  );
 }
 
 async function patch(url: string, loc: string, data: Uint8Array, start: number) {
@@ -41,9 +57,18 @@ Deno.test({
       await s3.stop();
       const t0 = Date.now();
       const p2 = await patch(s.url, loc, data.subarray(cut), cut);
-      await assertError(p2, 503, "PROVIDER_UNAVAILABLE");
+      const e2 = await assertErrorCode(p2, 503, "PROVIDER_UNAVAILABLE");
+      assert.match(
+        String(e2.detail),
+        storeNamed("is unreachable: [A-Z]+ faults/uploads/.*[Cc]onnection refused", s3.port),
+      );
       assert.ok(Number(p2.headers.get("retry-after")) > 0);
       assert.ok(Date.now() - t0 < 30_000, "the outage is reported, not hung on");
+      // The instance says it cannot take writes (from the failed operations, no probe).
+      const down = await readyz(s);
+      assert.equal(down.status, 503);
+      assert.match(down.error!, /the blob store \(S3 .* bucket wharf\) is unreachable/);
+      assert.equal((await fetch(`${s.url}/healthz`)).status, 200);
       // The committed offset did not move.
       const st = await fetch(new URL(loc, s.url));
       await st.body?.cancel();
@@ -59,6 +84,7 @@ Deno.test({
       const p3 = await patch(s.url, loc, data.subarray(cut), cut);
       await p3.body?.cancel();
       assert.equal(p3.status, 202);
+      assert.equal((await readyz(s)).status, 200, "ready again with the first success");
       const put = await fetch(new URL(`${loc}?digest=${digest}`, s.url), { method: "PUT" });
       await put.body?.cancel();
       assert.equal(put.status, 201);
@@ -73,25 +99,33 @@ Deno.test({
   },
 });
 
-/** A TCP proxy that passes bytes through, or answers each new connection with 503 SlowDown. */
+/**
+ * A TCP proxy that passes bytes through, or answers each new connection with 503 SlowDown (or
+ * with 403 AccessDenied: a revoked key).
+ */
 function faultProxy(target: number) {
   const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const state = { failNext: 0, failAll: false, refused: 0 };
+  const state = { failNext: 0, failAll: false, deny: false, refused: 0 };
   const open = new Set<Deno.Conn>();
   const slowDown = new TextEncoder().encode(
     "HTTP/1.1 503 Slow Down\r\nContent-Type: application/xml\r\nContent-Length: 73\r\nConnection: close\r\n\r\n" +
       "<Error><Code>SlowDown</Code><Message>Please reduce</Message></Error>    ",
   );
+  const denied = new TextEncoder().encode(
+    "HTTP/1.1 403 Forbidden\r\nContent-Type: application/xml\r\nContent-Length: 78\r\nConnection: close\r\n\r\n" +
+      "<Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>      ",
+  );
   (async () => {
     for await (const conn of listener) {
-      if (state.failAll || state.failNext > 0) {
+      if (state.failAll || state.failNext > 0 || state.deny) {
         if (state.failNext > 0) state.failNext--;
         state.refused++;
+        const answer = state.deny ? denied : slowDown;
         (async () => {
           // read the request head, then refuse it
           const buf = new Uint8Array(65536);
           await conn.read(buf).catch(() => null);
-          await conn.write(slowDown).catch(() => {});
+          await conn.write(answer).catch(() => {});
           conn.close();
         })();
         continue;
@@ -168,7 +202,11 @@ Deno.test({
         method: "POST",
         body: b as BodyInit,
       });
-      await assertError(r2, 503, "PROVIDER_UNAVAILABLE");
+      const e2 = await assertErrorCode(r2, 503, "PROVIDER_UNAVAILABLE");
+      assert.match(
+        String(e2.detail),
+        storeNamed("is failing: [A-Z]+ slowdown/.*: S3 answered 503", proxy.port),
+      );
       assert.ok(proxy.state.refused >= 2 + 5, `retried: ${proxy.state.refused} refusals`);
       assert.ok(Date.now() - t0 < 30_000);
       proxy.state.failAll = false;
@@ -185,6 +223,49 @@ Deno.test({
         headers: { "x-svc-no-redirect": "1" },
       });
       assert.deepEqual(new Uint8Array(await g3.arrayBuffer()), b);
+    } finally {
+      await s.stop();
+      proxy.close();
+      await s3.close();
+      await Deno.remove(s.dataDir, { recursive: true }).catch(() => {});
+    }
+  },
+});
+
+Deno.test({
+  name: "s3 faults: a key S3 refuses (403) answers 503 naming the store and S3's answer, not 500",
+  ...serverTestOpts,
+  async fn() {
+    const s3 = await startS3();
+    const proxy = faultProxy(s3.port);
+    const s = await startServer({ blobStore: s3Toml(`http://127.0.0.1:${proxy.port}`, "deny") });
+    try {
+      const a = blob(100_000, 7);
+      const da = `sha256:${await sha256Hex(a)}`;
+      proxy.reset();
+      proxy.state.deny = true;
+      const r = await fetch(`${s.url}/v2/f/deny/blobs/uploads/?digest=${da}`, {
+        method: "POST",
+        body: a as BodyInit,
+      });
+      const e = await assertErrorCode(r, 503, "PROVIDER_UNAVAILABLE");
+      assert.match(
+        String(e.detail),
+        storeNamed(
+          "refused [A-Z]+ deny/.*: S3 answered 403 AccessDenied Access Denied",
+          proxy.port,
+        ),
+      );
+      assert.ok(Number(r.headers.get("retry-after")) > 0);
+      // (the failed push's clean-up is refused too; neither is retried 5 times as an outage is)
+      assert.ok(proxy.state.refused <= 2, `a refusal is not retried: ${proxy.state.refused}`);
+      proxy.state.deny = false;
+      const ok = await fetch(`${s.url}/v2/f/deny/blobs/uploads/?digest=${da}`, {
+        method: "POST",
+        body: a as BodyInit,
+      });
+      await ok.body?.cancel();
+      assert.equal(ok.status, 201);
     } finally {
       await s.stop();
       proxy.close();

@@ -23,6 +23,8 @@ export interface ServerOptions {
   /** run without the test-only KV limit wrapper (benches: it serializes every value to size it,
    * which costs time and, under load, hundreds of MiB) */
   unchecked?: boolean;
+  /** extra environment for the server process (never flags: it runs its task as it ships) */
+  env?: Record<string, string>;
 }
 
 export interface TestServer {
@@ -175,6 +177,7 @@ ${opts.config ?? ""}
       RUST_BACKTRACE: "0",
       NO_COLOR: "1",
       WHARF_STRICT_KV_LIMITS: opts.unchecked ? "0" : "1",
+      ...opts.env,
     },
   }).spawn();
   let out = "";

@@ -6,8 +6,11 @@ import {
   defaultConfig,
   isEcosystemName,
   JOB_QUEUES,
+  listenOverrides,
   loadConfigFiles,
   type QueueName,
+  setListenOverrides,
+  withListenOverrides,
 } from "../lib/config/mod.ts";
 import { isQueueName } from "../lib/jobs/mod.ts";
 
@@ -39,6 +42,10 @@ export interface Cli {
   ecosystems: string[];
   /** `verify --rate N`: bytes hashed per second at most (0: no limit); null: the config's */
   rate: number | null;
+  /** `serve --port N`, as given (checked when the config loads, with WHARF_PORT) */
+  port: string | null;
+  /** `serve --bind ADDR`, as given */
+  bind: string | null;
 }
 
 export function parseArgs(args: string[]): Cli {
@@ -58,6 +65,8 @@ export function parseArgs(args: string[]): Cli {
     dir: null,
     ecosystems: [],
     rate: null,
+    port: null,
+    bind: null,
   };
   let i = 0;
   const named = args[0] !== undefined && !args[0].startsWith("-");
@@ -124,6 +133,17 @@ export function parseArgs(args: string[]): Cli {
         );
       }
       if (!cli.ecosystems.includes(e)) cli.ecosystems.push(e);
+    } else if (/^--(port|bind)(=|$)/.test(a)) {
+      const flag = a.startsWith("--port") ? "--port" : "--bind";
+      const v = a.includes("=") ? a.slice(a.indexOf("=") + 1) : args[++i];
+      if (cli.command !== "serve") {
+        throw new ConfigError(`${flag} is an option of serve only (main.ts serve ${flag} ...)`);
+      }
+      if (v === undefined) {
+        throw new ConfigError(`${flag} needs ${flag === "--port" ? "a port" : "an address"}`);
+      }
+      if (flag === "--port") cli.port = v;
+      else cli.bind = v;
     } else if (a.startsWith("--config=")) {
       cli.configFiles.push(a.slice("--config=".length));
     } else {
@@ -135,8 +155,15 @@ export function parseArgs(args: string[]): Cli {
   return cli;
 }
 
-/** The config of `cli`'s files (throws ConfigError), or the defaults when it names none. */
+/**
+ * The config of `cli`'s files (throws ConfigError), or the defaults when it names none. serve's
+ * address may come from its flags or the environment too: flag > WHARF_PORT / WHARF_BIND >
+ * config > default, for this load and every reload.
+ */
 export async function loadConfig(cli: Cli): Promise<Config> {
+  if (cli.command === "serve") {
+    setListenOverrides(listenOverrides(cli, (name) => Deno.env.get(name)));
+  }
   if (cli.configFiles.length) return await loadConfigFiles(cli.configFiles);
   // No config file at all: a newcomer's browser should find the UI (DESIGN.md §Repositories),
   // and reports their advisories, fetched from osv.dev daily.
@@ -144,5 +171,5 @@ export async function loadConfig(cli: Cli): Promise<Config> {
   cfg.ui.enabled = true;
   cfg.scan.advisoriesDir = "./data/advisories";
   cfg.scan.refreshIntervalSecs = 86_400;
-  return cfg;
+  return withListenOverrides(cfg);
 }

@@ -8,11 +8,15 @@ const CONFIG = `  -c, --config FILE   a TOML config file; may repeat, later file
 export const COMMAND_HELP: Record<string, { summary: string; usage: string; body: string }> = {
   serve: {
     summary: "serve the registry, the /v2/_svc API and the web UI (the default command)",
-    usage: "main.ts [serve] [-c FILE]...",
-    body:
-      `Listens on [server] bind_address:port and drains every job queue in this process. Ctrl+C or
-SIGTERM finishes open requests and running jobs, then prints "wharf stopped". A port already in
-use stops it with one line and exit status 1. (deno task start)`,
+    usage: "main.ts [serve] [--port N] [--bind ADDR] [-c FILE]...",
+    body: `  --port N            listen on port N (0: any free one); else WHARF_PORT, else [server]
+                      port, else 5000
+  --bind ADDR         listen on this address (127.0.0.1: this machine only); else WHARF_BIND,
+                      else [server] bind_address, else 0.0.0.0
+
+Drains every job queue in this process. Ctrl+C or SIGTERM finishes open requests and running
+jobs, then prints "wharf stopped". A port already in use stops it with one line and exit status
+1. (deno task start --port 8080)`,
   },
   worker: {
     summary: "drain job queues in a separate process, without HTTP",

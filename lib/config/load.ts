@@ -27,6 +27,7 @@ import { readSyncs } from "./sync.ts";
 import { readRateLimit } from "./rate_limit.ts";
 import type { KnownIdentities } from "./identity_refs.ts";
 import { readBytes, readGlobalQuota, readRepositoryQuota } from "./quota.ts";
+import { withListenOverrides } from "./listen_given.ts";
 
 export class ConfigError extends Error {}
 
@@ -59,7 +60,8 @@ export async function loadConfigFiles(paths: string[]): Promise<Config> {
       throw new ConfigError(`config ${p}: invalid TOML: ${(e as Error).message}`);
     }
   }
-  return buildConfig(doc, paths);
+  // serve's --port/--bind and WHARF_PORT/WHARF_BIND outrank every file (listen.ts).
+  return withListenOverrides(buildConfig(doc, paths));
 }
 
 class Reader {

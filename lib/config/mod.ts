@@ -2,6 +2,15 @@
 // (a problem names its file and key path), which repository governs a namespace, and live reload.
 export * from "./schema.ts";
 export { buildConfig, ConfigError, loadConfigFiles } from "./load.ts";
+export {
+  BIND_ENV,
+  type ListenFlags,
+  type ListenOverrides,
+  listenOverrides,
+  PORT_ENV,
+  setListenOverrides,
+} from "./listen.ts";
+export { withListenOverrides } from "./listen_given.ts";
 export { repositoryOf, resolveNsParam } from "./repositories.ts";
 export { identityRefOf, type KnownIdentities, parseIdentityRef } from "./identity_refs.ts";
 export { applyReloadable, ConfigReloader, type ReloadResult, type Validate } from "./reload.ts";

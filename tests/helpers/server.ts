@@ -25,6 +25,8 @@ export interface ServerOptions {
   unchecked?: boolean;
   /** extra environment for the server process (never flags: it runs its task as it ships) */
   env?: Record<string, string>;
+  /** more arguments to `serve` after its config file, e.g. `--port N` (Wharf's, never Deno's) */
+  args?: string[];
 }
 
 export interface TestServer {
@@ -170,7 +172,7 @@ ${opts.config ?? ""}
     );
     base.push("-c", p);
   }
-  const child = wharfCommand(["serve", ...base, "-c", configPath], {
+  const child = wharfCommand(["serve", ...base, "-c", configPath, ...(opts.args ?? [])], {
     stdout: "piped",
     stderr: "piped",
     env: {

@@ -4,6 +4,14 @@ import { RegistryError } from "../lib/oci/mod.ts";
 import { storeFaultAnswer } from "../lib/services/mod.ts";
 import { log } from "../lib/log.ts";
 
+/** Retry-After of a request that failed for a machine reason (a sandbox that could not run). */
+const MACHINE_RETRY_SECS = 5;
+
+/** An error that says the machine failed (lib/sandbox's SandboxUnavailableError, and the like). */
+function isMachineFailure(err: unknown): err is Error {
+  return err instanceof Error && (err as { machine?: unknown }).machine === true;
+}
+
 export function errorResponse(err: unknown, c: Context): Response {
   let e: RegistryError;
   let fault: RegistryError | null;
@@ -18,6 +26,17 @@ export function errorResponse(err: unknown, c: Context): Response {
       error: fault.detail,
     });
     e = fault;
+  } else if (isMachineFailure(err)) {
+    // No sandbox could run, or one was killed from outside: the machine, not the request, and
+    // another try may well succeed.
+    log.warn("request could not run (machine)", {
+      method: c.req.method,
+      path: new URL(c.req.url).pathname,
+      error: err.message,
+    });
+    e = new RegistryError("PROVIDER_UNAVAILABLE", `${err.message}; retry later`, {
+      headers: { "Retry-After": String(MACHINE_RETRY_SECS) },
+    });
   } else {
     log.error("unhandled error", {
       method: c.req.method,

@@ -6,7 +6,7 @@
 // that hold the layer *now* (blob ownership and manifest references), so a deleted manifest or a
 // reclaimed layer drops out of the answers at once.
 import { createHash } from "node:crypto";
-import type { IndexRecord, LayerReader } from "./layer_store.ts";
+import { type IndexRecord, type LayerReader, listed } from "./layer_store.ts";
 import { BlobMeta, type FileIndexFamily, K, KV_LIMITS, ManifestMeta } from "../metadata/mod.ts";
 import { utf8Length } from "./utf8.ts";
 
@@ -428,7 +428,7 @@ export async function forgetLayer(
   rec: IndexRecord | null,
 ): Promise<number> {
   let deleted = 0;
-  if (rec && rec.state !== "unsupported") {
+  if (rec && listed(rec)) {
     let op = kv.atomic();
     let budget = new FileIndexBudget();
     let n = 0;

@@ -1,11 +1,13 @@
 // The layer index's service (SPEC §Layer listing, Layer entries 1–4, Layer file 1–7, §Layer
-// file details): the `index-layer` job's handler, `reindex`, and the reads behind the three
-// endpoints; and forgetting a layer's index when scrub reclaims its bytes.
+// file details): the `index-layer` job's handler, `reindex`, the heal pass, and the reads behind
+// the three endpoints; and forgetting a layer's index when scrub reclaims its bytes. A layer whose
+// indexing could not run (the machine failed, not the layer) answers 503 until a retry lists it
+// (machine_failure.ts).
 import type { Config } from "../config/mod.ts";
 import type { BlobStore } from "../storage/mod.ts";
 import { parseManifest, RegistryError, resolveRange, truncate } from "../oci/mod.ts";
 import { BlobMeta, ManifestMeta } from "../metadata/mod.ts";
-import { type JobContext, type JobQueues, PermanentJobError } from "../jobs/mod.ts";
+import { type JobContext, type JobQueues, keyTime, PermanentJobError } from "../jobs/mod.ts";
 import type { Registry } from "../registry/mod.ts";
 import { INDEX_KIND, indexLayerJob, tarLayers } from "./layer_jobs.ts";
 import { commitIndexRecord } from "./indexer.ts";
@@ -16,6 +18,7 @@ import {
   indexKey,
   type IndexRecord,
   LayerReader,
+  listed,
   type ListedEntry,
   readAllStream,
   runBase,
@@ -24,6 +27,18 @@ import { isElf, readElf } from "./elf.ts";
 import { fileIndexCurrent, forgetLayer, writeFileIndex } from "./file_search.ts";
 import { beginMarkers, hasCertificate, type PemBlock, pemBlocks } from "./pem.ts";
 import { isSandboxVerdict, runSandboxedJson } from "../sandbox/mod.ts";
+import { log } from "../log.ts";
+import {
+  errorText,
+  isLayerError,
+  isMachineError,
+  machineFailure,
+  MachineFailureError,
+  machineMessage,
+  settled,
+  unavailableRecord,
+} from "./machine_failure.ts";
+import { healLayers, type HealResult } from "./layer_heal.ts";
 
 const CERT_HEAD = 64 * 1024;
 /** PEM blocks parsed in the serving process (~0.5 ms each); more go to a sandbox. */
@@ -31,6 +46,10 @@ const INLINE_PEM_BLOCKS = 32;
 const DETAILS_WALL_SECS = 60;
 const DETAILS_CHILD = new URL("./details_child.ts", import.meta.url);
 const CERT_MAX = 4 * 1024 * 1024;
+/** Retry-After of a 503 while a layer's index job backs off: its wait, within these bounds. */
+const RETRY_AFTER_MAX_SECS = 300;
+/** Retry-After of a details request whose sandbox could not run (no job: the client retries). */
+const DETAILS_RETRY_SECS = 5;
 
 export type EntriesAnswer =
   | { status: 202 }
@@ -98,6 +117,11 @@ export class LayerIndex {
   private readonly upstream: LayerIndexDeps["upstream"];
   private readonly blobs: BlobMeta;
   readonly reader: LayerReader;
+  /**
+   * Index jobs of this process that failed for a machine reason since it started: a heal pass
+   * runs again after one (lib/services/heal.ts).
+   */
+  machineFailures = 0;
 
   constructor(deps: LayerIndexDeps) {
     this.cfg = deps.cfg;
@@ -118,12 +142,37 @@ export class LayerIndex {
     const p = job.payload as { digest?: unknown; force?: unknown } | null;
     const digest = p?.digest;
     if (typeof digest !== "string") throw new PermanentJobError("payload needs a digest");
-    const current = (await this.kv.get<IndexRecord>(indexKey(digest))).value;
-    if (current && current.version >= INDEX_VERSION && p?.force !== true) {
-      // Layers listed before the file index existed get it now (a no-op once written).
-      if (current.state !== "unsupported") {
-        await writeFileIndex(this.kv, this.reader, digest, current, job.signal);
+    try {
+      await this.index(digest, p?.force === true, job.signal);
+    } catch (e) {
+      if (isLayerError(e)) throw e;
+      // The machine's failure, not the layer's: no verdict is recorded, the job backs off.
+      const cause = errorText(e);
+      const message = machineMessage(`index of ${digest}`, cause);
+      log.warn(message, { digest });
+      this.machineFailures++;
+      // A stop (shutdown, a lost lease) leaves the job to be taken up again, and says nothing.
+      if (!job.signal.aborted) {
+        await this.recordUnavailable(digest, cause).catch((err) =>
+          log.warn("could not record an index failure", { digest, error: errorText(err) })
+        );
       }
+      throw new MachineFailureError(message, { cause: e });
+    }
+  }
+
+  /** `unavailable` with the cause, unless the layer has a listing or a verdict to keep. */
+  private async recordUnavailable(digest: string, cause: string): Promise<void> {
+    const cur = await this.kv.get<IndexRecord>(indexKey(digest));
+    const rec = unavailableRecord(cur.value, cause);
+    if (rec) await this.kv.atomic().check(cur).set(indexKey(digest), rec).commit();
+  }
+
+  private async index(digest: string, force: boolean, signal: AbortSignal): Promise<void> {
+    const current = (await this.kv.get<IndexRecord>(indexKey(digest))).value;
+    if (current && settled(current) && !force) {
+      // Layers listed before the file index existed get it now (a no-op once written).
+      if (listed(current)) await writeFileIndex(this.kv, this.reader, digest, current, signal);
       return;
     }
     const blob = await this.blobs.blob(digest);
@@ -139,7 +188,7 @@ export class LayerIndex {
         digest,
         size: blob.size,
         base,
-        signal: job.signal,
+        signal,
         blobStore: this.cfg.blobStore,
       }),
     });
@@ -147,16 +196,15 @@ export class LayerIndex {
     // at once (the same bytes would pass it again).
     if (r.failure) throw new PermanentJobError(r.failure.message);
     // What was listed is searchable, a partial listing's files included.
-    if (r.record.state !== "unsupported") {
-      await writeFileIndex(this.kv, this.reader, digest, r.record, job.signal);
-    }
+    if (listed(r.record)) await writeFileIndex(this.kv, this.reader, digest, r.record, signal);
     // A partial listing is served; the job still ends with the reason, for the failed list.
     if (r.record.state === "partial") throw new PermanentJobError(r.error ?? "partial listing");
   }
 
   /**
    * `main.ts reindex`: queues every tar layer of every stored image that has no current index
-   * (all of them with `force`). Returns how many were (or would be) queued.
+   * (all of them with `force`); a layer whose indexing could not run (machine_failure.ts, older
+   * versions' records included) has none. Returns how many were (or would be) queued.
    */
   async reindex(
     opts: { dryRun?: boolean; force?: boolean; report?: (line: string) => void } = {},
@@ -182,8 +230,8 @@ export class LayerIndex {
             // A current listing whose file index is older is queued too: the job only rewrites
             // the file index (its version bumps when its key layout grows).
             if (
-              !opts.force && cur && cur.version >= INDEX_VERSION &&
-              (cur.state === "unsupported" || await fileIndexCurrent(this.kv, layer))
+              !opts.force && cur && settled(cur) &&
+              (!listed(cur) || await fileIndexCurrent(this.kv, layer))
             ) continue;
             if (!(await this.blobs.blob(layer))) continue;
             queued++;
@@ -203,8 +251,31 @@ export class LayerIndex {
     return { layers: seen.size, queued };
   }
 
-  private async enqueue(digest: string): Promise<void> {
-    await this.jobs.queue("index").enqueue(indexLayerJob(digest));
+  /**
+   * Queues again (bounded) the layers whose indexing could not run, and the index jobs that
+   * failed so (layer_heal.ts): at the start of a process that runs index jobs, and after machine
+   * failures.
+   */
+  heal(opts: { limit: number; signal?: AbortSignal }): Promise<HealResult> {
+    return healLayers({ kv: this.kv, blobs: this.blobs, queue: this.jobs.queue("index") }, opts);
+  }
+
+  private async enqueue(digest: string): Promise<string> {
+    return (await this.jobs.queue("index").enqueue(indexLayerJob(digest))).storageKey;
+  }
+
+  /**
+   * 503 for a layer whose indexing could not run, once an index job is pending for it; Retry-After
+   * is that job's wait (its backoff).
+   */
+  private async unavailable(digest: string, cause: string): Promise<RegistryError> {
+    const due = keyTime(await this.enqueue(digest));
+    const secs = Math.min(RETRY_AFTER_MAX_SECS, Math.max(1, Math.ceil((due - Date.now()) / 1000)));
+    return new RegistryError(
+      "PROVIDER_UNAVAILABLE",
+      `${digest}: indexing could not run: ${cause}; it is retried`,
+      { headers: { "Retry-After": String(secs) } },
+    );
   }
 
   /** The namespace owns the layer (else 404); a pull-through namespace fetches it first. */
@@ -234,6 +305,8 @@ export class LayerIndex {
       await this.enqueue(digest);
       return { status: 202 };
     }
+    const broken = machineFailure(rec);
+    if (broken !== null) throw await this.unavailable(digest, broken);
     if (rec.state === "unsupported") {
       throw new RegistryError("UNSUPPORTED", `${digest} cannot be listed: ${rec.error}`, {
         status: 404,
@@ -315,6 +388,15 @@ export class LayerIndex {
           status: 404,
         });
       }
+      // No sandbox could run it: the machine's trouble, not the file's.
+      if (isMachineError(e)) {
+        log.warn(machineMessage(`details of ${digest}`, errorText(e)), { digest });
+        throw new RegistryError(
+          "PROVIDER_UNAVAILABLE",
+          `${truncate(path)}: details could not run: ${errorText(e)}; retry later`,
+          { headers: { "Retry-After": String(DETAILS_RETRY_SECS) } },
+        );
+      }
       throw e;
     });
     return { certificates: certs ?? [] };
@@ -325,7 +407,9 @@ export class LayerIndex {
       throw new RegistryError("BLOB_UNKNOWN", `${digest} is not a layer of ${truncate(ns)}`);
     }
     const rec = await this.record(digest);
-    if (!rec || rec.state === "unsupported") {
+    const broken = machineFailure(rec);
+    if (broken !== null) throw await this.unavailable(digest, broken);
+    if (!rec || !listed(rec)) {
       throw new RegistryError("NAME_UNKNOWN", `layer ${digest} is not indexed`);
     }
     let entry = await this.reader.entry(rec, path);

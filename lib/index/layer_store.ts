@@ -30,18 +30,32 @@ export const INDEX_VERSION = 3;
 export type Compression = "gzip" | "zstd" | "none";
 
 export interface IndexRecord {
+  /** the listing's version; 0 for an `unavailable` record, which holds no listing of any */
   version: number;
-  /** ready; partial (a truncated or corrupt archive: what was read); unsupported (final) */
-  state: "ready" | "partial" | "unsupported";
+  /**
+   * ready; partial (a truncated or corrupt archive: what was read); unsupported (a verdict on
+   * the bytes, final); unavailable (the machine failed, not the layer: no verdict, retried;
+   * machine_failure.ts)
+   */
+  state: "ready" | "partial" | "unsupported" | "unavailable";
   compression: Compression | null;
   uncompressedSize: number;
   entries: number;
+  /** why the listing is partial, the verdict, or what kept the walk from running */
   error?: string;
+  /** when the walk ended (or, `unavailable`, when it last failed to run) */
   indexedAt: number;
   /** stored size of listing.json.gz; absent for a listing indexed before it was written */
   documentSize?: number;
   /** derived-file prefix of this run */
   base: string;
+  /** `unavailable`: how often a heal pass queued the layer again (machine_failure.ts) */
+  heals?: number;
+}
+
+/** Whether the record points at a listing (ready or partial) that can be read. */
+export function listed(rec: IndexRecord): boolean {
+  return rec.state === "ready" || rec.state === "partial";
 }
 
 export const indexKey = (digest: string): Deno.KvKey => K.layerIndex(digest);

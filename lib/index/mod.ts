@@ -37,5 +37,21 @@ export {
 export { type SecretFinding, SecretScanner } from "./secrets.ts";
 export { LayerReader, listingLines } from "./layer_store.ts";
 export { typeFromName } from "./mime.ts";
-export { INDEX_VERSION, indexKey, type IndexRecord, type ListedEntry } from "./layer_store.ts";
+export {
+  INDEX_VERSION,
+  indexKey,
+  type IndexRecord,
+  listed,
+  type ListedEntry,
+} from "./layer_store.ts";
+export {
+  errorText,
+  isMachineError,
+  isMachineFailureText,
+  machineFailure,
+  MachineFailureError,
+  machineMessage,
+  MAX_HEALS,
+} from "./machine_failure.ts";
+export { healDeadLetters, type HealOptions, type HealResult } from "./layer_heal.ts";
 export { utf8Length } from "./utf8.ts";

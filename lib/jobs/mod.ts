@@ -6,6 +6,7 @@ export {
   ENQUEUE_MUTATIONS,
   type EnqueueResult,
   type FailOutcome,
+  type HealOutcome,
   type JobEvents,
   JobQueue,
   type JobSpec,
@@ -15,5 +16,12 @@ export {
 export { type JobContext, type JobHandler, type JobOutcome, JobRunner } from "./runner.ts";
 export { isPermanent, JobTooLargeError, NotAJobError, PermanentJobError } from "./errors.ts";
 export { periodic, type PeriodicOptions } from "./periodic.ts";
-export { failedKey, isStorageKey, type JobRecord, type JobView, storageKey } from "./record.ts";
+export {
+  failedKey,
+  isStorageKey,
+  type JobRecord,
+  type JobView,
+  keyTime,
+  storageKey,
+} from "./record.ts";
 export { isQueueName, JobQueues } from "./queues.ts";

@@ -52,6 +52,9 @@ export interface Claim {
 
 export type FailOutcome = "retry" | "failed" | "lost";
 
+/** healFailed: moved back to pending, left (healed `max` times already), or no such record. */
+export type HealOutcome = "healed" | "exhausted" | "gone";
+
 export interface JobEvents {
   enqueued?(queue: QueueName, dedup: boolean): void;
   claimed?(queue: QueueName): void;
@@ -406,6 +409,29 @@ export class JobQueue {
     }, { exhausted: () => new Error(`retry on ${this.name}: ${sk} kept changing`) });
     if (retried) this.wake();
     return retried;
+  }
+
+  /**
+   * `retryFailed` for a job that failed for a machine reason (a heal pass, once the machine may
+   * be fixed): at most `max` times in the job's life, counted in its record, so one that fails
+   * so again and again stays failed. A poison record is "exhausted".
+   */
+  async healFailed(sk: string, max: number): Promise<HealOutcome> {
+    const fk = failedKey(this.name, sk);
+    const r = await commitWithRetry<HealOutcome>("jobs.heal_failed", async () => {
+      const f = await this.kv.get<unknown>(fk);
+      if (f.value === null) return { done: "gone" };
+      const rec = parseRecord(f.value);
+      if (!rec || (rec.heals ?? 0) >= max) return { done: "exhausted" };
+      const { failed_at: _f, holder: _h, ...rest } = rec;
+      const nk = storageKey(this.now(), rec.id);
+      const op = this.kv.atomic().check(f).delete(fk)
+        .set(pendingKey(this.name, nk), { ...rest, attempts: 0, heals: (rec.heals ?? 0) + 1 })
+        .set(lockKey(this.name, rec.lock_key), { key: nk });
+      return { op, value: "healed" };
+    }, { otherwise: () => "gone" });
+    if (r === "healed") this.wake();
+    return r;
   }
 
   async deleteFailed(sk: string): Promise<boolean> {

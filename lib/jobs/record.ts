@@ -19,6 +19,8 @@ export interface JobRecord {
   last_error?: string;
   /** how often a worker died holding it (its lease ran out and another took it over) */
   takeovers?: number;
+  /** how often a heal moved it back from the failed set after a machine failure */
+  heals?: number;
   /** ms since the epoch; failed set only */
   failed_at?: number;
 }

@@ -175,6 +175,7 @@ export const K = {
   outboxOf: (webhook: string) => ["evq", webhook],
   outboxLease: (webhook: string) => ["evlease", webhook],
   layerIndex: (digest: string) => ["layeridx", digest],
+  layerIndexAll: () => ["layeridx"],
   fileIndexDone: (layer: string) => ["fidxdone", layer],
   /** a file index key or prefix: the family's first part, then what leads to the file */
   fileIndex: (family: FileIndexFamily, ...rest: Deno.KvKeyPart[]) => [

@@ -3,22 +3,32 @@
 // container would see, its package databases parsed, every package looked up in the current
 // advisory snapshot, and the config's `Env` and `history` checked for credentials. The report
 // is a derived file of the blob store (two slots per image, like the layer index), pointed to
-// by a small KV record that names the advisory snapshot it used.
+// by a small KV record that names the advisory snapshot it used. A scan never stores a report
+// built from parses that could not run (a layer whose indexing could not run, a sandbox that could
+// not start): it fails for a machine reason, is retried, and leaves the stored report as it is
+// (machine_stale.ts tells the reports older versions built so).
 import { addJobs, ManifestMeta } from "../metadata/mod.ts";
 import { BlobMeta, K } from "../metadata/mod.ts";
-import { type JobContext, type JobQueues, PermanentJobError } from "../jobs/mod.ts";
+import { isPermanent, type JobContext, type JobQueues, PermanentJobError } from "../jobs/mod.ts";
 import type { Registry } from "../registry/mod.ts";
 import { type BlobStore, readVerified } from "../storage/mod.ts";
 import { indexLayerJob, tarLayers } from "../index/mod.ts";
 import type { WriteEffects, WriteFacts } from "../effects/mod.ts";
 import { parseManifest } from "../oci/mod.ts";
 import {
+  errorText,
   INDEX_VERSION,
   indexKey,
   type IndexRecord,
   type LayerReader,
+  listed,
   type ListedEntry,
+  machineFailure,
+  MachineFailureError,
+  machineMessage,
 } from "../index/mod.ts";
+import { log } from "../log.ts";
+import { builtOnFailedParses } from "./machine_stale.ts";
 export { type ConfigSecret, configSecrets } from "./config_secrets.ts";
 import type { ConfigSecret } from "./config_secrets.ts";
 import { planImage, type ScanPlan } from "./scan_plan.ts";
@@ -59,6 +69,13 @@ export interface ScanRecord {
   ecosystems?: string[];
   /** ImageReport.vulnerabilities_checked (absent in older records: read as snapshot !== null) */
   checked?: boolean;
+  /**
+   * false: the report was built from parses that could not run (older versions stored such
+   * reports: machine_stale.ts); true: it was not. Absent in older records until one is read.
+   */
+  sound?: boolean;
+  /** how often a heal pass queued the rescan of a report that is not sound (report_heal.ts) */
+  heals?: number;
 }
 
 export interface Finding {
@@ -130,6 +147,8 @@ const NOT_STORED: IndexRecord = {
 };
 // A scan waits this long per attempt for missing layer indexes, then retries with backoff.
 const INDEX_WAIT_MS = 60 * 1000;
+/** A report's record commit, retried past bookkeeping writes to the same record. */
+const STORE_ATTEMPTS = 3;
 
 export const SEVERITY_RANK: Record<Severity, number> = {
   CRITICAL: 0,
@@ -266,6 +285,11 @@ export class Scanner {
   private readonly blobs: BlobMeta;
   private readonly kv: Deno.Kv;
   private readonly files: BlobStore;
+  /**
+   * Scans of this process that failed for a machine reason since it started: a heal pass runs
+   * again after one (lib/services/heal.ts).
+   */
+  machineFailures = 0;
 
   constructor(
     private readonly deps: ScanDeps,
@@ -282,8 +306,33 @@ export class Scanner {
     this.blobs = new BlobMeta(deps.kv);
   }
 
+  /**
+   * The stored record. One whose report was built from parses that could not run reads as out
+   * of date (version 0): whatever rescans out-of-date reports (a report request, `scan`, a heal)
+   * rescans it, while it is still served until the rescan lands.
+   */
   async record(digest: string): Promise<ScanRecord | null> {
-    return (await this.kv.get<ScanRecord>(scanKey(digest))).value;
+    const e = await this.kv.get<ScanRecord>(scanKey(digest));
+    if (!e.value) return null;
+    return await this.sound(e) ? e.value : { ...e.value, version: 0 };
+  }
+
+  /**
+   * Whether a stored report was built from parses that ran: a record written since says so; an
+   * older one's report is read once, and the answer kept in its record.
+   */
+  async sound(e: Deno.KvEntry<ScanRecord>): Promise<boolean> {
+    if (e.value.sound !== undefined) return e.value.sound;
+    let report: ImageReport;
+    try {
+      report = await this.report(e.value);
+    } catch {
+      return true; // an unreadable report is the report request's error, not a rescan's
+    }
+    const sound = !builtOnFailedParses(report);
+    // Lost to a write meanwhile (a rescan's record says it itself): read again next time.
+    await this.kv.atomic().check(e).set(e.key, { ...e.value, sound }).commit().catch(() => {});
+    return sound;
   }
 
   /** The stored report of `digest`'s current record. */
@@ -297,7 +346,17 @@ export class Scanner {
     if (typeof p?.digest !== "string" || typeof p?.namespace !== "string") {
       throw new PermanentJobError("payload needs a digest and a namespace");
     }
-    const report = await this.scan(p.namespace, p.digest, job.signal);
+    let report: ImageReport | null;
+    try {
+      report = await this.scan(p.namespace, p.digest, job.signal);
+    } catch (e) {
+      if (isPermanent(e)) throw e;
+      // Nothing is stored: the report the image has stays until a scan whose parses ran lands.
+      const message = machineMessage(`scan of ${p.digest}`, errorText(e));
+      log.warn(message, { digest: p.digest, namespace: p.namespace });
+      this.machineFailures++;
+      throw new MachineFailureError(message, { cause: e });
+    }
     if (!report) return;
     // The report's events are written with its record.
     const fx = await this.deps.effects.begin({
@@ -411,17 +470,17 @@ export class Scanner {
     warnings: string[],
     signal?: AbortSignal,
   ): Promise<ScanPlan> {
-    const listed = recs.map((rec) => rec.state === "unsupported" ? null : rec);
-    const entries = listed.reduce((n, r) => n + (r?.entries ?? 0), 0);
+    const lists = recs.map((rec) => listed(rec) ? rec : null);
+    const entries = lists.reduce((n, r) => n + (r?.entries ?? 0), 0);
     if (this.opts.sandbox === "off" || entries <= INLINE_MERGE_ENTRIES) {
       const plan = await planImage(
-        listed.map((rec) => () => rec ? this.reader.entries(rec) : (async function* () {})()),
+        lists.map((rec) => () => rec ? this.reader.entries(rec) : (async function* () {})()),
         this.opts.maxPackages,
       );
       warnings.push(...plan.warnings);
       return plan;
     }
-    const { input, readPaths, stdin } = listingsFor(this.reader, [listed], this.opts.sandbox);
+    const { input, readPaths, stdin } = listingsFor(this.reader, [lists], this.opts.sandbox);
     try {
       const plan = await runSandboxedJson<ScanPlan>({
         mode: this.opts.sandbox,
@@ -547,13 +606,22 @@ export class Scanner {
     return out;
   }
 
-  /** The index records of `layers`, queueing and awaiting the missing ones. */
+  /**
+   * The index records of `layers`, queueing and awaiting the missing ones. A layer whose indexing
+   * could not run (machine_failure.ts) fails the scan at once, its index job made sure to be
+   * pending: the report would be built from no files of it.
+   */
   private async indexes(layers: string[], signal?: AbortSignal): Promise<IndexRecord[]> {
     const deadline = Date.now() + INDEX_WAIT_MS;
     let queued = false;
     for (;;) {
       const got = await Promise.all(layers.map(async (d) => {
         const rec = (await this.kv.get<IndexRecord>(indexKey(d))).value;
+        const broken = machineFailure(rec);
+        if (broken !== null) {
+          await this.deps.jobs.queue("index").enqueue(indexLayerJob(d));
+          throw new Error(`layer ${d} could not be indexed: ${broken}`);
+        }
         if (rec && rec.version >= INDEX_VERSION) return rec;
         // A layer whose bytes are not here (a manifest pushed with references it does not own)
         // will never be indexed: the report says so instead of waiting for it.
@@ -590,6 +658,7 @@ export class Scanner {
     const file = cur.value?.file === `${dir}/a.json` ? `${dir}/b.json` : `${dir}/a.json`;
     const bytes = new TextEncoder().encode(JSON.stringify(report));
     await this.files.writeDerived(file, ReadableStream.from([bytes]));
+    // No report of parses that could not run is stored (run throws first).
     const rec: ScanRecord = {
       version: SCAN_VERSION,
       scanned_at: Date.parse(report.scanned_at),
@@ -603,11 +672,20 @@ export class Scanner {
         report.os,
         report.packages.flatMap((p) => LANGUAGE_ECOSYSTEMS[p.type] ?? []),
       ),
+      sound: true,
     };
-    effects.attempt();
-    const op = this.kv.atomic().check(cur).set(scanKey(digest), rec);
-    addJobs(op, effects.mutationsFor({ kind: "report-stored", ns, digest }));
-    // A lost race means another run of this job stored its report (and its event) first.
-    if ((await op.commit()).ok) effects.landed();
+    let seen = cur;
+    for (let attempt = 0; attempt < STORE_ATTEMPTS; attempt++) {
+      effects.attempt();
+      const op = this.kv.atomic().check(seen).set(scanKey(digest), rec);
+      addJobs(op, effects.mutationsFor({ kind: "report-stored", ns, digest }));
+      if ((await op.commit()).ok) return effects.landed();
+      // A lost race means another run of this job stored its report (and its event) first,
+      // unless only the record's bookkeeping changed (its `sound` mark, a heal count): the same
+      // report file.
+      const now = await this.kv.get<ScanRecord>(scanKey(digest));
+      if (now.value?.file !== cur.value?.file) return;
+      seen = now;
+    }
   }
 }

@@ -26,6 +26,7 @@ import { Reports } from "../scan/mod.ts";
 import { countOutbox, OutboxDrainer } from "../events/mod.ts";
 import { log } from "../log.ts";
 import { allWriteEffects } from "./write_effects.ts";
+import { startHealing } from "./heal.ts";
 import { reportIntegrity } from "./verifier.ts";
 
 /**
@@ -108,6 +109,7 @@ export async function openServices(cfg: Config, opts: OpenOptions): Promise<Serv
   let syncer: Syncer | undefined;
   let layers: LayerIndex | undefined;
   let reports: Reports | undefined;
+  let stopHealing = () => Promise.resolve();
   const reg = () =>
     registry ??= new Registry(
       cfg,
@@ -173,6 +175,7 @@ export async function openServices(cfg: Config, opts: OpenOptions): Promise<Serv
     runner: null,
     outbox: null,
     close: async () => {
+      await stopHealing();
       reports?.stop();
       await jobs.stop();
       await services.outbox?.stop();
@@ -194,6 +197,8 @@ export async function openServices(cfg: Config, opts: OpenOptions): Promise<Serv
 
   const drained = role === "worker" && opts.queues?.length ? opts.queues : [...JOB_QUEUES];
   const runner = jobs.start(holderName(role), drained);
+  // What failed for a machine reason (before a restart too) is queued again (heal.ts).
+  stopHealing = startHealing(services, drained);
   const outbox = drained.includes("events") ? drainOutbox(services) : null;
   if (role === "serve") metrics.outboxPendingWith(() => countOutbox(rawKv, cfg));
   return Object.assign(services, { runner, outbox });

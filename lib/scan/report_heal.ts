@@ -1,0 +1,93 @@
+// The reports' heal pass (machine_stale.ts): once the machine may be fixed (a process that runs
+// scans starts, or one saw machine failures), the reports older versions built from parses that
+// could not run are rescanned, and the scans dead-lettered for a machine reason are queued again.
+// Bounded: `limit` reports a pass, and a report (or job) healed MAX_HEALS times is left alone
+// (`scan`, or a request for the report, still queues it).
+import { K } from "../metadata/mod.ts";
+import { ManifestMeta } from "../metadata/mod.ts";
+import type { JobQueues } from "../jobs/mod.ts";
+import { healDeadLetters, type HealOptions, MAX_HEALS } from "../index/mod.ts";
+import { SCAN_KIND, scanImageJob } from "./scan_jobs.ts";
+import type { Scanner, ScanRecord } from "./scanner.ts";
+
+/** KV's getMany takes at most 10 keys. */
+const GET_MANY = 10;
+
+export interface ReportHealResult {
+  /** reports whose rescan was queued */
+  reports: number;
+  /** dead-lettered scans moved back to pending */
+  jobs: number;
+  /** reports left alone: healed MAX_HEALS times already */
+  exhausted: number;
+}
+
+export interface ReportHealDeps {
+  kv: Deno.Kv;
+  scanner: Pick<Scanner, "sound">;
+  jobs: Pick<JobQueues, "queue">;
+}
+
+/** One heal pass over the stored reports and the `scan` queue's dead letters. */
+export async function healReports(
+  d: ReportHealDeps,
+  opts: HealOptions,
+): Promise<ReportHealResult> {
+  const out: ReportHealResult = { reports: 0, jobs: 0, exhausted: 0 };
+  out.jobs = await healDeadLetters(d.jobs.queue("scan"), SCAN_KIND, opts);
+  const due: string[] = [];
+  for await (const e of d.kv.list<ScanRecord>({ prefix: K.scanReportsAll() }, { batchSize: 500 })) {
+    if (due.length >= opts.limit || opts.signal?.aborted) break;
+    if (await d.scanner.sound(e)) continue;
+    if ((e.value.heals ?? 0) >= MAX_HEALS) out.exhausted++;
+    else if (typeof e.key[1] === "string") due.push(e.key[1]);
+  }
+  if (due.length === 0) return out;
+  const queue = d.jobs.queue("scan");
+  for (const [digest, ns] of await holders(d.kv, due, opts.signal)) {
+    const cur = await d.kv.get<ScanRecord>(K.scanReport(digest));
+    // Rescanned meanwhile: its new record is sound.
+    if (cur.value?.sound !== false) continue;
+    const op = d.kv.atomic().check(cur)
+      .set(cur.key, { ...cur.value, heals: (cur.value.heals ?? 0) + 1 });
+    queue.enqueueInto(op, scanImageJob(digest, ns));
+    if (!(await op.commit()).ok) continue;
+    queue.committed();
+    out.reports++;
+  }
+  return out;
+}
+
+/**
+ * A namespace holding a revision of each of `digests` (a scan job names one; the report is
+ * shared): a walk of the catalog, paid only when a pass has reports to heal.
+ */
+async function holders(
+  kv: Deno.Kv,
+  digests: string[],
+  signal?: AbortSignal,
+): Promise<Map<string, string>> {
+  const meta = new ManifestMeta(kv);
+  const found = new Map<string, string>();
+  const left = new Set(digests);
+  let last: string | null = null;
+  for (;;) {
+    const page = await meta.catalog(200, last, () => true);
+    for (const ns of page.names) {
+      if (signal?.aborted) return found;
+      const wanted = [...left];
+      for (let i = 0; i < wanted.length; i += GET_MANY) {
+        const part = wanted.slice(i, i + GET_MANY);
+        const revs = await kv.getMany(part.map((digest) => K.rev(ns, digest)));
+        revs.forEach((r, j) => {
+          if (r.value === null) return;
+          found.set(part[j], ns);
+          left.delete(part[j]);
+        });
+      }
+      if (left.size === 0) return found;
+    }
+    if (!page.more) return found;
+    last = page.names[page.names.length - 1];
+  }
+}

@@ -150,8 +150,8 @@ export class S3BlobStore implements BlobStore {
   }
 
   async put(digest: string, data: Uint8Array): Promise<void> {
-    await this.watch?.admit();
     if (await this.holds(digest, data.byteLength)) return;
+    await this.watch?.admit();
     await this.client.put(this.blobKey(digest), data);
   }
 

@@ -170,7 +170,10 @@ Deno.test({
   ...serverTestOpts,
   async fn() {
     await withSmallServer(`[blob_store]\nmin_free_bytes = ${8 * MIB}\n`, async (s, fs) => {
-      const img = await pushImage(s.url, "reserve/app", "v1");
+      // A manifest past what KV keeps inline (48 KiB): its body is a file in the blob store.
+      const img = await pushImage(s.url, "reserve/app", "v1", {
+        extra: { annotations: { pad: "x".repeat(64 * 1024) } },
+      });
       const loc = await openSession(s, "reserve/app");
       const chunk = blob(MIB);
       const p1 = await patch(s, loc, chunk, 0);
@@ -198,6 +201,15 @@ Deno.test({
       assert.ok(free > 4 * MIB && free < 8 * MIB, `free bytes ${free}`);
       assert.equal(await metric(s, /^wharf_store_reserve_bytes\{store="blob"\}/), 8 * MIB);
 
+      // A tag moved to a manifest already stored writes no new bytes (the fs store sees its file
+      // there): it goes on.
+      const move = await req(s, "/v2/reserve/app/manifests/moved", {
+        method: "PUT",
+        headers: { "content-type": "application/vnd.oci.image.manifest.v1+json" },
+        body: img.body as BodyInit,
+      });
+      await move.body?.cancel();
+      assert.equal(move.status, 201);
       // What frees space still works: a manifest delete (KV) and a cancelled session.
       const del = await req(s, `/v2/reserve/app/manifests/${img.digest}`, { method: "DELETE" });
       await del.body?.cancel();

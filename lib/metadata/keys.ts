@@ -326,8 +326,7 @@ export interface QuarantineRecord {
 
 export const QUARANTINE_NAMESPACES_KEPT = 20;
 
-/** Who runs the one verify pass, until when; `host` and `pid` let a rerun on that host take over
- * from a holder that died (lib/registry/verify.ts). */
+/** Who runs the one verify pass (`host` and `pid` for messages), renewed at `at`. */
 export interface VerifyLease {
   holder: string;
   at: number;

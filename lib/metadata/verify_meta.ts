@@ -3,26 +3,26 @@
 // namespace). The walk itself reads blob/, link/ and rev/ in key order.
 import { K, type VerifyCursor, type VerifyLease } from "./keys.ts";
 
-/** A pass renews its lease every VERIFY_LEASE_MS / 4; one that died frees it within this. */
-export const VERIFY_LEASE_MS = 60_000;
+/**
+ * A pass renews its lease every VERIFY_LEASE_MS / 4 (a KV write every 2.5 s); one that died frees
+ * it within this, so a run started after a kill -9 waits seconds, not minutes (a process cannot
+ * look at another's /proc entry under its permission set to tell that it died).
+ */
+export const VERIFY_LEASE_MS = 10_000;
 
 export class VerifyMeta {
   constructor(private readonly kv: Deno.Kv) {}
 
   /**
-   * Takes (or renews) the lease for `lease.holder`. Refused while another holder's lease is
-   * younger than VERIFY_LEASE_MS, unless `takeOver` says that holder is dead; returns it then.
+   * Takes (or renews) the lease for `lease.holder`; refused, with the holder, while another
+   * holder's lease is younger than VERIFY_LEASE_MS.
    */
-  async lock(
-    lease: VerifyLease,
-    takeOver: (held: VerifyLease) => boolean,
-  ): Promise<{ ok: true } | { ok: false; held: VerifyLease }> {
+  async lock(lease: VerifyLease): Promise<{ ok: true } | { ok: false; held: VerifyLease }> {
     const e = await this.kv.get<VerifyLease>(K.verifyLock());
     const held = e.value;
-    if (
-      held && held.holder !== lease.holder && Date.now() - held.at < VERIFY_LEASE_MS &&
-      !takeOver(held)
-    ) return { ok: false, held };
+    if (held && held.holder !== lease.holder && Date.now() - held.at < VERIFY_LEASE_MS) {
+      return { ok: false, held };
+    }
     const r = await this.kv.atomic().check(e).set(K.verifyLock(), { ...lease, at: Date.now() })
       .commit();
     if (r.ok) return { ok: true };

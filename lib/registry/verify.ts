@@ -107,13 +107,18 @@ export class Verifier {
       pid: Deno.pid,
     });
     if (!dryRun) {
-      const got = await this.meta.lock(lease(), holderDied);
+      let got = await this.meta.lock(lease());
+      if (!got.ok) {
+        // Its holder may be gone (a kill -9) with its lease running out within seconds: wait for
+        // that once. A live holder renews meanwhile and keeps it.
+        await sleep(got.held.at + VERIFY_LEASE_MS - Date.now() + 100, opts.signal);
+        got = await this.meta.lock(lease());
+      }
       if (!got.ok) return { held: got.held };
     }
-    const renew = dryRun ? undefined : setInterval(
-      () => this.meta.lock(lease(), holderDied).catch(() => {}),
-      VERIFY_LEASE_MS / 4,
-    );
+    const renew = dryRun
+      ? undefined
+      : setInterval(() => this.meta.lock(lease()).catch(() => {}), VERIFY_LEASE_MS / 4);
     try {
       return await this.pass(dryRun, opts);
     } finally {
@@ -359,22 +364,6 @@ function describe(rec: QuarantineRecord): string {
   }
   if (rec.namespaces.length === 0) parts.push("no namespace held it");
   return parts.join("; ");
-}
-
-/** A lease holder on this host whose process is gone (Linux: no /proc/<pid>) may be replaced. */
-function holderDied(held: VerifyLease): boolean {
-  if (held.host !== Deno.hostname() || held.pid === Deno.pid) return false;
-  try {
-    Deno.statSync("/proc/self");
-  } catch {
-    return false; // no /proc: cannot tell, the lease runs out instead
-  }
-  try {
-    Deno.statSync(`/proc/${held.pid}`);
-    return false;
-  } catch {
-    return true;
-  }
 }
 
 interface Limiter {

@@ -15,6 +15,9 @@ import {
   OCI_LAYER,
   putManifestOk,
 } from "../helpers/oci_content.ts";
+import { FakeRegistry } from "../helpers/fake_registry.ts";
+import { startReceiver } from "../helpers/webhook_receiver.ts";
+import { wharfCommand } from "../helpers/launch.ts";
 
 /** No indexing or scanning of the test's random layers: only the bytes matter here. */
 const QUIET = `
@@ -261,4 +264,204 @@ Deno.test({
       await Deno.remove(dataDir, { recursive: true }).catch(() => {});
     }
   },
+});
+
+async function until(what: string, cond: () => Promise<boolean>, ms = 30_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!(await cond())) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+Deno.test({
+  name:
+    "pull-through: a cached layer that rots is quarantined by verify and fetched again from the upstream (blob.corrupt told); a rotten cached config is fetched again by the read itself",
+  ...serverTestOpts,
+  async fn() {
+    const up = await FakeRegistry.start();
+    const rx = startReceiver();
+    try {
+      const config = jsonBytes({ architecture: "amd64", os: "linux", nonce: crypto.randomUUID() });
+      const layer = random(100_000);
+      const cd = up.addBlob("library/app", config);
+      const ld = up.addBlob("library/app", layer);
+      const manifest = imageManifest(await descOf(OCI_CONFIG, config), [
+        await descOf(OCI_LAYER, layer),
+      ]);
+      up.addManifest("library/app", manifest, { tags: ["1.0"] });
+      const config_ = `${QUIET}
+[global.job_queue]
+poll_interval_ms = 100
+backoff_min_ms = 100
+backoff_max_ms = 400
+
+[repository."hub"]
+namespace = "docker.io"
+
+[[repository."hub".upstream]]
+url = "${up.url}"
+
+[event_webhook.integrity]
+url = "${rx.url}"
+events = ["blob.corrupt"]
+`;
+      await withServer({ config: config_ }, async (s) => {
+        const ns = "hub/library/app";
+        assert.equal((await req(s, `/v2/${ns}/manifests/1.0`)).status, 200);
+        for (const [d, bytes] of [[cd, config], [ld, layer]] as const) {
+          const r = await getBlob(s, ns, d);
+          assert.deepEqual(await bytesOf(r), bytes);
+        }
+        // The fills have stored the blobs once their files are in place.
+        await until("the cached layer", () => exists(blobFile(s, ld)));
+        await until("the cached config", () => exists(blobFile(s, cd)));
+        assert.equal(up.count("GET", new RegExp(`/blobs/${ld}`)), 1);
+
+        await rot(s, ld);
+        const v = await runCli(s, "verify", ["--rate", "0"]);
+        assert.equal(v.code, 3, v.stdout + v.stderr);
+        assert.match(
+          v.stdout,
+          new RegExp(
+            `corrupt ${ld} .*: quarantined \\(bytes kept aside\\); fetched again from the upstream of ${ns}`,
+          ),
+        );
+        assert.match(
+          v.stdout,
+          /1 quarantined \(1 fetched again from an upstream, 0 to push again\)/,
+        );
+        // The cache job verify queued fetches it again, before any client asks.
+        await until(
+          "the refetch",
+          () => Promise.resolve(up.count("GET", new RegExp(`/blobs/${ld}`)) === 2),
+        );
+        await until("the refetched layer", () => exists(blobFile(s, ld)));
+        const r = await getBlob(s, ns, ld);
+        assert.equal(r.status, 200);
+        assert.deepEqual(await bytesOf(r), layer);
+        await rx.waitFor(
+          (d) => d.some((x) => x.event.kind === "blob.corrupt"),
+          20_000,
+          "blob.corrupt",
+        );
+        const ev = rx.ofKind("blob.corrupt")[0].event;
+        assert.equal(ev.namespace, ns);
+        assert.equal(ev.digest, ld);
+        assert.deepEqual(
+          { ...(ev.corruption as Record<string, unknown>), found: "…" },
+          { object: "blob", found: "…", size: 100_000, refetch: true },
+        );
+
+        // A small cached blob is checked on each read: the read quarantines it and answers with
+        // the upstream's bytes.
+        await rot(s, cd, 1);
+        const c = await getBlob(s, ns, cd);
+        assert.equal(c.status, 200);
+        assert.deepEqual(await bytesOf(c), config);
+        assert.equal(up.count("GET", new RegExp(`/blobs/${cd}`)), 2);
+      });
+    } finally {
+      await rx.stop();
+      await up.close();
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "[global.verify] interval_secs: the server's pass starts at startup, keeps to bytes_per_sec and quarantines what rotted",
+  ...serverTestOpts,
+  async fn() {
+    const dataDir = await Deno.makeTempDir({ prefix: "wharf-verify-schedule-" });
+    try {
+      const blobs = Array.from({ length: 4 }, () => random(250_000));
+      const digests: string[] = [];
+      await withServer({ dataDir, config: QUIET }, async (s) => {
+        for (const b of blobs) digests.push(await pushBlob(s.url, "team/sched", b));
+        await rot(s, digests[2]);
+      });
+      // 1 MB at 250 kB/s: about 4 s.
+      const config = `${QUIET}
+[global.verify]
+interval_secs = 3600
+bytes_per_sec = 250000
+`;
+      await withServer({ dataDir, config }, async (s) => {
+        await until(
+          "the scheduled pass",
+          () => Promise.resolve(/verify: 4 blob\(s\) checked/.test(s.output())),
+        );
+        const line =
+          /verify: 4 blob\(s\) checked \(1000000 bytes\), 1 corrupt: 1 quarantined.*pass complete; ([\d.]+)s \(([\d.]+) MB\/s\)/
+            .exec(s.output());
+        assert.ok(line, s.output().slice(-3000));
+        const [secs, rate] = [Number(line[1]), Number(line[2])];
+        assert.ok(secs >= 2.5, `a 1 MB pass at 250 kB/s took ${secs} s`);
+        assert.ok(rate <= 0.3, `${rate} MB/s`);
+        assert.match(s.output(), new RegExp(`verify: corrupt ${digests[2]} `));
+        await assertErrorCode(await getBlob(s, "team/sched", digests[2]), 404, "BLOB_UNKNOWN");
+        const m = await (await req(s, "/metrics")).text();
+        assert.match(m, /^wharf_verify_runs_total\{result="complete"\} 1$/m);
+        // Every byte once, and the rotten blob's again under the claim before it moved.
+        assert.match(m, /^wharf_verify_bytes_total 1250000$/m);
+      });
+    } finally {
+      await Deno.remove(dataDir, { recursive: true }).catch(() => {});
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "a verify stopped (SIGTERM) or killed (SIGKILL) mid-pass goes on where it stopped when run again",
+  ...serverTestOpts,
+  fn: () =>
+    withServer({ config: QUIET }, async (s) => {
+      const digests: string[] = [];
+      for (let i = 0; i < 10; i++) {
+        digests.push(await pushBlob(s.url, "team/resume", random(100_000)));
+      }
+      // 1 MB at 200 kB/s takes ~5 s; each run below is cut after about half of that.
+      const start = () =>
+        wharfCommand(["verify", "--rate", "200000", "-c", s.configPath], {
+          env: { NO_COLOR: "1", WHARF_STRICT_KV_LIMITS: "1" },
+          stdout: "piped",
+          stderr: "piped",
+        }).spawn();
+      const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+      // Ctrl+C or SIGTERM: stops between two reads, saves the cursor, frees the lease, says so.
+      const first = start();
+      await sleep(2500);
+      first.kill("SIGTERM");
+      const out1 = await first.output();
+      const text1 = new TextDecoder().decode(out1.stdout);
+      assert.equal(out1.code, 130, text1 + new TextDecoder().decode(out1.stderr));
+      const n1 = Number(
+        /verify: (\d+) blob\(s\) checked .*stopped: the next run goes on from here/.exec(text1)
+          ?.[1],
+      );
+      assert.ok(n1 > 0 && n1 < 10, text1);
+
+      // kill -9: the cursor saved within the last second is where the next run goes on; the
+      // dead run's lease runs out within seconds and the next run waits for it.
+      const second = start();
+      await sleep(1500);
+      second.kill("SIGKILL");
+      await second.output();
+      const again = await runCli(s, "verify", ["--rate", "0"]);
+      assert.equal(again.code, 0, again.stdout + again.stderr);
+      const m =
+        /verify: 10 blob\(s\) checked \(1000000 bytes\).*pass complete \(resumed: blobs after (sha256:[0-9a-f]{64})\); [\d.]+s/
+          .exec(again.stdout);
+      assert.ok(m, again.stdout);
+      const left = digests.filter((d) => d > m[1]).length;
+      assert.ok(left < 10 - n1, `resumed with ${left} of 10 left after a first run of ${n1}`);
+      // The pass is done: the next run starts a fresh one over all ten.
+      const fresh = await runCli(s, "verify", ["--rate", "0"]);
+      assert.equal(fresh.code, 0, fresh.stdout + fresh.stderr);
+      assert.match(fresh.stdout, /verify: 10 blob\(s\) checked \(1000000 bytes\).*pass complete; /);
+      assert.doesNotMatch(fresh.stdout, /resumed/);
+    }),
 });

@@ -34,7 +34,8 @@ export {
   type SearchPage,
   writeFileIndex,
 } from "./file_search.ts";
-export { type SecretFinding, SecretScanner } from "./secrets.ts";
+export { KINDS as SECRET_KIND_NAMES, type SecretFinding, SecretScanner } from "./secrets.ts";
+export { describeSecretKind, SECRET_KINDS, type SecretKindInfo } from "./secret_kinds.ts";
 export { LayerReader, listingLines } from "./layer_store.ts";
 export { typeFromName } from "./mime.ts";
 export {

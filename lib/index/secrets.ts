@@ -43,7 +43,8 @@ export interface SecretScanOptions {
   /** bytes of the file scanned */
   maxBytes?: number;
 }
-const KINDS = [
+/** SPEC's kinds, in its order (secret_kinds.ts says what each matches). */
+export const KINDS = [
   "private-key",
   "cloudA-credentials",
   "cloudA-access-key",

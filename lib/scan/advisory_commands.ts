@@ -6,7 +6,13 @@ import type { Config } from "../config/mod.ts";
 import { openMetadata } from "../metadata/mod.ts";
 import { type AdvisoryMeta, AdvisoryStore } from "./advisory_store.ts";
 import { ecosystemUrl, readFetchState, ZIP_NAME } from "./advisory_fetch.ts";
-import { fetchInto, neededEcosystems, readFetchRun } from "./advisory_refresh.ts";
+import {
+  failureLine,
+  fetchInto,
+  neededEcosystems,
+  nextAttemptAt,
+  readFetchRun,
+} from "./advisory_refresh.ts";
 
 export interface CommandResult {
   code: number;
@@ -136,6 +142,15 @@ async function statusCommand(cfg: Config, args: AdvisoriesArgs): Promise<Command
         run.unchanged.join(", ") || "none"
       }; failed ${run.failed.map((f) => f.ecosystem).join(", ") || "none"}`,
     );
+    // The schedule is the server's, of its own directory only.
+    const interval = s.refreshIntervalSecs !== null && s.advisoriesUrl !== "" &&
+        dir === s.advisoriesDir
+      ? s.refreshIntervalSecs
+      : null;
+    const failure = failureLine(run, interval);
+    const next = nextAttemptAt(run, interval);
+    if (failure) out.push(failure);
+    else if (next !== null) out.push(`next download run: at ${iso(next)}`);
   }
   const ecosystems = new Set<string>();
   try {

@@ -4,6 +4,11 @@
 // new snapshot queues the rescan of every image. The advisory watch's timer asks whether a run is
 // due; a scan whose image needs an ecosystem not fetched yet asks for one at once, so the first
 // push of a new distro does not wait a whole interval for its advisories.
+//
+// A run that cannot download (offline, a source that is down) is not retried by the queue: it
+// says so in one warn line with the cause and when the next attempt is, and that attempt comes
+// after a pause that doubles with each failed run in a row (15 minutes, 30, 1 hour, ...) up to
+// the refresh interval. `advisories status` and a report's `advisory_download` say the same.
 import type { Config } from "../config/mod.ts";
 import { type JobContext, PermanentJobError } from "../jobs/mod.ts";
 import { log } from "../log.ts";
@@ -24,6 +29,65 @@ export interface FetchRun {
   updated: string[];
   unchanged: string[];
   failed: { ecosystem: string; error: string }[];
+  /** runs in a row, this one included, where an ecosystem failed (absent in older records) */
+  failures?: number;
+}
+
+/** The pause after the first failed run in a row; it doubles with each next one. */
+export const FIRST_RETRY_SECS = 15 * 60;
+
+/**
+ * When the run after `run` is due (ms): a refresh interval after it started, or, after a failed
+ * run, FIRST_RETRY_SECS doubled per failed run in a row before it, at most the interval. Null
+ * without an interval (downloads only by `advisories fetch`).
+ */
+export function nextAttemptAt(run: FetchRun, intervalSecs: number | null): number | null {
+  if (intervalSecs === null) return null;
+  const failures = run.failed.length > 0 ? Math.max(1, run.failures ?? 1) : 0;
+  const pause = failures === 0
+    ? intervalSecs
+    : Math.min(intervalSecs, FIRST_RETRY_SECS * 2 ** Math.min(failures - 1, 30));
+  return run.started_at + pause * 1000;
+}
+
+/**
+ * The failures of `run` in one line: the ecosystems that failed alike are named together with
+ * the first one's cause (an offline machine fails every ecosystem the same way).
+ */
+export function failedText(run: FetchRun): string {
+  const groups = new Map<string, { ecosystems: string[]; error: string }>();
+  for (const f of run.failed) {
+    const key = f.error.replaceAll(encodeURIComponent(f.ecosystem), "\0")
+      .replaceAll(f.ecosystem, "\0");
+    const g = groups.get(key) ?? { ecosystems: [], error: f.error };
+    g.ecosystems.push(f.ecosystem);
+    groups.set(key, g);
+  }
+  return [...groups.values()].map((g) => `${g.ecosystems.join(", ")}: ${g.error}`).join("; ");
+}
+
+/**
+ * What the warn line, `advisories status` and a report say of a run that failed: the cause and
+ * when the next attempt is. Null for a run without failures.
+ */
+export function failureLine(run: FetchRun, intervalSecs: number | null): string | null {
+  if (run.failed.length === 0) return null;
+  const next = nextAttemptAt(run, intervalSecs);
+  return `advisory download failed: ${failedText(run)}; next attempt ${
+    next === null
+      ? 'when "advisories fetch" runs ([scan] refresh_interval_secs is unset)'
+      : `at ${new Date(next).toISOString()}`
+  }`;
+}
+
+/** A report's note of the last download when it failed (docs/api.md `advisory_download`). */
+export interface AdvisoryDownloadProblem {
+  /** the sentence `advisories status` prints */
+  message: string;
+  failed: { ecosystem: string; error: string }[];
+  failed_at: string;
+  /** null: only `advisories fetch` downloads */
+  next_attempt_at: string | null;
 }
 
 export async function readFetchRun(dir: string): Promise<FetchRun | null> {
@@ -80,6 +144,7 @@ export async function fetchInto(
   ecosystems: string[],
   signal?: AbortSignal,
 ): Promise<FetchOutcome[]> {
+  const before = await readFetchRun(dir);
   const run: FetchRun = {
     started_at: Date.now(),
     finished_at: null,
@@ -97,6 +162,9 @@ export async function fetchInto(
       else run.failed.push({ ecosystem: o.ecosystem, error: o.error.slice(0, 500) });
     }
     run.finished_at = Date.now();
+    if (run.failed.length > 0) {
+      run.failures = (before?.failed.length ? before.failures ?? 1 : 0) + 1;
+    }
     await writeFetchRun(dir, run);
     return outcomes;
   } finally {
@@ -139,8 +207,24 @@ export class AdvisoryRefresh {
     // The watch reads the directory; a first start must not find it missing.
     await Deno.mkdir(dir, { recursive: true });
     const last = await readFetchRun(dir);
-    if (last && now - last.started_at < this.cfg.scan.refreshIntervalSecs! * 1000) return;
+    if (last && now < nextAttemptAt(last, this.cfg.scan.refreshIntervalSecs)!) return;
     await this.queue();
+  }
+
+  /** The last download run's failure, when it failed (for a report's `advisory_download`). */
+  async problem(): Promise<AdvisoryDownloadProblem | null> {
+    const dir = this.cfg.scan.advisoriesDir;
+    if (!dir) return null;
+    const run = await readFetchRun(dir).catch(() => null);
+    const message = run && failureLine(run, this.dir ? this.cfg.scan.refreshIntervalSecs : null);
+    if (!run || !message) return null;
+    const next = nextAttemptAt(run, this.dir ? this.cfg.scan.refreshIntervalSecs : null);
+    return {
+      message,
+      failed: run.failed,
+      failed_at: new Date(run.finished_at ?? run.started_at).toISOString(),
+      next_attempt_at: next === null ? null : new Date(next).toISOString(),
+    };
   }
 
   /** After a scan: queues a run when the image needs an ecosystem never fetched. */
@@ -167,18 +251,24 @@ export class AdvisoryRefresh {
       if (job.signal.aborted) throw e;
       throw new PermanentJobError(e instanceof Error ? e.message : String(e));
     }
-    const failed = outcomes.filter((o) => o.result === "failed");
     const updated = outcomes.filter((o) => o.result === "updated");
+    if (updated.length > 0) await this.onUpdated();
+    const run = await readFetchRun(dir);
+    const failure = run && failureLine(run, this.cfg.scan.refreshIntervalSecs);
+    if (run && failure) {
+      // Not thrown: the queue's retries would fail alike, each with its own lines. The next
+      // attempt is the schedule's (nextAttemptAt).
+      log.warn(failure, {
+        failed: run.failed.map((f) => f.ecosystem).join(","),
+        updated: updated.map((o) => o.ecosystem).join(",") || "none",
+        next_attempt: new Date(nextAttemptAt(run, this.cfg.scan.refreshIntervalSecs)!)
+          .toISOString(),
+      });
+      return;
+    }
     log.info("advisories fetched", {
       updated: updated.map((o) => o.ecosystem).join(",") || "none",
       unchanged: outcomes.filter((o) => o.result === "unchanged").length,
-      failed: failed.map((o) => `${o.ecosystem}: ${o.error}`).join("; ") || "none",
     });
-    if (updated.length > 0) await this.onUpdated();
-    // A source that is down is asked again with the queue's backoff; the next interval's run
-    // asks anyway.
-    if (failed.length > 0) {
-      throw new Error(failed.map((o) => `${o.ecosystem}: ${o.error}`).join("; "));
-    }
   }
 }

@@ -4,6 +4,8 @@
 // readers look: an empty list of findings there is "not checked", never "clean".
 import type { ImageReport } from "./scanner.ts";
 import type { Package } from "./package_dbs.ts";
+import type { ConfigSecret } from "./config_secrets.ts";
+import { describeSecretKind } from "../index/mod.ts";
 
 const PURL_TYPE: Record<Package["type"], string> = {
   deb: "deb",
@@ -72,10 +74,26 @@ export function notCheckedReason(report: CheckedFields): string | null {
 const notCheckedText = (reason: string) => `vulnerabilities not checked: ${reason}`;
 
 /**
- * The findings, one per row. A report not checked has one row saying so instead (id
- * NOT-CHECKED, severity UNKNOWN): a header alone would read as "no vulnerabilities".
+ * A credential in the config, in words: its kind (SPEC's name, literal), what that kind matches
+ * and where it is ("cloudA-credentials (cloud secret access key — a secret access key line set
+ * to a 40-character key) in environment variable AWS_SECRET_ACCESS_KEY").
  */
-export function reportCsv(report: Pick<ImageReport, "findings"> & CheckedFields): string {
+export function configSecretText(s: ConfigSecret): string {
+  const what = describeSecretKind(s.kind);
+  return `${s.kind}${what ? ` (${what})` : ""} in ${
+    s.source === "env" ? `environment variable ${s.name ?? ""}` : `history line ${s.index + 1}`
+  }`;
+}
+
+/**
+ * The findings, one per row. A report not checked has one row saying so instead (id
+ * NOT-CHECKED, severity UNKNOWN): a header alone would read as "no vulnerabilities". Each
+ * credential in the config follows as a row of its own (id SECRET, severity UNKNOWN: Wharf rates
+ * no credential), whatever the severity filter, since it is not a finding of a severity.
+ */
+export function reportCsv(
+  report: Pick<ImageReport, "findings"> & CheckedFields & { config_secrets?: ConfigSecret[] },
+): string {
   const cols = ["id", "severity", "package", "installed", "fixed", "aliases", "summary"];
   const reason = notCheckedReason(report);
   const rows = report.findings.map((f) =>
@@ -86,6 +104,11 @@ export function reportCsv(report: Pick<ImageReport, "findings"> & CheckedFields)
   if (reason !== null) {
     rows.unshift(
       ["NOT-CHECKED", "UNKNOWN", "", "", "", "", notCheckedText(reason)].map(csvField).join(","),
+    );
+  }
+  for (const secret of report.config_secrets ?? []) {
+    rows.push(
+      ["SECRET", "UNKNOWN", "", "", "", "", configSecretText(secret)].map(csvField).join(","),
     );
   }
   return [cols.join(","), ...rows].join("\r\n") + "\r\n";

@@ -21,7 +21,7 @@ import {
   Scanner,
   type ScanRecord,
 } from "./scanner.ts";
-import { AdvisoryRefresh } from "./advisory_refresh.ts";
+import { type AdvisoryDownloadProblem, AdvisoryRefresh } from "./advisory_refresh.ts";
 import { notCheckedReason } from "./formats.ts";
 
 /** What Reports works with: the scanner's dependencies and the config's `[scan]`. */
@@ -86,7 +86,13 @@ function withCheck(report: ImageReport): ImageReport {
 
 export type ReportAnswer =
   | { status: 202 }
-  | { status: 200; kind: "image"; report: ImageReport; refreshing: boolean }
+  | {
+    status: 200;
+    kind: "image";
+    /** with the last advisory download's failure, when it failed (advisory_refresh.ts) */
+    report: ImageReport & { advisory_download?: AdvisoryDownloadProblem };
+    refreshing: boolean;
+  }
   | { status: 200; kind: "index"; digest: string; manifests: PlatformSummary[] };
 
 export class Reports {
@@ -296,10 +302,14 @@ export class Reports {
     if (!rec) return { status: 202 };
     const adv = await this.advisories.meta();
     const refreshing = (adv?.snapshot ?? null) !== rec.snapshot;
+    const download = await this.refresh.problem();
     return {
       status: 200,
       kind: "image",
-      report: withCheck(await this.scanner.report(rec)),
+      report: {
+        ...withCheck(await this.scanner.report(rec)),
+        ...(download ? { advisory_download: download } : {}),
+      },
       refreshing,
     };
   }

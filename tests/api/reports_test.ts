@@ -305,7 +305,12 @@ Deno.test({
         assert.match(csv.headers.get("content-type")!, /^text\/csv/);
         const lines = (await csv.text()).trim().split("\r\n");
         assert.equal(lines[0], "id,severity,package,installed,fixed,aliases,summary");
-        assert.equal(lines.length, 6);
+        assert.equal(lines.length, 8);
+        // The config's credentials close it, each kind with what it matches in plain words.
+        assert.deepEqual(lines.slice(6), [
+          "SECRET,UNKNOWN,,,,,cloudA-credentials (cloud secret access key — a secret access key line set to a 40-character key) in environment variable AWS_SECRET_ACCESS_KEY",
+          `SECRET,UNKNOWN,,,,,"hostA-token (code host access token — a token starting ghp_, gho_, ghu_, ghs_, ghr_ or <host>_pat_, mixing letters and digits) in history line 2"`,
+        ]);
         assert.equal(
           lines[1],
           "DEBIAN-CVE-2024-1000,CRITICAL,libssl3,3.0.11-1~deb12u1,3.0.11-1~deb12u2,CVE-2024-1000,DEBIAN-CVE-2024-1000 in openssl",

@@ -12,6 +12,11 @@ import type { Scanner, ScanRecord } from "./scanner.ts";
 
 /** KV's getMany takes at most 10 keys. */
 const GET_MANY = 10;
+/**
+ * Older records whose report a pass reads to tell (Scanner.sound): the first pass after an
+ * upgrade would otherwise read every report at once; the rest wait for the next pass.
+ */
+const READS_PER_PASS = 1000;
 
 export interface ReportHealResult {
   /** reports whose rescan was queued */
@@ -20,6 +25,8 @@ export interface ReportHealResult {
   jobs: number;
   /** reports left alone: healed MAX_HEALS times already */
   exhausted: number;
+  /** older reports are left to read: another pass has work */
+  more: boolean;
 }
 
 export interface ReportHealDeps {
@@ -33,11 +40,16 @@ export async function healReports(
   d: ReportHealDeps,
   opts: HealOptions,
 ): Promise<ReportHealResult> {
-  const out: ReportHealResult = { reports: 0, jobs: 0, exhausted: 0 };
+  const out: ReportHealResult = { reports: 0, jobs: 0, exhausted: 0, more: false };
   out.jobs = await healDeadLetters(d.jobs.queue("scan"), SCAN_KIND, opts);
   const due: string[] = [];
+  let reads = 0;
   for await (const e of d.kv.list<ScanRecord>({ prefix: K.scanReportsAll() }, { batchSize: 500 })) {
     if (due.length >= opts.limit || opts.signal?.aborted) break;
+    if (e.value.sound === undefined && ++reads > READS_PER_PASS) {
+      out.more = true;
+      break;
+    }
     if (await d.scanner.sound(e)) continue;
     if ((e.value.heals ?? 0) >= MAX_HEALS) out.exhausted++;
     else if (typeof e.key[1] === "string") due.push(e.key[1]);

@@ -26,7 +26,8 @@ const HEAL_EVERY_MS = 10 * 60 * 1000;
 /**
  * Starts healing for the queues this process drains (nothing without `index` or `scan`): one
  * pass now, in the background, then one per HEAL_EVERY_MS in which a job of this process failed
- * for a machine reason. Returns the stop, which waits for a pass under way.
+ * for a machine reason, or the last pass left older reports to read. Returns the stop, which
+ * waits for a pass under way.
  */
 export function startHealing(s: HealServices, drained: QueueName[]): () => Promise<void> {
   const index = drained.includes("index");
@@ -35,12 +36,15 @@ export function startHealing(s: HealServices, drained: QueueName[]): () => Promi
   const failures = () =>
     (index ? s.layers.machineFailures : 0) + (scan ? s.reports.scanner.machineFailures : 0);
   let seen = -1;
+  let more = false;
   let running: Promise<void> = Promise.resolve();
   const stop = periodic("heal", HEAL_EVERY_MS, (signal) => {
     const now = failures();
-    if (now === seen) return Promise.resolve();
+    if (now === seen && !more) return Promise.resolve();
     seen = now;
-    return running = pass(s, { index, scan }, signal);
+    return running = pass(s, { index, scan }, signal).then((left) => {
+      more = left;
+    });
   }, { immediate: true, unref: true, jitter: 0.1 });
   return async () => {
     stop();
@@ -48,11 +52,12 @@ export function startHealing(s: HealServices, drained: QueueName[]): () => Promi
   };
 }
 
+/** One pass; true when it left older reports to read (another pass has work). */
 async function pass(
   s: HealServices,
   what: { index: boolean; scan: boolean },
   signal: AbortSignal,
-): Promise<void> {
+): Promise<boolean> {
   const opts = { limit: HEAL_LIMIT, signal };
   const layers = what.index ? await s.layers.heal(opts) : null;
   const reports = what.scan
@@ -72,4 +77,5 @@ async function pass(
       reports: reports?.exhausted ?? 0,
     });
   }
+  return reports?.more ?? false;
 }

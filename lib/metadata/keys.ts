@@ -23,6 +23,9 @@
 //   reclaim/<digest>                      → ReclaimMarker   scrub is deleting the bytes: writers
 //                                                           that would reference them answer 503
 //   scrublock                             → { at, holder }  one scrub at a time (lease)
+//   writeprobe                            → never written   checked absent by a commit that tells
+//                                                           whether a KV file can be written
+//                                                           (lib/metadata/open.ts)
 //   quarantine/<digest>                   → QuarantineRecord its stored bytes did not hash to the
 //                                                           digest: out of serving (lib/registry/
 //                                                           quarantine.ts), unlinked, refetched
@@ -125,6 +128,7 @@ export const K = {
   reclaim: (digest: string) => ["reclaim", digest],
   reclaimAll: () => ["reclaim"],
   scrubLock: () => ["scrublock"],
+  writeProbe: () => ["writeprobe"],
   quarantine: (digest: string) => ["quarantine", digest],
   quarantineAll: () => ["quarantine"],
   verifyCursor: (scope: string) => ["verifycur", scope],
@@ -226,6 +230,7 @@ export const KEY_PREFIXES: ReadonlySet<string> = new Set([
   "body",
   "reclaim",
   "scrublock",
+  "writeprobe",
   "quarantine",
   "verifycur",
   "verifylock",

@@ -4,6 +4,7 @@ import { RegistryError } from "../oci/mod.ts";
 import { BUSY_BOUND_MS, withBusyRetry } from "./kv_busy.ts";
 import { kvFaultKind } from "./kv_faults.ts";
 import { openMetadata } from "./open.ts";
+import { K } from "./keys.ts";
 import { holdKvLock } from "../../tests/helpers/kv_lock.ts";
 import { ignoreWithoutSmallFs, mountSmallFs } from "../../tests/helpers/small_fs.ts";
 
@@ -70,6 +71,9 @@ Deno.test("KV faults are told apart by SQLite's messages, as Deno 2.9 reports th
   for (const [msg, kind] of cases) assert.equal(kvFaultKind(new TypeError(msg)), kind, msg);
 });
 
+/** Keys keys.ts lists (openMetadata guards keys under WHARF_STRICT_KV_LIMITS=1). */
+const [A, B, C] = ["a", "b", "c"].map((x) => K.layerIndex(`sha256:${x}`));
+
 Deno.test({
   name: "KV file read-only when opened: writes answer 503 'is read-only'; once writable again " +
     "the file is opened anew and writes go on without a restart",
@@ -83,25 +87,25 @@ Deno.test({
       new Deno.Command("sh", { args: ["-c", `chattr ${flag} "${path}"*`] }).output();
     try {
       const first = await Deno.openKv(path);
-      await first.set(["a"], 1);
+      await first.set(A, 1);
       first.close();
       assert.ok((await chattr("+i")).success);
       const kv = await openMetadata(path);
       try {
-        assert.equal((await kv.get(["a"])).value, 1, "reads work");
-        const e = await kv.set(["b"], 1).then(() => null, (e) => e);
+        assert.equal((await kv.get(A)).value, 1, "reads work");
+        const e = await kv.set(B, 1).then(() => null, (e) => e);
         assert.ok(e instanceof RegistryError && e.status === 503, String(e));
         assert.match(e.detail, /^the metadata store \(.*m\.kv\) is read-only \(/);
         assert.ok((await chattr("-i")).success);
         const t = Date.now();
         for (;;) {
-          const r = await kv.set(["b"], 2).then(() => null, (e) => e);
+          const r = await kv.set(B, 2).then(() => null, (e) => e);
           if (r === null) break;
           assert.ok(Date.now() - t < 10_000, `still refused: ${r}`);
           await new Promise((res) => setTimeout(res, 200));
         }
-        assert.ok((await kv.atomic().set(["c"], 3).commit()).ok);
-        assert.equal((await kv.get(["c"])).value, 3);
+        assert.ok((await kv.atomic().set(C, 3).commit()).ok);
+        assert.equal((await kv.get(C)).value, 3);
       } finally {
         kv.close();
       }

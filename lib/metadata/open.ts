@@ -1,9 +1,7 @@
 // Opening the KV that holds all metadata, with the wrappers every process needs on it.
 import { type KvWriteWatch, withBusyRetry } from "./kv_busy.ts";
 import { strictIfRequested } from "./kv_limits.ts";
-
-/** A key no record uses: a commit that only checks it is absent writes nothing. */
-const WRITE_PROBE: Deno.KvKey = ["\u0000write-probe"];
+import { K } from "./keys.ts";
 
 /**
  * Opens the KV file (or KV Connect URL) that holds all metadata. `report` hears whether each
@@ -31,7 +29,8 @@ export async function openMetadata(
 async function openWritable(path: string): Promise<Deno.Kv> {
   const raw = await Deno.openKv(path);
   try {
-    await raw.atomic().check({ key: WRITE_PROBE, versionstamp: null }).commit();
+    // A commit that only checks a key is absent writes nothing.
+    await raw.atomic().check({ key: K.writeProbe(), versionstamp: null }).commit();
   } catch (e) {
     raw.close();
     throw e;

@@ -76,6 +76,10 @@ export interface StoreFigures {
   available: boolean;
 }
 
+/** The stores StoreFigures name: the blob store's bytes and the metadata KV. */
+const BLOB_STORE = "blob";
+const STORE_NAMES = [BLOB_STORE, "metadata"];
+
 /** Writes a store refused, by store and cause (reserve, full, unavailable, locked, read_only). */
 export interface StoreRefusals {
   store: string;
@@ -561,7 +565,7 @@ export class Metrics {
 
   /** The stores' free space, availability and refusals (lib/storage StoreWatch), at scrape. */
   storesFrom(read: () => Promise<StoreFigures[]>, refusals: () => Iterable<StoreRefusals>): void {
-    for (const store of ["blob", "metadata"]) this.storeAvailable.set(1, [store]);
+    for (const store of STORE_NAMES) this.storeAvailable.set(1, [store]);
     this.storeAvailable.collect = async () => {
       for (const f of await read()) {
         this.storeAvailable.set(f.available ? 1 : 0, [f.store]);

@@ -9,6 +9,9 @@ import { log } from "../log.ts";
 import { type FaultReport, formatBytes, storeFault } from "./faults.ts";
 
 export type StoreName = "blob" | "metadata";
+const BLOB: StoreName = "blob";
+/** The stores watched, the blob store first (messages name it first). */
+const STORES: readonly StoreName[] = [BLOB, "metadata"];
 
 /**
  * A statfs costs ~50 µs here (3.6 µs synchronous, which would stall the serving thread on a slow
@@ -163,7 +166,7 @@ export class StoreWatch {
   /** The filesystems to read: one per device, so a shared one is read and reported once. */
   private async place(): Promise<Volume[]> {
     const out: (Volume & { dev: number | null })[] = [];
-    for (const name of ["blob", "metadata"] as const) {
+    for (const name of STORES) {
       const s = this.opts[name];
       if (s.dir === null) continue;
       const dev = await Deno.stat(s.dir).then((st) => st.dev, () => null);
@@ -213,7 +216,7 @@ export class StoreWatch {
   async figures(): Promise<StoreFigures[]> {
     if (Date.now() - this.readAt > READING_TTL_MS) await this.refresh();
     const now = Date.now();
-    return (["blob", "metadata"] as const).map((store) => {
+    return STORES.map((store) => {
       const v = this.volumes?.find((x) => x.stores.includes(store) && x.at !== 0);
       const f = this.faults.get(store);
       const faulted = f !== undefined && now - f.at <= FAULT_HOLD_MS;

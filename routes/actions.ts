@@ -74,7 +74,8 @@ export interface Action {
     | "layer-file"
     | "layer-details"
     | "vulnerabilities"
-    | "diff";
+    | "diff"
+    | "configured";
 }
 
 type Method = "GET" | "HEAD" | "POST" | "PUT" | "PATCH" | "DELETE";
@@ -93,6 +94,12 @@ const ROUTES: Route[] = [
   // Extension listings (SPEC §Extension endpoints). `_svc` cannot start a name component, so
   // these never shadow a namespace; names merely containing `_svc` still parse.
   { re: /^\/v2\/_svc\/repositories\/list$/, methods: READ("list-repositories") },
+  // Configured repositories, held or not (the listing above leaves out those holding nothing).
+  {
+    re: /^\/v2\/_svc\/repositories\/configured$/,
+    methods: READ("list-repositories"),
+    resource: "configured",
+  },
   { re: /^\/v2\/_svc\/namespaces\/list$/, methods: READ("list-namespaces") },
   { re: /^\/v2\/_svc\/ui\/config$/, methods: READ("ui-config") },
   { re: /^\/v2\/_svc\/files\/search$/, methods: READ("search-files") },

@@ -29,7 +29,13 @@ export async function svcHandler(
 ): Promise<Response> {
   switch (a.name) {
     case "list-repositories":
-      return jsonResponse(await reg.svc.repositories(access.canListTags), extra, head);
+      return jsonResponse(
+        a.resource === "configured"
+          ? await reg.svc.configuredRepositories(access.canListTags)
+          : await reg.svc.repositories(access.canListTags),
+        extra,
+        head,
+      );
     case "list-namespaces":
       return jsonResponse(
         await reg.svc.namespaces(query.one("repository"), access.canListTags),

@@ -27,6 +27,9 @@ export interface RepositorySummary extends RepositorySettings {
   max_cache_bytes?: number;
 }
 
+/** A configured repository as `/v2/_svc/repositories/configured` gives it: no namespace count. */
+export type ConfiguredRepository = Omit<RepositorySummary, "namespace_count">;
+
 /** Where the repositories listing reads usage from (absent: no usage fields). */
 export interface UsageReader {
   /** whether any quota or cache cap is configured (the fields are shown only then) */
@@ -103,16 +106,36 @@ export class SvcListings {
       namespace_count: counts.get(name)!,
       ...this.settings(name),
     }));
-    const usage = this.usage?.shown() ? this.usage : null;
-    if (usage) {
-      await mapBounded(repositories, this.concurrency, async (r) => {
-        r.used_bytes = await usage.used(r.name);
-        r.quota_bytes = usage.quota(r.name);
-        const cap = this.cfg.repositories.get(r.name)?.maxCacheBytes;
-        if (cap !== undefined) r.max_cache_bytes = cap;
-      });
-    }
+    await this.withUsage(repositories);
     return { repositories };
+  }
+
+  /**
+   * Every configured repository the caller could list tags in (`admit` of its own name as a
+   * namespace), whether it holds anything or not, with its settings (and usage). The repositories
+   * listing leaves out one that holds nothing yet (SPEC: an empty repository is not listed, and
+   * reads as an unconfigured one), so a cache before its first pull or a repository with only a
+   * quota would be nowhere to see without this. No namespace is counted: the listing does that.
+   */
+  async configuredRepositories(admit: Admit): Promise<{ repositories: ConfiguredRepository[] }> {
+    const repositories: ConfiguredRepository[] = [];
+    for (const name of [...this.cfg.repositories.keys()].sort()) {
+      if (await admit(name)) repositories.push({ name, ...this.settings(name) });
+    }
+    await this.withUsage(repositories);
+    return { repositories };
+  }
+
+  /** The usage fields, when quotas or cache caps are configured anywhere. */
+  private async withUsage(repositories: ConfiguredRepository[]): Promise<void> {
+    const usage = this.usage?.shown() ? this.usage : null;
+    if (!usage) return;
+    await mapBounded(repositories, this.concurrency, async (r) => {
+      r.used_bytes = await usage.used(r.name);
+      r.quota_bytes = usage.quota(r.name);
+      const cap = this.cfg.repositories.get(r.name)?.maxCacheBytes;
+      if (cap !== undefined) r.max_cache_bytes = cap;
+    });
   }
 
   /** SPEC: names from the category index only; an emptied namespace lists with zero counts. */

@@ -23,7 +23,7 @@ import {
 import { type BlobStore, countQuarantined, type IntegrityObject } from "../storage/mod.ts";
 import { parseDigest, RegistryError } from "../oci/mod.ts";
 import { Hasher } from "../streams/mod.ts";
-import type { Events } from "../events/mod.ts";
+import { type Actor, type Events, withActor } from "../events/mod.ts";
 import { log } from "../log.ts";
 
 export type QuarantineOutcome =
@@ -41,6 +41,13 @@ export type Throttle = (bytes: number) => Promise<void>;
 
 /** blob.corrupt events one quarantine sends at most (one per namespace concerned). */
 const EVENTS_MAX = 100;
+/** Who blob.corrupt events name as their cause. */
+export const VERIFY_ACTOR: Actor = {
+  username: "wharf-verify",
+  id: null,
+  provider: null,
+  client_ip: null,
+};
 
 export interface QuarantineOptions {
   /** blob/<digest> as it was before the bytes were judged (default: read now, then hash) */
@@ -201,14 +208,17 @@ export class Quarantine {
     namespaces: string[],
     refetch: Set<string>,
   ): Promise<void> {
-    for (const ns of namespaces.slice(0, EVENTS_MAX)) {
-      await this.d.events.corrupt(ns, digest, {
-        object: object === "manifest" ? "manifest" : "blob",
-        found: rec.found,
-        size: rec.size,
-        refetch: refetch.has(ns),
-      }).catch(() => {});
-    }
+    // Found by the server, not asked for by whoever's read tripped over it.
+    await withActor(VERIFY_ACTOR, async () => {
+      for (const ns of namespaces.slice(0, EVENTS_MAX)) {
+        await this.d.events.corrupt(ns, digest, {
+          object: object === "manifest" ? "manifest" : "blob",
+          found: rec.found,
+          size: rec.size,
+          refetch: refetch.has(ns),
+        }).catch(() => {});
+      }
+    });
   }
 
   /**

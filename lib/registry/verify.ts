@@ -16,7 +16,7 @@ import {
   VerifyMeta,
 } from "../metadata/mod.ts";
 import { countIntegrityFailure, mismatch } from "../storage/mod.ts";
-import { type Quarantine, quarantineDetail, type Throttle } from "./quarantine.ts";
+import type { Quarantine, Throttle } from "./quarantine.ts";
 
 export interface VerifyOptions {
   dryRun?: boolean;
@@ -339,7 +339,14 @@ export class Verifier {
     for await (const { digest, rec } of this.quarantine.meta.records()) {
       if (rec.stage === "claimed") continue;
       if (ns !== null && !rec.namespaces.includes(ns)) continue;
-      out.push(`${quarantineDetail(digest, rec)}; ${describe(rec)}`);
+      const what = rec.kind === "manifest" ? "manifest body" : "blob";
+      out.push(
+        `${what} ${digest} since ${
+          new Date(rec.at).toISOString()
+        }, ${rec.size} bytes hashing to ${rec.found}; ${
+          describe(rec).replace(/^[^;]*(; |$)/, "") || "nothing held it"
+        }`,
+      );
       if (out.length >= LISTED_QUARANTINED) break;
     }
     return out;

@@ -66,6 +66,7 @@ function scheduleVerify(s: Services, signal: AbortSignal): void {
   const every = s.cfg.global.verify.intervalSecs;
   if (every === null) return;
   const verifier = verifierFor(s, SERVE_VERIFY_HOLDER);
+  // At startup too (`immediate`): a pass a stop interrupted goes on at once (`due`).
   periodic("scheduled verify", every * 1000, async (signal) => {
     if (!(await verifier.due(every * 1000))) return;
     let bytes = 0;
@@ -88,7 +89,6 @@ function scheduleVerify(s: Services, signal: AbortSignal): void {
       s.metrics.verifyFinished("failed", bytes);
       throw e;
     }
-    // At startup too: a pass a stop interrupted goes on at once (`due`).
   }, { signal, immediate: true });
 }
 

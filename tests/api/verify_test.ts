@@ -5,6 +5,7 @@
 // from its upstream; the scheduled pass keeps to its rate; a killed pass goes on where it was.
 import assert from "node:assert/strict";
 import { join } from "node:path";
+import { gzipSync, zstdCompressSync } from "node:zlib";
 import { pushBlob, runCli, sha256Hex, type TestServer, withServer } from "../helpers/server.ts";
 import { assertErrorCode, bytesOf, req, serverTestOpts } from "../helpers/api.ts";
 import {
@@ -18,6 +19,7 @@ import {
 import { FakeRegistry } from "../helpers/fake_registry.ts";
 import { startReceiver } from "../helpers/webhook_receiver.ts";
 import { wharfCommand } from "../helpers/launch.ts";
+import { tarHeader } from "../helpers/tar.ts";
 
 /** No indexing or scanning of the test's random layers: only the bytes matter here. */
 const QUIET = `
@@ -116,7 +118,12 @@ Deno.test({
         run.stdout,
         /2 corrupt: 2 quarantined \(0 fetched again from an upstream, 2 to push again\)/,
       );
-      assert.match(run.stdout, new RegExp(`quarantined: ${sd} was quarantined at `));
+      assert.match(
+        run.stdout,
+        new RegExp(
+          `quarantined: blob ${sd} since \\S+, 100000 bytes hashing to sha256:[0-9a-f]{64}; no source for team/app: push it again`,
+        ),
+      );
       assert.ok(!(await exists(blobFile(s, sd))), "moved out of the blob store");
       assert.ok(await exists(join(s.dataDir, "blobs", "quarantine", "sha256", sd.slice(7))));
 
@@ -348,6 +355,7 @@ events = ["blob.corrupt"]
         const ev = rx.ofKind("blob.corrupt")[0].event;
         assert.equal(ev.namespace, ns);
         assert.equal(ev.digest, ld);
+        assert.equal((ev.actor as { username: string }).username, "wharf-verify");
         assert.deepEqual(
           { ...(ev.corruption as Record<string, unknown>), found: "…" },
           { object: "blob", found: "…", size: 100_000, refetch: true },
@@ -463,5 +471,80 @@ Deno.test({
       assert.equal(fresh.code, 0, fresh.stdout + fresh.stderr);
       assert.match(fresh.stdout, /verify: 10 blob\(s\) checked \(1000000 bytes\).*pass complete; /);
       assert.doesNotMatch(fresh.stdout, /resumed/);
+    }),
+});
+
+Deno.test({
+  name:
+    "a layer index table that no longer matches its checksum is never used: a file read answers 500 naming it",
+  ...serverTestOpts,
+  fn: () =>
+    withServer({
+      config: `${QUIET}
+[global.job_queue]
+poll_interval_ms = 100
+`,
+    }, async (s) => {
+      const text = new TextEncoder().encode("hello, checked world\n");
+      const padded = new Uint8Array(512);
+      padded.set(text);
+      const tar = new Uint8Array([
+        ...tarHeader("hello.txt", text.length),
+        ...padded,
+        ...new Uint8Array(1024),
+      ]);
+      const layers = [
+        { bytes: new Uint8Array(gzipSync(tar)), table: "checkpoints.bin", type: OCI_LAYER },
+        {
+          bytes: new Uint8Array(zstdCompressSync(tar)),
+          table: "frames.bin",
+          type: "application/vnd.oci.image.layer.v1.tar+zstd",
+        },
+      ];
+      const config = jsonBytes({ architecture: "amd64", os: "linux", n: crypto.randomUUID() });
+      await pushBlob(s.url, "team/idx", config);
+      const descs = [];
+      for (const l of layers) {
+        await pushBlob(s.url, "team/idx", l.bytes);
+        descs.push({ ...(await descOf(l.type, l.bytes)) });
+      }
+      await putManifestOk(
+        s,
+        "team/idx",
+        "v1",
+        imageManifest(await descOf(OCI_CONFIG, config), descs),
+      );
+      for (const [i, l] of layers.entries()) {
+        const d = descs[i].digest;
+        const base = `/v2/team/idx/_svc/layers/${d}`;
+        await until(`the index of the ${l.table} layer`, async () => {
+          const r = await req(s, `${base}/entries`);
+          await r.body?.cancel();
+          return r.status === 200;
+        });
+        const [alg, hex] = d.split(":");
+        const dir = join(s.dataDir, "blobs", "derived", "index", alg, hex);
+        let file = "";
+        for (const slot of ["a", "b"]) {
+          if (await exists(join(dir, slot, l.table))) file = join(dir, slot, l.table);
+        }
+        assert.ok(file, `no ${l.table} under ${dir}`);
+        const bytes = await Deno.readFile(file);
+        bytes[bytes.length - 1] ^= 1;
+        await Deno.writeFile(file, bytes);
+        const e = await assertErrorCode(
+          await req(s, `${base}/file?path=hello.txt`),
+          500,
+          "INTERNAL_ERROR",
+        );
+        assert.match(
+          String(e.detail),
+          new RegExp(
+            `${l.table} is damaged \\(its checksum does not match\\): "wharf reindex --force" rebuilds it`,
+          ),
+        );
+      }
+      const m = await (await req(s, "/metrics")).text();
+      assert.match(m, /^wharf_integrity_failures_total\{object="index-table"\} 2$/m);
     }),
 });

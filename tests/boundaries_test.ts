@@ -83,6 +83,8 @@ const ALLOWED: Record<string, string[]> = {
   ],
   retention: ["oci", "config", "metadata", "jobs", "registry", "events", "effects"],
   policy: ["oci", "config"],
+  // Signature verification is pure (bytes in, a verdict out): it reads only its trust config.
+  signatures: ["oci", "config"],
   ratelimit: ["oci", "config", "metadata", "policy"],
   auth: ["oci", "config", "streams", "http"],
 };

@@ -28,6 +28,7 @@ import { readRateLimit } from "./rate_limit.ts";
 import type { KnownIdentities } from "./identity_refs.ts";
 import { readBytes, readGlobalQuota, readRepositoryQuota } from "./quota.ts";
 import { withListenOverrides } from "./listen_given.ts";
+import { readVerify, type VerifyConfig } from "./verify.ts";
 
 export class ConfigError extends Error {}
 
@@ -62,6 +63,17 @@ export async function loadConfigFiles(paths: string[]): Promise<Config> {
   }
   // serve's --port/--bind and WHARF_PORT/WHARF_BIND outrank every file (listen.ts).
   return withListenOverrides(buildConfig(doc, paths));
+}
+
+/**
+ * A `[verify]` table (as `[repository."<name>".verify]` holds it) validated into a VerifyConfig;
+ * throws ConfigError naming the key (`path` prefixes it) on a malformed key, root or pattern.
+ */
+export function parseVerifyConfig(table: unknown, path = "verify"): VerifyConfig {
+  const v = readVerify(table ?? {}, path, (key, msg) => {
+    throw new ConfigError(`${key}: ${msg}`);
+  });
+  return v!;
 }
 
 class Reader {
@@ -363,6 +375,7 @@ export function buildConfig(doc: Table, paths: string[]): Config {
       "quota",
       "max_cache_bytes",
       "prefetch_max_bytes",
+      "verify",
     ]);
     const rc: RepositoryConfig = {
       name,
@@ -385,6 +398,7 @@ export function buildConfig(doc: Table, paths: string[]): Config {
     if (limits) rc.rateLimit = limits;
     const quota = readRepositoryQuota(t.quota, `${path}.quota`, fail);
     if (quota !== undefined) rc.quotaMaxBytes = quota;
+    rc.verify = readVerify(t.verify, `${path}.verify`, fail);
     const upstreams = readUpstreams(r, t.upstream, `${path}.upstream`);
     if (upstreams.list.length > 0) {
       rc.upstreams = upstreams.list;

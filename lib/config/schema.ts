@@ -8,6 +8,7 @@ import type {
 import type { SyncConfig } from "./sync.ts";
 import type { RateLimitConfig } from "./rate_limit.ts";
 import { defaultQuotaConfig, type QuotaConfig } from "./quota.ts";
+import type { VerifyConfig } from "./verify.ts";
 
 export interface PolicyConfig {
   default: "allow" | "deny";
@@ -255,6 +256,8 @@ export interface RepositoryConfig {
   prefetchMaxBytes?: number;
   /** `[repository."<name>".rate_limit]`: replaces the global numbers it sets, in its own buckets */
   rateLimit?: RateLimitConfig;
+  /** `[repository."<name>".verify]`: signatures required before an image is visible; null/absent = none */
+  verify?: VerifyConfig | null;
 }
 
 export type ReplicationMode = "event" | "event+reconcile" | "reconcile";
@@ -443,3 +446,14 @@ export * from "./hooks.ts";
 export { SYNC_DEFAULTS, type SyncConfig, unsafePattern } from "./sync.ts";
 export { RATE_LIMIT_DEFAULTS, type RateLimitConfig } from "./rate_limit.ts";
 export { type QuotaConfig } from "./quota.ts";
+export {
+  type NotationTrust,
+  parseDn,
+  type SigstoreIdentity,
+  type SigstoreTrust,
+  type StringMatch,
+  type TrustedKey,
+  VERIFY_DEFAULTS,
+  type VerifyConfig,
+  type VerifyMode,
+} from "./verify.ts";

@@ -53,7 +53,7 @@ async function connectCause(endpoint: string): Promise<string | null> {
 function networkCause(detail: string): string {
   const cause = detail
     .split("\n")[0]
-    .replace(/^(blob store unavailable|.*? is (unreachable|unavailable)): /, "")
+    .replace(/^(blob store unavailable|.*? is (unreachable|unavailable|failing)): /, "")
     .replace(/^[A-Z]+ [^:]*: /, "")
     .replace(/error sending request for url \([^)]*\): ?/, "")
     .replace(/; retry later$/, "")

@@ -92,8 +92,8 @@ saying why), unlinked from its namespaces, and fetched again from the upstream o
 pull-through namespace; a pushed one stays quarantined until it is pushed again. Then the
 manifest bodies kept in KV. Safe while servers run (one verify at a time holds a lease).
 Ctrl+C or SIGTERM stops it between two reads; the next run goes on where it stopped.
-Exit status: 0 nothing wrong, 1 another verify runs, 3 corrupt or missing bytes found,
-130 stopped. (deno task wharf verify)`,
+Exit status: 0 nothing wrong, 1 another verify runs or the pass failed (a store down; the
+next run goes on), 3 corrupt or missing bytes found, 130 stopped. (deno task wharf verify)`,
   },
   prune: {
     summary: "apply the retention policies once",

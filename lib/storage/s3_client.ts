@@ -231,6 +231,9 @@ export class S3Client {
         headers: signed.headers,
         body: init.body as BodyInit | null | undefined,
         signal: ctl.signal,
+        // A redirect would carry the blob's bytes (and the signed request) to wherever the
+        // endpoint points: an S3 answer is taken as it is, a 3xx as a failure.
+        redirect: "manual",
       });
     } catch (e) {
       throw ctl.signal.aborted ? ctl.signal.reason : e;

@@ -44,3 +44,42 @@ Deno.test({
     }
   },
 });
+
+Deno.test({
+  name: "S3 that redirects: the request is not followed to another host",
+  sanitizeResources: false,
+  sanitizeOps: false,
+  async fn() {
+    let elsewhere = 0;
+    const other = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, () => {
+      elsewhere++;
+      return new Response("<Error/>", { status: 200 });
+    });
+    const s3 = Deno.serve(
+      { hostname: "127.0.0.1", port: 0, onListen() {} },
+      () =>
+        new Response(null, {
+          status: 307,
+          headers: { location: `http://127.0.0.1:${other.addr.port}/b/blobs/x` },
+        }),
+    );
+    const client = new S3Client({
+      endpoint: `http://127.0.0.1:${s3.addr.port}`,
+      bucket: "b",
+      region: "us-east-1",
+      accessKeyId: "k",
+      secretKey: "s",
+      pathStyle: true,
+    });
+    try {
+      await client.put("blobs/x", new TextEncoder().encode("secret bytes")).then(
+        () => assert.fail("a redirected PUT is not a stored object"),
+        () => {},
+      );
+      assert.equal(elsewhere, 0, "nothing was sent to the redirect's host");
+    } finally {
+      await other.shutdown();
+      await s3.shutdown();
+    }
+  },
+});

@@ -2,7 +2,9 @@
 // code 2 and one line naming the endpoint and the setting (`[blob_store.s3] endpoint`), as a
 // config error does, not with a stack trace.
 import assert from "node:assert/strict";
+import { join } from "node:path";
 import { s3Toml, startServer } from "../helpers/server.ts";
+import { wharfCommand, wharfStderr } from "../helpers/launch.ts";
 
 /** A loopback port nothing listens on: bound, then closed. */
 function closedPort(): number {
@@ -36,4 +38,29 @@ Deno.test("serve: an unreachable [blob_store.s3] endpoint is one line and exit c
   );
   assert.doesNotMatch(output, /^\s+at /m, "no stack trace");
   assert.doesNotMatch(output, /Uncaught|^error:/m, "no uncaught error");
+});
+
+Deno.test("one-shot commands: an unreachable [blob_store.s3] endpoint is one line, exit 2", async () => {
+  const endpoint = `http://127.0.0.1:${closedPort()}`;
+  const dir = await Deno.makeTempDir({ prefix: "wharf-s3-cmd-" });
+  try {
+    const config = join(dir, "wharf.toml");
+    await Deno.writeTextFile(
+      config,
+      `${s3Toml(endpoint, "t/unreachable")}\n[metadata_store]\npath = "${dir}/m.kv"\n`,
+    );
+    for (const command of ["scrub", "reindex", "scan", "replicate"]) {
+      const o = await wharfCommand([command, "--dry-run", "-c", config], {
+        env: { RUST_BACKTRACE: "0", NO_COLOR: "1" },
+      }).output();
+      const err = wharfStderr(new TextDecoder().decode(o.stderr));
+      assert.equal(o.code, 2, `${command}: ${err}`);
+      const lines = err.split("\n").filter((l) => l.startsWith("wharf:"));
+      assert.equal(lines.length, 1, `${command}: ${err}`);
+      assert.doesNotMatch(err, /^\s+at |Uncaught|^error:/m, `${command}: no stack trace`);
+      assert.match(lines[0], /^wharf: config \S+: \[blob_store\.s3\] endpoint = .*cannot reach S3/);
+    }
+  } finally {
+    await Deno.remove(dir, { recursive: true }).catch(() => {});
+  }
 });

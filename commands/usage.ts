@@ -84,7 +84,7 @@ Safe while servers run (one scrub at a time holds a lease). (deno task scrub)`,
     usage: "main.ts verify [--dry-run] [--namespace N] [--rate BYTES_PER_SEC] [-c FILE]...",
     body: `  --dry-run           print what does not match, quarantine nothing
   --namespace N       only the blobs and manifests of this namespace (image name)
-  --rate N            hash at most N bytes per second (default [global.verify] bytes_per_sec,
+  --rate N            hash at most N bytes per second (default [global.integrity] bytes_per_sec,
                       16 MiB/s); 0: as fast as the store reads
 
 A blob whose bytes do not hash to its digest is quarantined: no longer served (BLOB_UNKNOWN

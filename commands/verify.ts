@@ -29,7 +29,7 @@ export function verifyCommand(cfg: Config, cli: Cli): Promise<number> {
       r = await verifierFor(services).run({
         dryRun: cli.dryRun,
         namespace: cli.namespace,
-        bytesPerSec: cli.rate ?? cfg.global.verify.bytesPerSec,
+        bytesPerSec: cli.rate ?? cfg.global.integrity.bytesPerSec,
         signal: ac.signal,
         report: (line) => console.log(line),
       });

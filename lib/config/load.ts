@@ -217,7 +217,7 @@ export function buildConfig(doc: Table, paths: string[]): Config {
     "enable_manifest_redirect",
     "outbound_allow",
     "scrub",
-    "verify",
+    "integrity",
     "job_queue",
     "index",
     "authorization_webhook",
@@ -256,11 +256,12 @@ export function buildConfig(doc: Table, paths: string[]): Config {
   cfg.global.scrub.intervalSecs = r.int(scrub, "interval_secs", "global.scrub", 1) ?? null;
   cfg.global.scrub.graceSecs = r.int(scrub, "grace_secs", "global.scrub", 0) ??
     cfg.global.scrub.graceSecs;
-  const verify = r.table(g.verify, "global.verify");
-  r.only(verify, "global.verify", ["interval_secs", "bytes_per_sec"]);
-  cfg.global.verify.intervalSecs = r.int(verify, "interval_secs", "global.verify", 1) ?? null;
-  cfg.global.verify.bytesPerSec = r.int(verify, "bytes_per_sec", "global.verify", 1) ??
-    cfg.global.verify.bytesPerSec;
+  const integrity = r.table(g.integrity, "global.integrity");
+  r.only(integrity, "global.integrity", ["interval_secs", "bytes_per_sec"]);
+  cfg.global.integrity.intervalSecs = r.int(integrity, "interval_secs", "global.integrity", 1) ??
+    null;
+  cfg.global.integrity.bytesPerSec = r.int(integrity, "bytes_per_sec", "global.integrity", 1) ??
+    cfg.global.integrity.bytesPerSec;
   const audit = r.table(g.audit, "global.audit");
   r.only(audit, "global.audit", ["enabled", "max_age_days", "max_denials_per_minute"]);
   cfg.global.audit.enabled = r.bool(audit, "enabled", "global.audit") ?? false;

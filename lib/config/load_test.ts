@@ -270,18 +270,21 @@ Deno.test("prefetch_max_bytes: 4 MiB by default on a pull-through repository, 0 
   );
 });
 
-Deno.test("[global.verify]: off by default at 16 MiB/s; interval and rate read; bad values name the key", () => {
+Deno.test("[global.integrity]: off by default at 16 MiB/s; interval and rate read; bad values name the key", () => {
   const d = buildConfig({}, []);
-  assert.deepEqual(d.global.verify, { intervalSecs: null, bytesPerSec: 16 * 1024 * 1024 });
-  const c = buildConfig({ global: { verify: { interval_secs: 86400, bytes_per_sec: 1000 } } }, []);
-  assert.deepEqual(c.global.verify, { intervalSecs: 86400, bytesPerSec: 1000 });
+  assert.deepEqual(d.global.integrity, { intervalSecs: null, bytesPerSec: 16 * 1024 * 1024 });
+  const c = buildConfig(
+    { global: { integrity: { interval_secs: 86400, bytes_per_sec: 1000 } } },
+    [],
+  );
+  assert.deepEqual(c.global.integrity, { intervalSecs: 86400, bytesPerSec: 1000 });
   for (
     const [verify, re] of [
-      [{ bytes_per_sec: 0 }, /global\.verify\.bytes_per_sec/],
-      [{ interval_secs: 0 }, /global\.verify\.interval_secs/],
-      [{ every: 1 }, /global\.verify\.every: unknown key/],
+      [{ bytes_per_sec: 0 }, /global\.integrity\.bytes_per_sec/],
+      [{ interval_secs: 0 }, /global\.integrity\.interval_secs/],
+      [{ every: 1 }, /global\.integrity\.every: unknown key/],
     ] as const
   ) {
-    assert.throws(() => buildConfig({ global: { verify } }, ["x.toml"]), re);
+    assert.throws(() => buildConfig({ global: { integrity: verify } }, ["x.toml"]), re);
   }
 });

@@ -48,10 +48,10 @@ export function applyReloadable(live: Config, next: Config): string[] {
     live.global.scrub.intervalSecs,
     next.global.scrub.intervalSecs,
   );
-  next.global.verify.intervalSecs = keep(
-    "global.verify.interval_secs",
-    live.global.verify.intervalSecs,
-    next.global.verify.intervalSecs,
+  next.global.integrity.intervalSecs = keep(
+    "global.integrity.interval_secs",
+    live.global.integrity.intervalSecs,
+    next.global.integrity.intervalSecs,
   );
   next.global.retentionSchedule.intervalSecs = keep(
     "global.retention_policy.interval_secs",

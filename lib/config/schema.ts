@@ -338,8 +338,12 @@ export interface Config {
       /** unreferenced bytes younger than this are kept (an upload may be about to use them) */
       graceSecs: number;
     };
-    /** `[global.verify]`: re-hashing stored blobs (lib/registry/verify.ts) */
-    verify: {
+    /**
+     * `[global.integrity]`: re-hashing stored blobs (lib/registry/verify.ts, the `verify`
+     * command); not `[global.verify]`, which would read as the default of the signature checks
+     * of `[repository."<name>".verify]`
+     */
+    integrity: {
       /** start (or go on with) a verify pass inside the server this often; null = off */
       intervalSecs: number | null;
       /** bytes hashed per second at most, by the schedule and by default by the command */
@@ -407,7 +411,7 @@ export function defaultConfig(): Config {
       outboundAllow: [],
       enableManifestRedirect: true,
       scrub: { intervalSecs: null, graceSecs: 300 },
-      verify: { intervalSecs: null, bytesPerSec: DEFAULT_VERIFY_BYTES_PER_SEC },
+      integrity: { intervalSecs: null, bytesPerSec: DEFAULT_VERIFY_BYTES_PER_SEC },
       jobQueue: defaultJobQueue(),
       index: defaultIndexConfig(),
       authorizationWebhook: null,

@@ -57,13 +57,13 @@ function scheduleScrub(s: Services, signal: AbortSignal): void {
 }
 
 /**
- * `[global.verify] interval_secs`: each tick starts a verify pass, or goes on with the one a
+ * `[global.integrity] interval_secs`: each tick starts a verify pass, or goes on with the one a
  * stop or a restart interrupted (its cursor), at `bytes_per_sec` as configured when it starts;
  * a tick that finds the pass still running is skipped. Stopping the server stops the pass
  * between two reads.
  */
 function scheduleVerify(s: Services, signal: AbortSignal): void {
-  const every = s.cfg.global.verify.intervalSecs;
+  const every = s.cfg.global.integrity.intervalSecs;
   if (every === null) return;
   const verifier = verifierFor(s, SERVE_VERIFY_HOLDER);
   // At startup too (`immediate`): a pass a stop interrupted goes on at once (`due`).
@@ -72,7 +72,7 @@ function scheduleVerify(s: Services, signal: AbortSignal): void {
     let bytes = 0;
     try {
       const r = await verifier.run({
-        bytesPerSec: s.cfg.global.verify.bytesPerSec,
+        bytesPerSec: s.cfg.global.integrity.bytesPerSec,
         signal,
         report: (line) => log.warn(`verify: ${line}`),
       });

@@ -378,7 +378,7 @@ events = ["blob.corrupt"]
 
 Deno.test({
   name:
-    "[global.verify] interval_secs: the server's pass starts at startup, keeps to bytes_per_sec and quarantines what rotted",
+    "[global.integrity] interval_secs: the server's pass starts at startup, keeps to bytes_per_sec and quarantines what rotted",
   ...serverTestOpts,
   async fn() {
     const dataDir = await Deno.makeTempDir({ prefix: "wharf-verify-schedule-" });
@@ -391,7 +391,7 @@ Deno.test({
       });
       // 1 MB at 250 kB/s: about 4 s.
       const config = `${QUIET}
-[global.verify]
+[global.integrity]
 interval_secs = 3600
 bytes_per_sec = 250000
 `;

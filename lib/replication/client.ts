@@ -3,7 +3,7 @@
 // reconcile. The HTTP layer (timeouts, redirects, the auth dance, errors) is lib/upstream's;
 // every failure leaves as an UpstreamError labelled `downstream <name>`.
 import type { DownstreamConfig } from "../config/mod.ts";
-import { parseDigest } from "../oci/mod.ts";
+import { nextLinkTarget, parseDigest } from "../oci/mod.ts";
 import {
   Authenticator,
   type Exchange,
@@ -428,10 +428,10 @@ function pick(res: Response, name: string): Record<string, string> {
 
 /** The next page, resolved against the answering URL; null unless on the downstream's origin. */
 function nextLink(link: string | null, base: URL, origin: string): URL | null {
-  const m = link ? /<([^>]+)>\s*;\s*rel="?next"?/.exec(link) : null;
-  if (!m) return null;
+  const target = nextLinkTarget(link);
+  if (!target) return null;
   try {
-    const u = new URL(m[1], base);
+    const u = new URL(target, base);
     return u.origin === origin ? u : null;
   } catch {
     return null;

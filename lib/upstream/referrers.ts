@@ -1,5 +1,11 @@
 // One page of an upstream's referrers API (an image index of descriptors) and its next page.
-import { type Descriptor, isRegistryError, OCI_INDEX, parseDescriptor } from "../oci/mod.ts";
+import {
+  type Descriptor,
+  isRegistryError,
+  nextLinkTarget,
+  OCI_INDEX,
+  parseDescriptor,
+} from "../oci/mod.ts";
 import type { Exchange, Transport } from "./transport.ts";
 
 export function referrersPage(t: Transport, bytes: Uint8Array, what: string): Descriptor[] {
@@ -26,12 +32,11 @@ export function referrersPage(t: Transport, bytes: Uint8Array, what: string): De
 
 /** The `rel="next"` page, on `origin` only: a page elsewhere would take our token along. */
 export function nextPage(t: Transport, ex: Exchange, origin: string, what: string): URL | null {
-  const link = ex.response.headers.get("link");
-  const m = link === null ? null : /<([^>]*)>\s*;\s*rel="?next"?/i.exec(link);
-  if (!m) return null;
+  const target = nextLinkTarget(ex.response.headers.get("link"));
+  if (target === null) return null;
   let next: URL;
   try {
-    next = new URL(m[1], ex.url);
+    next = new URL(target, ex.url);
   } catch {
     throw t.error("invalid", `${what}: malformed Link header`);
   }

@@ -127,3 +127,51 @@ export function expectOnly(e: unknown, ...types: (new (...a: never[]) => Error)[
 }
 
 export { fc };
+
+/** The input size of `assertLinear`'s largest run. */
+export const LINEAR_BYTES = 1024 * 1024;
+
+/**
+ * Fails when `f` grows faster than linearly in its input: on `make(chars)` for 1/256, 1/16 and
+ * all of LINEAR_BYTES, the best of three timings may grow at most 64 × per 16 × more input
+ * (linear is 16 ×, quadratic 256 ×). A ratio rather than a time, so a loaded machine does not
+ * fail it, and it stops at the first step too slow (a quadratic parse fails at 64 KiB instead of
+ * running for hours on 1 MiB). The long hunt (`deno task fuzz`, FUZZ_RUNS ≥ 10000) also holds
+ * the largest input to FAST_MS.
+ */
+export async function assertLinear(
+  what: string,
+  make: (chars: number) => string,
+  f: (input: string) => unknown,
+): Promise<void> {
+  const best = async (s: string) => {
+    let min = Infinity;
+    // one run too slow is enough to judge: a quadratic parse is not timed three times over
+    for (let i = 0; i < 3 && (i === 0 || min <= FAST_MS); i++) {
+      const t0 = performance.now();
+      await f(s);
+      min = Math.min(min, performance.now() - t0);
+    }
+    return min;
+  };
+  let prev: { chars: number; ms: number } | null = null;
+  for (const size of [LINEAR_BYTES / 256, LINEAR_BYTES / 16, LINEAR_BYTES]) {
+    const s = make(size);
+    if (prev === null) await f(s); // warm-up: compiled code from the first timing on
+    const ms = await best(s);
+    // below a quarter millisecond a timer's resolution, not the parser, makes the ratio
+    if (prev !== null && ms / Math.max(prev.ms, 0.25) > 64) {
+      throw new Error(
+        `${what}: ${s.length} chars took ${ms.toFixed(1)} ms, ${prev.chars} took ${
+          prev.ms.toFixed(1)
+        } ms (linear would be 16 ×)`,
+      );
+    }
+    prev = { chars: s.length, ms };
+  }
+  if (fuzzRuns() >= 10_000 && prev!.ms > FAST_MS) {
+    throw new Error(
+      `${what}: ${prev!.chars} chars took ${prev!.ms.toFixed(0)} ms (limit ${FAST_MS} ms)`,
+    );
+  }
+}

@@ -466,7 +466,8 @@ Deno.test({
               assert.deepEqual(secrets, [[
                 "app/config.env",
                 "L1",
-                "cloudA-access-key",
+                // the kind as the API names it, then what it matches (lib/index/secret_kinds.ts)
+                "cloudA-access-keycloud access key id — a token starting AKIA or ASIA, mixing letters and digits",
                 "3",
                 "present",
               ]]);

@@ -2,7 +2,7 @@
 // prefix, action and a time window. The filters live in the page's query, so a filtered view is
 // a link; "Load more" follows the listing's `next` cursor.
 import { useEffect, useState } from "preact/hooks";
-import { type AuditRecord, getJson } from "./api.ts";
+import { ApiError, type AuditRecord, getJson } from "./api.ts";
 import { AUDIT_PATH, navigate } from "./route.ts";
 import { ErrorState, Loading } from "./states.tsx";
 
@@ -60,7 +60,25 @@ function toLocal(iso: string | undefined): string {
   }`;
 }
 
-function Records({ filters }: { filters: Filters }) {
+/** The 404 of a server whose trail is off (routes/audit.ts), not of a bad filter value. */
+const isTrailOff = (e: unknown) =>
+  e instanceof ApiError && e.status === 404 && /audit trail is not enabled/.test(e.detail);
+
+/** What the page says, first, when the trail is off: that it is, and the key that turns it on. */
+function TrailOff() {
+  return (
+    <div class="notice" role="status" data-audit-off>
+      <p>
+        The audit trail is off: Wharf records nothing. Set{" "}
+        <code>[global.audit] enabled = true</code>{" "}
+        in its config file to record who did what from now on (Wharf's{" "}
+        <code>docs/operations.md</code>, "Audit trail").
+      </p>
+    </div>
+  );
+}
+
+function Records({ filters, onOff }: { filters: Filters; onOff: () => void }) {
   const [records, setRecords] = useState<AuditRecord[] | null>(null);
   const [next, setNext] = useState<string | null>(null);
   const [error, setError] = useState<unknown>(null);
@@ -80,6 +98,10 @@ function Records({ filters }: { filters: Filters }) {
     setRecords(null);
     load();
   }, []);
+  useEffect(() => {
+    if (isTrailOff(error)) onOff();
+  }, [error]);
+  if (isTrailOff(error)) return null;
   if (error && !records) return <ErrorState error={error} retry={() => load()} />;
   if (!records) return <Loading />;
   return (
@@ -145,6 +167,7 @@ function Records({ filters }: { filters: Filters }) {
 export function Audit() {
   const current = filtersOf(location.search);
   const [form, setForm] = useState<Filters>(current);
+  const [off, setOff] = useState(false);
   const set = (k: Filter) => (e: Event) =>
     setForm((f) => ({ ...f, [k]: (e.target as HTMLInputElement).value }));
   const submit = (e: Event) => {
@@ -160,7 +183,14 @@ export function Audit() {
   return (
     <section aria-labelledby="audit-title">
       <h1 id="audit-title">Audit trail</h1>
-      <form class="tools" onSubmit={submit} role="search" aria-label="Audit filters">
+      {off && <TrailOff />}
+      <form
+        class="tools"
+        onSubmit={submit}
+        role="search"
+        aria-label="Audit filters"
+        hidden={off}
+      >
         <label>
           Identity{" "}
           <input
@@ -215,7 +245,7 @@ export function Audit() {
         </label>
         <button type="submit">Filter</button>
       </form>
-      <Records key={location.search} filters={current} />
+      <Records key={location.search} filters={current} onOff={() => setOff(true)} />
     </section>
   );
 }

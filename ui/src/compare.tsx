@@ -400,10 +400,13 @@ export function Compare({ namespace }: { namespace: string }) {
   // The diff waits for the listing only when a side may be an index (its platform is needed).
   const ready = from && to && (choices || revs.error);
   const label = (ref: string, p: string) => (p ? `${ref} (${p})` : ref);
+  // As the manifest pages name it: the namespace's first segment.
+  const repo = namespace.split("/")[0];
   return (
     <section aria-labelledby="c-title">
       <nav class="crumbs" aria-label="Breadcrumb">
-        <a href="/">Repositories</a> / <a href={`/${namespace}`}>{namespace}</a>
+        <a href="/">Repositories</a> / <a href={`/${repo}`}>{repo}</a> /{" "}
+        <a href={`/${namespace}`}>{namespace}</a> / <span>Compare</span>
       </nav>
       <h1 id="c-title">Compare images of {namespace}</h1>
       <form class="tools" onSubmit={go}>

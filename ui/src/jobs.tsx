@@ -1,6 +1,8 @@
 // `/_jobs/{queue}` (and SPEC's `/jobs/{queue}` while no repository is named `jobs`): the pending
 // and failed jobs of one queue (no queue opens `cache`), with retry, delete (two clicks), load
-// more and auto-refresh.
+// more and auto-refresh. The tables keep their columns in the page: a long subject or error wraps
+// in its column, an error past three lines folds (all of it on hover or "Show all"), and the row
+// actions stay in view; on a narrow screen each job is a block of labelled lines.
 import { useEffect, useState } from "preact/hooks";
 import { apiFetch, checked, getJson } from "./api.ts";
 import { DeleteButton } from "./buttons.tsx";
@@ -88,6 +90,31 @@ async function mutate(
   await r.body?.cancel();
 }
 
+/** Errors longer than this fold to three lines until asked for. */
+const FOLD_AT = 240;
+
+function LongText({ text }: { text: string }) {
+  const [open, setOpen] = useState(false);
+  const long = text.length > FOLD_AT || text.split("\n").length > 3;
+  return (
+    <div class={open || !long ? "long-text" : "long-text folded"}>
+      <span class="long-text-body" title={long && !open ? text : undefined}>
+        {text}
+      </span>
+      {long && (
+        <button
+          type="button"
+          class="link"
+          aria-expanded={open}
+          onClick={() => setOpen(!open)}
+        >
+          {open ? "Show less" : "Show all"}
+        </button>
+      )}
+    </div>
+  );
+}
+
 function JobTable(
   { queue, which, list, onChange }: {
     queue: string;
@@ -117,7 +144,16 @@ function JobTable(
       {state.items.length === 0
         ? <p class="empty">No {which} jobs in the {queue} queue.</p>
         : (
-          <table class="list" data-jobs={which}>
+          <table class="list jobs" data-jobs={which}>
+            <colgroup>
+              <col class="kind" />
+              <col class={which === "failed" ? "subject" : undefined} />
+              <col class="attempts" />
+              <col class="time" />
+              <col class="time" />
+              {which === "failed" && <col />}
+              <col class="row-actions" />
+            </colgroup>
             <thead>
               <tr>
                 <th scope="col">Kind</th>
@@ -132,20 +168,28 @@ function JobTable(
             <tbody>
               {state.items.map((j) => (
                 <tr key={j.storage_key} data-job={j.id}>
-                  <td>{j.kind}</td>
-                  <td>
+                  <td data-label="Kind">{j.kind}</td>
+                  <td data-label="Subject">
                     <code>{j.lock_key}</code>
                   </td>
-                  <td class="num">{j.attempts}/{j.max_attempts}</td>
-                  <td>{new Date(j.created_at).toLocaleString()}</td>
-                  <td>
+                  <td class="num" data-label="Attempts">
+                    {j.attempts}/{j.max_attempts}
+                  </td>
+                  <td data-label="Created">
+                    {new Date(j.created_at).toLocaleString()}
+                  </td>
+                  <td data-label={which === "pending" ? "Due" : "Failed"}>
                     {new Date(
                       (which === "pending" ? j.not_before : j.failed_at) ?? "",
                     )
                       .toLocaleString()}
                   </td>
-                  {which === "failed" && <td class="error-text">{j.last_error}</td>}
-                  <td class="actions">
+                  {which === "failed" && (
+                    <td class="error-text" data-label="Last error">
+                      <LongText text={j.last_error ?? ""} />
+                    </td>
+                  )}
+                  <td class="row-actions">
                     {which === "failed" && (
                       <button
                         type="button"

@@ -2,7 +2,7 @@
 // theme, sign-in) and the view the location names (SPEC §Web UI routes; route.ts).
 import { render } from "preact";
 import { useEffect, useState } from "preact/hooks";
-import { apiFetch, getJson, type RepositorySummary, type UiConfig } from "./api.ts";
+import { apiFetch, getJson, type UiConfig } from "./api.ts";
 import { Audit } from "./audit.tsx";
 import { completeSignIn, signedInAs, signIn, signOut } from "./auth.ts";
 import { Compare } from "./compare.tsx";
@@ -14,6 +14,7 @@ import { Jobs } from "./jobs.tsx";
 import { Manifests } from "./manifests.tsx";
 import { Namespaces } from "./namespaces.tsx";
 import { Replication } from "./replication.tsx";
+import { knownRepositories } from "./repos.ts";
 import { Repositories } from "./repositories.tsx";
 import {
   AUDIT_PATH,
@@ -32,20 +33,16 @@ import { ErrorState, Loading } from "./states.tsx";
 import { applyTheme, savedTheme, ThemePicker } from "./theme.tsx";
 import "./style.css";
 
-/** A repository's namespace list, or a namespace's manifests: the repositories listing tells. */
+/**
+ * A repository's namespace list, or a namespace's manifests: the repositories listing tells, and
+ * the configuration for a repository that holds nothing yet.
+ */
 function ByName({ name }: { name: string }) {
-  const { data, error, reload } = useLoad(
-    () =>
-      getJson<{ repositories: RepositorySummary[] }>(
-        "/v2/_svc/repositories/list",
-      ),
-    [],
-  );
+  const { data, error, reload } = useLoad(knownRepositories, []);
   if (error) return <PageError error={error} retry={reload} />;
   if (!data) return <Loading />;
-  return data.repositories.some((r) => r.name === name)
-    ? <Namespaces repository={name} />
-    : <Manifests namespace={name} />;
+  const repo = data.find((r) => r.name === name);
+  return repo ? <Namespaces repository={name} known={repo} /> : <Manifests namespace={name} />;
 }
 
 /**
@@ -53,17 +50,11 @@ function ByName({ name }: { name: string }) {
  * queues are always at `/_jobs/{queue}`, where the top bar links.
  */
 function JobsOrName({ queue, name }: { queue: string; name: string }) {
-  const { data, error } = useLoad(
-    () =>
-      getJson<{ repositories: RepositorySummary[] }>(
-        "/v2/_svc/repositories/list",
-      ),
-    [],
-  );
+  const { data, error } = useLoad(knownRepositories, []);
   // A caller who may not list repositories still reaches the queues.
   if (error) return <Jobs key={queue} queue={queue} />;
   if (!data) return <Loading />;
-  return data.repositories.some((r) => r.name === "jobs")
+  return data.some((r) => r.name === "jobs")
     ? <ByName key={name} name={name} />
     : <Jobs key={queue} queue={queue} />;
 }

@@ -3,16 +3,15 @@
 // its downstreams is failing or lagging (linking the replication page), and, when quotas or cache
 // caps are configured, a bar of the storage each uses against its limit (issue 26). Rows are
 // rendered a window at a time (a registry can hold thousands); the filter covers every repository.
+// Configured repositories that hold nothing yet (a cache before its first pull, a repository with
+// only a quota) are listed too, saying how they fill (repos.ts).
 import { useMemo, useState } from "preact/hooks";
-import {
-  type DownstreamStatus,
-  getJson,
-  type ReplicationStatus,
-  type RepositorySummary,
-} from "./api.ts";
+import { type DownstreamStatus, getJson, type ReplicationStatus } from "./api.ts";
 import { useLoad } from "./hooks.ts";
+import { emptyNote } from "./namespaces.tsx";
 import { humanSize } from "./oci.ts";
 import { HealthBadge } from "./replication.tsx";
+import { knownRepositories, type KnownRepository } from "./repos.ts";
 import { REPLICATION_PATH } from "./route.ts";
 import { ErrorState, Loading } from "./states.tsx";
 
@@ -37,12 +36,8 @@ function useReplicationHealth(): Map<string, DownstreamStatus["health"]> {
 
 const WINDOW = 200;
 
-/** The listing's storage fields (present only when quotas or cache caps are configured). */
-type Row = RepositorySummary & {
-  used_bytes?: number;
-  quota_bytes?: number | null;
-  max_cache_bytes?: number;
-};
+/** The storage fields are present only when quotas or cache caps are configured. */
+type Row = KnownRepository;
 
 /** Used bytes against the quota (or cache cap): a meter, warning from 90 %, and the numbers. */
 function StorageBar({ r }: { r: Row }) {
@@ -68,11 +63,7 @@ function StorageBar({ r }: { r: Row }) {
 }
 
 export function Repositories() {
-  const { data, error, reload } = useLoad(
-    () =>
-      getJson<{ repositories: Row[] }>("/v2/_svc/repositories/list").then((b) => b.repositories),
-    [],
-  );
+  const { data, error, reload } = useLoad(knownRepositories, []);
   const health = useReplicationHealth();
   const [filter, setFilter] = useState("");
   const [limit, setLimit] = useState(WINDOW);
@@ -120,15 +111,21 @@ export function Repositories() {
             </thead>
             <tbody>
               {sorted.slice(0, limit).map((r) => (
-                <tr key={r.name} data-repository={r.name}>
+                <tr
+                  key={r.name}
+                  data-repository={r.name}
+                  data-empty={r.empty ? "" : undefined}
+                >
                   <td>
                     <a href={`/${r.name}`}>{r.name}</a>
                     {r.immutable_tags && <span class="badge">immutable</span>}
+                    {r.empty && <span class="badge">empty</span>}
                     {health.has(r.name) && (
                       <a href={REPLICATION_PATH}>
                         <HealthBadge health={health.get(r.name)!} />
                       </a>
                     )}
+                    {r.empty && <span class="repo-note muted">{emptyNote(r)}</span>}
                   </td>
                   <td>{r.pull_through_cache ? "pull-through cache" : "hosted"}</td>
                   <td>{r.upstream_urls.join(", ")}</td>

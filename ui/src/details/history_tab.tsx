@@ -28,12 +28,9 @@ export function HistoryTab(
   if (data.entries.length === 0) {
     return (
       <div data-tab="history">
-        <p class="empty">
-          No pulls are recorded for this {query}. Pulls are recorded only while the registry's{" "}
-          <code>update_pull_time</code> setting is on; with it on, this {query}{" "}
-          has not been pulled yet{data.max_age_secs
-            ? ", or its pulls are older than the retention period"
-            : ""}.
+        <p class="empty" data-no-pulls>
+          No pulls of this {query} are recorded: Wharf records pulls only with{" "}
+          <code>[global] update_pull_time = true</code> in its config.
         </p>
       </div>
     );

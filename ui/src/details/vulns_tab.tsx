@@ -14,6 +14,7 @@ import {
   shortDigest,
 } from "../oci.ts";
 import { ErrorState, Loading } from "../states.tsx";
+import { describeSecretKind } from "../secret_kind.tsx";
 import { vulnPlatform } from "./tabs.ts";
 
 /** Where OSV's per-ecosystem dumps are described (what `advisories fetch` downloads). */
@@ -35,6 +36,40 @@ function AdvisoryHelp() {
         <code>docs/scanning.md</code>.
       </p>
     </details>
+  );
+}
+
+const FAILED_PREFIX = "advisory download failed: ";
+
+/**
+ * The last advisory download failed (offline, the source down): why, and when Wharf tries again,
+ * as its warn line and `advisories status` say it. Advisories may be missing or stale meanwhile.
+ */
+function AdvisoryDownloadNote({ d }: { d: AdvisoryDownload }) {
+  const end = d.message.lastIndexOf("; next attempt");
+  const cause = d.message.startsWith(FAILED_PREFIX) && end > 0
+    ? d.message.slice(FAILED_PREFIX.length, end)
+    : d.failed.map((f) => `${f.ecosystem}: ${f.error}`).join("; ");
+  return (
+    <p class="advisory-download" role="status" data-advisory-download>
+      <strong>Advisory download failed</strong> at{" "}
+      <time dateTime={d.failed_at}>
+        {new Date(d.failed_at).toLocaleString()}
+      </time>: {cause}. {d.next_attempt_at
+        ? (
+          <>
+            Wharf tries again at{" "}
+            <time dateTime={d.next_attempt_at} data-next-attempt>
+              {new Date(d.next_attempt_at).toLocaleString()}
+            </time>.
+          </>
+        )
+        : (
+          <>
+            Nothing downloads on its own: run <code>main.ts advisories fetch</code>.
+          </>
+        )}
+    </p>
   );
 }
 
@@ -74,6 +109,15 @@ interface Report {
     kind: string;
   }[];
   warnings: string[];
+  /** the last advisory download run's failure, while it failed (docs/api.md) */
+  advisory_download?: AdvisoryDownload;
+}
+
+interface AdvisoryDownload {
+  message: string;
+  failed: { ecosystem: string; error: string }[];
+  failed_at: string;
+  next_attempt_at: string | null;
 }
 
 interface IndexSummary {
@@ -201,6 +245,7 @@ function ImageReport(
           : " · no advisories loaded"}
         {rep.refreshing && " · a rescan with newer advisories is running"}
       </p>
+      {rep.advisory_download && <AdvisoryDownloadNote d={rep.advisory_download} />}
       {notChecked !== null
         ? (
           <>
@@ -231,10 +276,11 @@ function ImageReport(
           <h3>Secrets in the config</h3>
           <ul data-section="config-secrets">
             {rep.config_secrets.map((s, i) => (
-              <li key={i}>
-                {s.kind} in {s.source === "env"
+              <li key={i} data-kind={s.kind}>
+                <code>{s.kind}</code> in {s.source === "env"
                   ? `environment variable ${s.name ?? ""}`
                   : `history line ${s.index + 1}`}
+                <span class="secret-what">{describeSecretKind(s.kind)}</span>
               </li>
             ))}
           </ul>

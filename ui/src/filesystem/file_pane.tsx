@@ -7,6 +7,7 @@ import { useEffect, useState } from "preact/hooks";
 import { apiFetch, checked, getJson } from "../api.ts";
 import { downloadFrom } from "../download.ts";
 import { ErrorState, Loading } from "../states.tsx";
+import { describeSecretKind, SecretKind } from "../secret_kind.tsx";
 import { fileUrl, layerUrl } from "./load.ts";
 import { formatSize, type FsNode, liveVersion, modeString, type Version } from "./model.ts";
 
@@ -250,10 +251,18 @@ function TextPreview(
         : null}
       {p.secrets.length
         ? (
-          <p class="fs-secret-summary">
-            {p.secrets.length} secret{p.secrets.length > 1 ? "s" : ""} found: line{" "}
-            {p.secrets.map((x) => `${x.line} (${x.kind})`).join(", ")}
-          </p>
+          <div class="fs-secret-summary">
+            <p>
+              {p.secrets.length} secret{p.secrets.length > 1 ? "s" : ""} found:
+            </p>
+            <ul>
+              {p.secrets.map((x, i) => (
+                <li key={i} data-line={x.line}>
+                  line {x.line}: <SecretKind kind={x.kind} />
+                </li>
+              ))}
+            </ul>
+          </div>
         )
         : null}
       <div
@@ -273,7 +282,16 @@ function TextPreview(
             >
               <span class="fs-lno" aria-hidden="true">{i + 1}</span>
               <span class="fs-ltx">{text}</span>
-              {kinds ? <span class="fs-secret-tag">secret: {kinds.join(", ")}</span> : null}
+              {kinds
+                ? (
+                  <span
+                    class="fs-secret-tag"
+                    title={kinds.map(describeSecretKind).join("\n")}
+                  >
+                    secret: {kinds.join(", ")}
+                  </span>
+                )
+                : null}
             </div>
           );
         })}

@@ -2,6 +2,7 @@
 // and line), Permissions (setuid/setgid, file capabilities, world-writable) and Waste (bytes of
 // files a later layer overwrote or removed, which the image still ships). Each path opens the
 // file in the tree.
+import { SecretKind } from "../secret_kind.tsx";
 import { fsAnchor, type FsRoute } from "./anchor.ts";
 import {
   type Finding,
@@ -81,7 +82,9 @@ export function SecretsView(
                 />
               </td>
               <td>L{f.version.layer + 1}</td>
-              <td>{s.kind}</td>
+              <td>
+                <SecretKind kind={s.kind} />
+              </td>
               <td class="num">{s.line}</td>
               <td>{status(f.version)}</td>
             </tr>

@@ -23,39 +23,41 @@ export const DEFAULT_MANIFEST_ACCEPT: readonly string[] = [
 const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 const QVALUE = /^(?:0(?:\.\d{0,3})?|1(?:\.0{0,3})?)$/;
 
-/** Splits on `sep` outside double-quoted strings (which may hold `\"` escapes). */
-function splitOutsideQuotes(s: string, sep: string): string[] {
-  const out: string[] = [];
-  let cur = "";
+/**
+ * Splits on `sep` outside double-quoted strings (which may hold `\"` escapes), slicing rather than
+ * copying character by character (a header may be hundreds of kilobytes). `open`: the last
+ * quoted string never closed.
+ */
+function splitOutsideQuotes(s: string, sep: string): { parts: string[]; open: boolean } {
+  const parts: string[] = [];
+  let start = 0;
   let quoted = false;
   for (let i = 0; i < s.length; i++) {
     const c = s[i];
-    if (quoted && c === "\\" && i + 1 < s.length) {
-      cur += c + s[++i];
-      continue;
-    }
-    if (c === '"') quoted = !quoted;
-    if (c === sep && !quoted) {
-      out.push(cur);
-      cur = "";
-    } else {
-      cur += c;
+    if (quoted && c === "\\") i++;
+    else if (c === '"') quoted = !quoted;
+    else if (c === sep && !quoted) {
+      parts.push(s.slice(start, i));
+      start = i + 1;
     }
   }
-  out.push(cur);
-  return out;
+  parts.push(s.slice(start));
+  return { parts, open: quoted };
 }
 
 /**
  * Parses an Accept header: comma-separated media ranges with parameters and `q` weights
- * (default 1). Items with q=0, a malformed q or no `type/subtype` are dropped; the rest are
- * ordered by q, ties in the client's order.
+ * (default 1). Items with q=0, a malformed q, no `type/subtype` or a quoted string left open are
+ * dropped; the rest are ordered by q, ties in the client's order.
  */
 export function parseAccept(header: string | null | undefined): AcceptItem[] {
   if (!header) return [];
   const items: AcceptItem[] = [];
-  for (const raw of splitOutsideQuotes(header, ",")) {
-    const [range, ...paramParts] = splitOutsideQuotes(raw, ";").map((p) => p.trim());
+  for (const raw of splitOutsideQuotes(header, ",").parts) {
+    const { parts, open } = splitOutsideQuotes(raw, ";");
+    // An open quote swallows what follows it; forwarded, it would swallow the items after it.
+    if (open) continue;
+    const [range, ...paramParts] = parts.map((p) => p.trim());
     const slash = range.indexOf("/");
     if (slash < 0 || !TOKEN.test(range.slice(0, slash)) || !TOKEN.test(range.slice(slash + 1))) {
       continue;

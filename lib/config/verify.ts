@@ -3,6 +3,8 @@
 // them is lib/signatures. Keys, roots and patterns are parsed here so a malformed one stops
 // startup (and a reload) naming its key.
 import { createHash, createPublicKey, type KeyObject, X509Certificate } from "node:crypto";
+import { TrustedRoot } from "@sigstore/protobuf-specs";
+import { toTrustMaterial } from "@sigstore/verify";
 import { type Fail, int, isTable, only, strings, type Table, table } from "./table_readers.ts";
 
 export type VerifyMode = "off" | "warn" | "enforce";
@@ -279,7 +281,12 @@ function readNotation(v: unknown, path: string, fail: Fail): NotationTrust | nul
       } catch (e) {
         fail(key, `not an x509 certificate: ${(e as Error).message}`);
       }
-      if (!x!.ca) fail(key, `${x!.subject.replace(/\n/g, ", ")} is not a CA certificate`);
+      if (!x!.ca && !selfSigned(x!)) {
+        fail(
+          key,
+          `${x!.subject.replace(/\n/g, ", ")} is neither a CA nor a self-signed certificate`,
+        );
+      }
       roots.push(x!.toString().trim());
     }
     return item as string;
@@ -305,6 +312,14 @@ function readNotation(v: unknown, path: string, fail: Fail): NotationTrust | nul
   };
 }
 
+function selfSigned(x: X509Certificate): boolean {
+  try {
+    return x.checkIssued(x) && x.verify(x.publicKey);
+  } catch {
+    return false;
+  }
+}
+
 /**
  * A distinguished name "C=US, O=Acme, CN=x" as attribute → value (attributes upper-cased), or
  * null when it is not one. Values may escape ',' and '=' with a backslash (RFC 4514).
@@ -323,11 +338,16 @@ export function parseDn(dn: string): Map<string, string> | null {
   return out.size > 0 ? out : null;
 }
 
-/** Why `json` cannot be a TrustedRoot, or null: the shape the engine reads. */
+/** Why `json` cannot be a sigstore TrustedRoot, or null: it must build @sigstore/verify's trust material. */
 function trustedRootProblem(json: unknown): string | null {
   if (!isTable(json)) return "not a JSON object";
-  for (const k of ["tlogs", "certificateAuthorities", "ctlogs"]) {
-    if (json[k] !== undefined && !Array.isArray(json[k])) return `${k} must be an array`;
+  try {
+    const m = toTrustMaterial(TrustedRoot.fromJSON(json));
+    if (m.certificateAuthorities.length === 0 && m.tlogs.length === 0) {
+      return "it names no certificate authority and no transparency log";
+    }
+    return null;
+  } catch (e) {
+    return (e as Error).message;
   }
-  return null;
 }

@@ -45,7 +45,9 @@ export type ActionName =
   | "diff-images"
   | "search-files"
   | "replication-status"
-  | "list-audit";
+  | "list-audit"
+  | "get-signatures"
+  | "get-held";
 
 export interface Action {
   name: ActionName;
@@ -132,6 +134,8 @@ const ROUTES: Route[] = [
     resource: "layer-details",
   },
   { re: /^\/v2\/(.+)\/_svc\/diff$/, methods: READ("diff-images"), resource: "diff" },
+  // Who signed an image, with which key or identity, verified when, why not (issue 34).
+  { re: /^\/v2\/(.+)\/_svc\/signatures\/([^/]+)$/, methods: READ("get-signatures") },
   {
     re: /^\/v2\/(.+)\/_svc\/vulnerabilities\/([^/]+)$/,
     methods: READ("get-report"),
@@ -243,6 +247,7 @@ export function parseAction(method: string, path: string): Action | null {
       case "get-manifest":
       case "put-manifest":
       case "delete-manifest":
+      case "get-signatures":
         action.reference = arg;
         if (arg.includes(":")) {
           const d = parseDigest(arg);

@@ -9,6 +9,7 @@ import { errorResponse } from "./errors.ts";
 import { blobHandler } from "./blobs.ts";
 import { uploadHandler } from "./uploads.ts";
 import { manifestHandler } from "./manifests.ts";
+import { signaturesHandler } from "./signatures.ts";
 import { listingHandler } from "./listings.ts";
 import { svcHandler } from "./svc.ts";
 import { jobsHandler, queueOf } from "./jobs.ts";
@@ -43,6 +44,8 @@ const WRITES = new Set([
   "cancel-upload",
 ]);
 const JOB_ACTIONS = new Set(["list-jobs", "list-failed-jobs", "retry-job", "delete-job"]);
+/** Actions naming one image whose verdict CEL rules may read as `image`. */
+const IMAGE_ACTIONS = new Set(["get-manifest", "get-signatures"]);
 
 export function createApp(services: Services): Hono<{ Bindings: ConnEnv }> {
   const app = new Hono<{ Bindings: ConnEnv }>();
@@ -118,8 +121,12 @@ export function createApp(services: Services): Hono<{ Bindings: ConnEnv }> {
       : JOB_ACTIONS.has(action.name)
       ? { queue: queueOf(query) }
       : {};
+    // Rules that read `image` (issue 34) see the verdict of the image a read names.
+    const image = IMAGE_ACTIONS.has(action.name) && services.policies.readsImage
+      ? await reg.signatures.imageFacts(action.namespace!, action.reference!)
+      : undefined;
     // Each tag a push by digest writes, and each image a diff reads, is decided by itself.
-    for (const d of decisionsOf(action)) gate.check(ctx, d, known);
+    for (const d of decisionsOf(action)) gate.check(ctx, d, known, image);
     if (mount !== null) {
       // Mount has its own action; the source's get-blob is checked by the mount itself.
       gate.check(ctx, { name: "mount-blob", namespace: action.namespace, digest: mount });
@@ -163,6 +170,7 @@ export function createApp(services: Services): Hono<{ Bindings: ConnEnv }> {
           return gate.allows(ctx, read) && await gate.webhookAllows(ctx, read, req.headers);
         },
         canListTags: (ns) => gate.allows(ctx, { name: "list-tags", namespace: ns }),
+        canViewHeld: (ns, digest) => gate.grants(ctx, { name: "get-held", namespace: ns, digest }),
         unauthorized: (detail) => gate.unauthorized(action, detail, origin),
       },
       client: ctx.auth.identity.username ?? ctx.auth.identity.id ?? "anonymous",
@@ -254,8 +262,11 @@ function handlerFor(a: Action): Handler {
       return diffHandler;
     case "search-files":
       return filesSearchHandler;
+    case "get-signatures":
+      return signaturesHandler;
     case "mount-blob":
-      // authorized inside start-upload, never a request's own action
+    case "get-held":
+      // authorized inside start-upload (a manifest read), never a request's own action
       throw new Error(`${a.name} is not dispatched`);
   }
 }

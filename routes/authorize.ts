@@ -3,7 +3,7 @@
 // DENIED for authenticated ones. A request writing several tags is decided once per tag
 // (decisionsOf), and a refusal of any refuses it.
 import type { Config } from "../lib/config/mod.ts";
-import type { PolicyRequest, PolicySet } from "../lib/policy/mod.ts";
+import type { PolicyImage, PolicyRequest, PolicySet } from "../lib/policy/mod.ts";
 import type { AuthorizationWebhooks, AuthResult } from "../lib/auth/mod.ts";
 import { RegistryError } from "../lib/oci/mod.ts";
 import type { Action } from "./actions.ts";
@@ -23,6 +23,7 @@ const PULL = new Set([
   "get-referrers",
   "list-revisions",
   "list-uploads",
+  "get-signatures",
 ]);
 const DELETE = new Set(["delete-blob", "delete-manifest"]);
 
@@ -127,7 +128,24 @@ export class Gate {
     );
   }
 
-  allows(ctx: RequestContext, a: Action, extra: Partial<PolicyRequest> = {}): boolean {
+  allows(
+    ctx: RequestContext,
+    a: Action,
+    extra: Partial<PolicyRequest> = {},
+    image?: PolicyImage,
+  ): boolean {
+    return this.policies.allows(this.request(ctx, a, extra), ctx.auth.identity, image);
+  }
+
+  /**
+   * An action only an explicit grant allows (`get-held`: roles that may see held images, issue
+   * 34): a rule of a default-deny policy must allow it (PolicySet.grants).
+   */
+  grants(ctx: RequestContext, a: Action): boolean {
+    return this.policies.grants(this.request(ctx, a, {}), ctx.auth.identity);
+  }
+
+  private request(ctx: RequestContext, a: Action, extra: Partial<PolicyRequest>): PolicyRequest {
     const req: PolicyRequest = {
       action: a.name,
       method: ctx.method,
@@ -138,11 +156,16 @@ export class Gate {
     if (a.digest !== undefined) req.digest = a.digest;
     if (a.reference !== undefined) req.reference = a.reference;
     if (a.tag !== undefined) req.tag = a.tag;
-    return this.policies.allows(req, ctx.auth.identity);
+    return req;
   }
 
-  check(ctx: RequestContext, a: Action, extra: Partial<PolicyRequest> = {}): void {
-    if (this.allows(ctx, a, extra)) return;
+  check(
+    ctx: RequestContext,
+    a: Action,
+    extra: Partial<PolicyRequest> = {},
+    image?: PolicyImage,
+  ): void {
+    if (this.allows(ctx, a, extra, image)) return;
     // A registry token issued without credentials carries no identity: refuse it like
     // anonymous, with the challenge, so the client goes back for credentials.
     const id = ctx.auth.identity;

@@ -3,7 +3,7 @@ import { isValidTag, RegistryError, truncate } from "../lib/oci/mod.ts";
 import { bodyOf, contentLength, noRedirect } from "./request.ts";
 
 export async function manifestHandler(
-  { req, action: a, registry: reg, headers: extra, head, client }: RequestScope,
+  { req, action: a, registry: reg, headers: extra, head, client, caller, access }: RequestScope,
 ): Promise<Response> {
   const ns = a.namespace!;
   const ref = a.reference!;
@@ -15,12 +15,14 @@ export async function manifestHandler(
   }
   switch (a.name) {
     case "get-manifest": {
+      // A held image (issue 34) is served to its pusher and roles granted get-held only.
       const m = await reg.readManifest(
         ns,
         ref,
         !head,
         req.headers.get("accept"),
         noRedirect(req),
+        { identity: caller.auth.identity, mayViewHeld: access.canViewHeld },
       );
       if (m.warning) extra.set("Warning", m.warning);
       // A browsing read (the web UI's) says so; it is not a pull in the pull history.
@@ -56,7 +58,10 @@ export async function manifestHandler(
         // the `tag` parameters of a push by digest, read and authorized at routing
         tags: a.tags ?? [],
         sourceTimestamp: req.headers.get("x-svc-source-timestamp"),
+        pusher: caller.auth.identity,
       });
+      // Accepted but held until its signature arrives (issue 34): its tags wait with it.
+      if (r.held) extra.set("Warning", r.held);
       extra.set("Location", `/v2/${ns}/manifests/${r.digest}`);
       extra.set("Docker-Content-Digest", r.digest);
       extra.set("Content-Length", "0");

@@ -57,6 +57,8 @@ export interface Access {
    */
   canMountFrom: (ns: string, digest: string) => Promise<boolean>;
   canListTags: (ns: string) => boolean;
+  /** whether a policy explicitly grants `get-held` on `ns@digest` (issue 34) */
+  canViewHeld: (ns: string, digest: string) => boolean;
   /** 401 with the challenge for this request's action */
   unauthorized: (detail: string) => RegistryError;
 }

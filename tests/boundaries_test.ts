@@ -32,6 +32,8 @@ const ALLOWED: Record<string, string[]> = {
     "events",
     "quota",
     "effects",
+    // verified before visible (issue 34): the registry judges pushes with the engine
+    "signatures",
   ],
   sandbox: ["oci", "config", "streams"],
   index: [

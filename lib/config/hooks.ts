@@ -15,6 +15,13 @@ export const EVENT_KINDS = [
   "scan.completed",
   // Stored bytes that failed verification, taken out of serving (issue 38).
   "blob.corrupt",
+  // Signature verification (issue 34): an image held for its signature, verified, released from
+  // its hold, deleted when its hold ran out (on_expiry = "delete"), or served unverified (warn).
+  "image.held",
+  "image.verified",
+  "image.released",
+  "image.rejected",
+  "image.unverified",
   // Every audit trail record ([global.audit]); only webhooks that name it receive it.
   "audit.record",
 ] as const;

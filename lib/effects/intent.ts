@@ -9,6 +9,11 @@ export type WriteIntent =
     reference: string;
     tags: string[];
   }
+  /**
+   * a held image's verdict changes (issue 34); `tags`: the held tags a release writes (the
+   * `image-released` fact says which it did write)
+   */
+  | { kind: "image-release"; ns: string; digest: string; tags: string[] }
   /** a manifest a pull-through repository fetched from its upstream */
   | { kind: "manifest-fetch"; ns: string; digest: string }
   /** `digest`: the revision the tag named when the delete began (null: it named none) */

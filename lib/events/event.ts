@@ -22,6 +22,23 @@ export interface WharfEvent {
   audit?: AuditRecord;
   /** blob.corrupt: what was found and what follows */
   corruption?: Corruption;
+  /** image.held, .verified, .released, .rejected, .unverified: the verdict (issue 34) */
+  signature?: SignatureFacts;
+}
+
+/** A signature event's verdict. */
+export interface SignatureFacts {
+  /** the repository's [verify] mode */
+  mode: string;
+  verified: boolean;
+  /** why it is not verified (null when it is) */
+  reason: string | null;
+  /** the valid signers (key names, certificate identities) */
+  signers: string[];
+  /** tags waiting with a held image */
+  held_tags: string[];
+  /** the hold ran out: deleted (image.rejected) or kept held (image.held) */
+  expired?: boolean;
 }
 
 /** blob.corrupt's details: stored bytes that do not hash to their digest (issue 38). */

@@ -19,6 +19,8 @@ export class EventEffects implements EffectSubscriber {
         return this.push(intent);
       case "manifest-fetch":
         return Promise.resolve(null);
+      case "image-release":
+        return Promise.resolve(this.release(intent));
       case "tag-delete":
         if (intent.digest === null) return Promise.resolve(null);
         return this.once("tag.delete", "tag-deleted", {
@@ -80,6 +82,25 @@ export class EventEffects implements EffectSubscriber {
       // A re-push of the digest a tag already names refreshes it but creates nothing.
       if (fact.kind !== "tag-changed" || fact.previous?.digest === digest) return [];
       return ev.plan(ev.event("tag.create", { namespace: ns, digest, reference, tag: fact.tag }));
+    });
+  }
+
+  /**
+   * tag.create for each tag a release of a held image writes: the tag becomes visible then. A
+   * release follows a verdict, not a client's request for the tag: required webhooks were asked
+   * when the image was pushed.
+   */
+  private release(
+    intent: Extract<WriteIntent, { kind: "image-release" }>,
+  ): SubscriberScope | null {
+    const ev = this.events;
+    const { ns, digest } = intent;
+    if (!ev.wanted("tag.create", ns)) return null;
+    return this.scope((fact) => {
+      if (fact.kind !== "tag-changed") return [];
+      return ev.plan(
+        ev.event("tag.create", { namespace: ns, digest, reference: fact.tag, tag: fact.tag }),
+      );
     });
   }
 

@@ -58,6 +58,13 @@
 //                                                           the storage key orders it by due time
 //   job/<queue>/lock/<lock key>           → { key }         the one unclaimed job of a lock key
 //   job/<queue>/f/<storage key>           → JobRecord       a failed (dead-lettered) job
+//   progress/<kind>/<run key>             → RunRecord       a long run the UI shows (lib/jobs/
+//                                                           progress.ts): a reindex or rescan
+//                                                           batch of jobs, a sync run; the run key
+//                                                           is storageKey(start, id); the newest
+//                                                           20 of each kind are kept
+//   progress/<kind>/<run key>/<count>     → KvU64           a batch's jobs "done" or "failed",
+//                                                           summed in each job's settling commit
 //
 //   evq/<webhook>/<storage key>           → OutboxEntry     an event waiting for an async webhook
 //   evlease/<webhook>                     → { holder, until } one deliverer per webhook (lib/events)
@@ -87,6 +94,17 @@
 //
 //   audit/<time key>                      → AuditRecord     one audited act (lib/audit); the key
 //                                                           is storageKey(ms, uuid): time order
+//
+//   sigv/<ns>/<digest>                    → SignatureVerdict a revision's signature verdict in a
+//                                                           repository with [verify] (issue 34),
+//                                                           read with the revision on every pull;
+//                                                           its hold (enforce) rides in it
+//   sigver/<ns>/<subject>                 → true            rewritten by every commit adding a
+//                                                           signature of <subject>: a push that
+//                                                           judged <subject> checks it
+//   heldtag/<ns>/<tag>                    → HeldTag         a tag waiting for its held image's
+//                                                           signature (written by the release)
+//   holdexp/<until>/<ns>/<digest>         → true            when a hold runs out (time order)
 //
 // No commit may carry more than KV_LIMITS (kv_limits.ts): 10 checks, 1,000 mutations, 80 KiB of
 // keys, 800 KiB in all. Sets a client can grow (tags of a revision, references of a manifest)
@@ -169,12 +187,27 @@ export const K = {
   syncRun: (repository: string, n: number) => ["sync", repository, "run", n],
   syncLast: (repository: string, n: number) => ["sync", repository, "last", n],
   audit: (timeKey: string) => ["audit", timeKey],
+  sigVerdict: (ns: string, digest: string) => ["sigv", ns, digest],
+  sigVerdictsIn: (ns: string) => ["sigv", ns],
+  sigVerdictsAll: () => ["sigv"],
+  sigVersion: (ns: string, subject: string) => ["sigver", ns, subject],
+  heldTag: (ns: string, tag: string) => ["heldtag", ns, tag],
+  holdExpiry: (until: number, ns: string, digest: string) => ["holdexp", until, ns, digest],
+  holdExpiries: () => ["holdexp"],
   auditAll: () => ["audit"],
   jobPending: (queue: string, sk: string) => ["job", queue, "q", sk],
   jobsPending: (queue: string) => ["job", queue, "q"],
   jobFailed: (queue: string, sk: string) => ["job", queue, "f", sk],
   jobsFailed: (queue: string) => ["job", queue, "f"],
   jobLock: (queue: string, lockKey: string) => ["job", queue, "lock", lockKey],
+  progress: (kind: string, runKey: string) => ["progress", kind, runKey],
+  progressCount: (kind: string, runKey: string, count: "done" | "failed") => [
+    "progress",
+    kind,
+    runKey,
+    count,
+  ],
+  progressOf: (kind: string) => ["progress", kind],
   outbox: (webhook: string, sk: string) => ["evq", webhook, sk],
   outboxOf: (webhook: string) => ["evq", webhook],
   outboxLease: (webhook: string) => ["evlease", webhook],
@@ -245,7 +278,12 @@ export const KEY_PREFIXES: ReadonlySet<string> = new Set([
   "repl",
   "sync",
   "audit",
+  "sigv",
+  "sigver",
+  "heldtag",
+  "holdexp",
   "job",
+  "progress",
   "evq",
   "evlease",
   "layeridx",
@@ -275,6 +313,8 @@ export interface SyncRunRecord {
   tags_unchanged: number;
   tags_pruned: number;
   blobs_fetched: number;
+  /** bytes of those blobs (absent in records of older versions) */
+  bytes_fetched?: number;
   /** "ok", "partial" (some tags failed), "failed" (nothing changed), "rate-limited" */
   outcome: string;
   errors: string[];
@@ -417,6 +457,66 @@ export interface PullChunk {
   /** newest first */
   entries: PullEntry[];
 }
+
+/** Who pushed a held image: the one identity (besides roles granted get-held) that may pull it. */
+export interface PusherRecord {
+  provider: string;
+  id?: string;
+  username?: string;
+}
+
+/** One signature as a verdict keeps it (strings cut: a record stays < 64 KiB). */
+export interface StoredSigner {
+  format: string;
+  /** the signature artifact's digest */
+  artifact: string;
+  signer: string | null;
+  valid: boolean;
+  reason?: string;
+}
+
+/** An image waiting for its signature (enforce), inside its verdict. */
+export interface HoldInfo {
+  /** ms since epoch */
+  since: number;
+  /** when the hold runs out (then on_expiry) */
+  until: number;
+  /** tags the push named, written when the image is released (at most HELD_TAGS_MAX) */
+  tags: string[];
+  /** the tags' creation time once written */
+  tagCreatedAt: number;
+  /** the hold ran out and on_expiry = "keep": held until a signature or a delete */
+  expired?: boolean;
+}
+
+/**
+ * A revision's signature verdict (lib/registry/signatures.ts). `state`: verified, unverified,
+ * or artifact (a signature, attestation or other referrer: never held itself).
+ */
+export interface SignatureVerdict {
+  state: "verified" | "unverified" | "artifact";
+  /** the trust fingerprint it was judged under (a different one is re-checked) */
+  fingerprint: string;
+  checkedAt: number;
+  reason?: string;
+  /** at most SIGNERS_KEPT */
+  signers: StoredSigner[];
+  /** verified through the signature of this index, which names it */
+  via?: string;
+  pushedBy?: PusherRecord | null;
+  /** enforce: unverified and not served but to its pusher and roles granted get-held */
+  held?: HoldInfo;
+}
+
+/** A tag a held push named, until the image is released (or replaced by another push). */
+export interface HeldTag {
+  digest: string;
+  at: number;
+  pushedBy: PusherRecord | null;
+}
+
+/** Tags one push into an enforce repository may name while its image is held. */
+export const HELD_TAGS_MAX = 32;
 
 /** Manifest bodies up to this size are stored inline in their KV revision record. */
 export const INLINE_MANIFEST_MAX = 48 * 1024;

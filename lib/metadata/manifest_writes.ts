@@ -67,6 +67,19 @@ export interface ManifestWrite {
    * (requireOwned, read afresh on each attempt; the head commit checks its unlinkver).
    */
   requireBlobs?: boolean;
+  /**
+   * Signature verification (issue 34): the verdict this push commits was judged while `pin` was
+   * at `versionstamp` (sigver: every signature of the digest and every verdict change rewrites
+   * it). Each attempt reads it afresh and throws `stale()` when it moved (a signature arrived:
+   * the caller judges again), and the head commit checks it.
+   */
+  pin?: { key: Deno.KvKey; versionstamp: string | null; stale: () => Error };
+  /** the image is held (issue 34): its revision is not shown anywhere until released */
+  held?: boolean;
+  /** mutations the head commit carries besides the revision's (the verdict, held tags) */
+  head?: PlannedMutation[];
+  /** mutations each written tag carries (a held tag the push replaces) */
+  perTag?: (tag: string) => PlannedMutation[];
 }
 
 /** Whether writing `tag` changes it: a write that changes nothing causes no job (no ping-pong). */
@@ -81,6 +94,7 @@ function tagUnit(
   existing: TagRecord | null,
 ): PlannedMutation[] {
   const muts = tagMutations(w.ns, w.digest, tag, existing, w.tagCreatedAt);
+  if (w.perTag) muts.push(...w.perTag(tag));
   if (tagChanges(w, existing)) {
     const { ns, digest } = w;
     muts.push(...fx.mutationsFor({ kind: "tag-changed", ns, digest, tag, previous: existing }));
@@ -126,7 +140,8 @@ function referenceMutations(ns: string, digest: string, parsed: ParsedManifest) 
   ];
 }
 
-function tagMutations(
+/** Creating or moving `tag` of `ns` to `digest` (also the release of a held image's tags). */
+export function tagMutations(
   ns: string,
   digest: string,
   tag: string,
@@ -200,9 +215,12 @@ export async function commitManifest(
       const owned = w.requireBlobs && !rev.value
         ? await requireOwned(kv, ns, w.parsed.blobs)
         : null;
+      const pinned = w.pin ? await kv.get(w.pin.key) : null;
+      if (w.pin && pinned!.versionstamp !== w.pin.versionstamp) throw w.pin.stale();
       const op = kv.atomic();
       const budget = new CommitBudget();
       budget.checkOn(op, rev);
+      if (pinned) budget.checkOn(op, pinned);
       if (w.tags.length > 0) {
         if (oneByOne) { for (const e of tagEntries) budget.checkOn(op, e); }
         else budget.checkOn(op, tagver);
@@ -225,7 +243,15 @@ export async function commitManifest(
         if (w.parsed.subject) {
           fixed.push(set(K.referrer(ns, w.parsed.subject, digest), referrerRecord(w)));
         }
-        fixed.push(...fx.mutationsFor({ kind: "revision-added", ns, digest, parsed: w.parsed }));
+        fixed.push(
+          ...fx.mutationsFor({
+            kind: "revision-added",
+            ns,
+            digest,
+            parsed: w.parsed,
+            held: w.held,
+          }),
+        );
         // The revision is a new member of the repository's usage (403 DENIED past its quota).
         plan = await usage?.planAdd(ns, digest, w.record.size, read?.usage);
         if (plan && !plan.fits(budget)) throw new Error("manifest head commit exceeds KV limits");
@@ -236,6 +262,7 @@ export async function commitManifest(
         fixed.push(set(K.rev(ns, digest), { ...rev.value, body: w.record.body }));
       }
       fixed.push(...fx.mutationsFor({ kind: "manifest-pushed", ns, digest }));
+      if (w.head) fixed.push(...w.head);
       if (!budget.addAll(op, fixed)) throw new Error("manifest head commit exceeds KV limits");
       let t = 0;
       for (; t < w.tags.length; t++) {
@@ -442,7 +469,7 @@ async function deleteStep(
     if (i === 0) throw new Error("a tag deletion exceeds KV's commit limits");
     return { op, value: "more" };
   }
-  const head: PlannedMutation[] = [del(K.rev(ns, digest))];
+  const head: PlannedMutation[] = [del(K.rev(ns, digest)), del(K.sigVerdict(ns, digest))];
   if (rev.value.body === undefined) head.push(del(K.body(digest, ns)));
   if (parsed.subject) head.push(del(K.referrer(ns, parsed.subject, digest)));
   // The delete's jobs go with the revision's removal: the write the client sees acknowledged.

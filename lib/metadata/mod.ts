@@ -4,6 +4,7 @@
 export * from "./keys.ts";
 export { BlobMeta, type LinkRead } from "./blobs.ts";
 export { ManifestMeta, type ManifestWrite } from "./manifests.ts";
+export { type Settle, type SettleOutcome, SignatureMeta } from "./signature_meta.ts";
 export { UploadMeta } from "./uploads.ts";
 export { NO_FACTS, type WriteFact, type WriteFacts } from "./write_facts.ts";
 export { openMetadata } from "./open.ts";

@@ -11,7 +11,16 @@ export type WriteFact =
   /** a manifest push reached its head commit (new revision or not) */
   | { kind: "manifest-pushed"; ns: string; digest: string }
   /** a revision that did not exist is created */
-  | { kind: "revision-added"; ns: string; digest: string; parsed: ParsedManifest }
+  | {
+    kind: "revision-added";
+    ns: string;
+    digest: string;
+    parsed: ParsedManifest;
+    /** held until its signature arrives (issue 34): not shown anywhere yet */
+    held?: boolean;
+  }
+  /** a held image was released (its signature verified); `tags`: the held tags written */
+  | { kind: "image-released"; ns: string; digest: string; tags: string[] }
   /** `tag` is created or moved to `digest` (a rewrite that changes nothing is not a fact) */
   | { kind: "tag-changed"; ns: string; digest: string; tag: string; previous: TagRecord | null }
   | { kind: "tag-deleted"; ns: string; tag: string; digest: string }

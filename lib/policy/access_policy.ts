@@ -31,6 +31,21 @@ export interface PolicyIdentity {
   certificate?: { common_name?: string; organizations: string[]; organizational_units: string[] };
 }
 
+/**
+ * `image` as CEL sees it (issue 34), for the image a manifest read or the signatures endpoint
+ * names: its signature verdict in the repository (false where the repository verifies nothing).
+ */
+export interface PolicyImage {
+  digest: string;
+  verified: boolean;
+  /** verified, unverified, artifact (a signature or other referrer), unjudged, unknown */
+  state: string;
+  /** waiting for its signature (enforce) */
+  held: boolean;
+  /** the valid signers: key names (`key:<name>`), certificate identities, notation subjects */
+  signers: string[];
+}
+
 export class PolicyCompileError extends Error {}
 
 type Program = (ctx: Record<string, unknown>) => unknown;
@@ -39,6 +54,8 @@ export class AccessPolicy {
   private constructor(
     readonly defaultEffect: "allow" | "deny",
     private readonly programs: Program[],
+    /** whether a rule reads `image` (its facts are then looked up before the decision) */
+    readonly readsImage = false,
   ) {}
 
   /** Compiles once at startup; a syntax error names the policy and the rule. */
@@ -52,15 +69,17 @@ export class AccessPolicy {
         );
       }
     });
-    return new AccessPolicy(cfg.default, programs);
+    return new AccessPolicy(cfg.default, programs, cfg.rules.some((r) => /\bimage\b/.test(r)));
   }
 
   static allowAll(): AccessPolicy {
     return new AccessPolicy("allow", []);
   }
 
-  allows(request: PolicyRequest, identity: PolicyIdentity): boolean {
-    const ctx = { request: clean(request), identity: clean(identity) };
+  /** `image`: the image's verdict, for rules that read it; absent, such a rule fails closed. */
+  allows(request: PolicyRequest, identity: PolicyIdentity, image?: PolicyImage): boolean {
+    const ctx: Record<string, unknown> = { request: clean(request), identity: clean(identity) };
+    if (image) ctx.image = image;
     if (this.defaultEffect === "deny") return this.programs.some((p) => run(p, ctx) === true);
     return !this.programs.some((p) => run(p, ctx) !== false);
   }

@@ -2,7 +2,12 @@
 // only when the global policy and the policy of the namespace's repository (when it has one)
 // both allow it.
 import { type Config, repositoryOf } from "../config/mod.ts";
-import { AccessPolicy, type PolicyIdentity, type PolicyRequest } from "./access_policy.ts";
+import {
+  AccessPolicy,
+  type PolicyIdentity,
+  type PolicyImage,
+  type PolicyRequest,
+} from "./access_policy.ts";
 
 export class PolicySet {
   private global: AccessPolicy;
@@ -28,14 +33,33 @@ export class PolicySet {
   }
 
   /** Fills `request.repository` from the namespace and evaluates global, then repository. */
-  allows(request: PolicyRequest, identity: PolicyIdentity): boolean {
+  allows(request: PolicyRequest, identity: PolicyIdentity, image?: PolicyImage): boolean {
     let repoPolicy: AccessPolicy | undefined;
     if (request.namespace !== undefined) {
       const repo = repositoryOf(this.cfg, request.namespace).name;
       request = { ...request, repository: repo };
       repoPolicy = this.repos.get(repo);
     }
-    if (!this.global.allows(request, identity)) return false;
-    return repoPolicy ? repoPolicy.allows(request, identity) : true;
+    if (!this.global.allows(request, identity, image)) return false;
+    return repoPolicy ? repoPolicy.allows(request, identity, image) : true;
+  }
+
+  /**
+   * An explicit grant (held images, issue 34: `get-held`): allowed, and by a rule of a
+   * default-deny policy (global or the repository's). Under default-allow policies alone every
+   * action is allowed unless refused, which would show held images to everyone; there a
+   * request is granted nothing by default.
+   */
+  grants(request: PolicyRequest, identity: PolicyIdentity): boolean {
+    const repoPolicy = request.namespace !== undefined
+      ? this.repos.get(repositoryOf(this.cfg, request.namespace).name)
+      : undefined;
+    const explicit = this.global.defaultEffect === "deny" || repoPolicy?.defaultEffect === "deny";
+    return explicit && this.allows(request, identity);
+  }
+
+  /** Whether any rule reads `image` (manifest reads then look its verdict up first). */
+  get readsImage(): boolean {
+    return this.global.readsImage || [...this.repos.values()].some((p) => p.readsImage);
   }
 }

@@ -28,6 +28,8 @@ import {
 } from "../metadata/mod.ts";
 import type { UsageLedger } from "../metadata/mod.ts";
 import type { WriteEffects } from "../effects/mod.ts";
+import type { PushPlan, Signatures } from "./signatures.ts";
+import { pusherOf, type ViewerIdentity } from "./signature_rules.ts";
 
 export interface ManifestBody {
   digest: string;
@@ -65,7 +67,12 @@ export interface PutInput {
   contentType: string | null;
   tags: string[];
   sourceTimestamp: string | null;
+  /** who pushes: a held image (issue 34) is shown to its pusher */
+  pusher?: ViewerIdentity | null;
 }
+
+/** Judgements a push repeats when signatures keep arriving while it commits. */
+const JUDGE_ROUNDS = 4;
 
 /**
  * `tag` parameters one push may carry. Beyond what one KV commit holds (~60 tags) a push takes
@@ -83,6 +90,9 @@ export function parseSourceTimestamp(v: string | null): number | null {
 }
 
 export class Manifests {
+  /** signature verification (issue 34): set by the Registry once it is built */
+  signing?: Signatures;
+
   constructor(
     private readonly cfg: Config,
     private readonly store: BlobStore,
@@ -115,6 +125,17 @@ export class Manifests {
     redirect = false,
   ): Promise<ManifestBody> {
     const { digest, rev } = await this.resolve(ns, reference);
+    return await this.serve(digest, rev, ns, withBody, redirect);
+  }
+
+  /** A resolved revision's answer: its body, a redirect to it, or (HEAD) its record alone. */
+  async serve(
+    digest: string,
+    rev: RevisionRecord,
+    ns: string,
+    withBody: boolean,
+    redirect: boolean,
+  ): Promise<ManifestBody> {
     // Only bodies kept in the blob store can be redirected to; small ones live in KV.
     if (withBody && redirect && !rev.body && this.store.presign) {
       const url = await this.store.presign(digest, { contentType: rev.mediaType });
@@ -164,7 +185,7 @@ export class Manifests {
     ns: string,
     reference: string,
     input: PutInput,
-  ): Promise<{ digest: string; subject?: string; tags: string[] }> {
+  ): Promise<{ digest: string; subject?: string; tags: string[]; held?: string }> {
     if (new Set(input.tags).size > MAX_TAGS_PER_PUSH) {
       await input.body?.cancel();
       throw new RegistryError("UNSUPPORTED", `at most ${MAX_TAGS_PER_PUSH} tag parameters`);
@@ -218,12 +239,56 @@ export class Manifests {
         }
       },
     };
+    let plan: PushPlan | null = null;
     try {
-      await this.admitted(ns, digest, record.size, () => this.meta.commit(w, fx));
+      for (let round = 0;; round++) {
+        plan = await this.judged(w, bytes, tags, input.pusher ?? null);
+        try {
+          await this.admitted(ns, digest, record.size, () => this.meta.commit(w, fx));
+          break;
+        } catch (e) {
+          // A signature of this digest landed while the push was judged: judge it again.
+          if (!(e instanceof StaleJudgement) || round + 1 >= JUDGE_ROUNDS) throw e;
+        }
+      }
     } finally {
       await fx.committed();
     }
+    if (plan) await this.signing!.afterPush(ns, plan);
+    if (plan?.held) return { digest, subject: parsed.subject, tags: [], held: plan.reason };
     return { digest, subject: parsed.subject, tags };
+  }
+
+  /**
+   * The signature verdict of a push into a repository with [verify] (issue 34), judged before
+   * its commit and pinned to the signatures it saw; a held push writes no tag yet.
+   */
+  private async judged(
+    w: ManifestWrite,
+    bytes: Uint8Array,
+    tags: string[],
+    pusher: ViewerIdentity | null,
+  ): Promise<PushPlan | null> {
+    const plan = await this.signing?.planPush({
+      ns: w.ns,
+      digest: w.digest,
+      parsed: w.parsed,
+      bytes,
+      tags,
+      pusher: pusherOf(pusher),
+      guard: w.guard,
+    }) ?? null;
+    if (!plan) return null;
+    w.tags = plan.tags;
+    w.held = plan.held;
+    w.head = plan.head;
+    w.perTag = plan.perTag;
+    w.pin = {
+      key: this.signing!.pinKey(w.ns, w.digest),
+      versionstamp: plan.pin,
+      stale: () => new StaleJudgement(),
+    };
+    return plan;
   }
 
   /** The revision record, with the body inline or (reserved and) written to the blob store. */
@@ -409,6 +474,9 @@ export class Manifests {
     }
   }
 }
+
+/** The signatures a push was judged by changed before it committed. */
+class StaleJudgement extends Error {}
 
 /** Reads a request body of at most `max` bytes; more is 413 MANIFEST_INVALID. */
 async function readLimited(

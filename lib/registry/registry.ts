@@ -7,7 +7,9 @@ import { type BlobStore, CorruptBlobError, readVerified } from "../storage/mod.t
 import { Quarantine } from "./quarantine.ts";
 import { BlobMeta, ManifestMeta, UploadMeta } from "../metadata/mod.ts";
 import { PullMeta, SvcMeta, UpstreamChecks } from "../metadata/mod.ts";
-import { CacheMeta, K, UsageLedger } from "../metadata/mod.ts";
+import { CacheMeta, K, SignatureMeta, UsageLedger } from "../metadata/mod.ts";
+import { type SignatureObserver, Signatures } from "./signatures.ts";
+import type { Viewer } from "./signature_rules.ts";
 import { maxBytesOf, quotaPolicy, quotasConfigured } from "../quota/mod.ts";
 import { CacheCap } from "./cache_cap.ts";
 import { Pulls } from "./pulls.ts";
@@ -36,6 +38,8 @@ export interface RegistryOptions {
   jobs?: JobQueues;
   observeUpstream?: ObserveFn;
   observePullThrough?: (kind: "manifest" | "blob", result: PullThroughResult) => void;
+  /** verdicts, holds and verification time (issue 34) */
+  observeSignatures?: SignatureObserver;
   /** images a capped pull-through repository evicted (max_cache_bytes) */
   observeEvictions?: (repository: string, images: number) => void;
   /**
@@ -67,6 +71,8 @@ export class Registry {
   readonly quarantine: Quarantine;
   /** what a write causes, planned into its commits (lib/effects) */
   readonly effects: WriteEffects;
+  /** verified before visible: verdicts, holds and the pull gate (issue 34) */
+  readonly signatures: Signatures;
   /** storage usage per repository, kept by the writes; quotas (lib/quota) */
   readonly #usage: UsageLedger;
   /** for the readiness probe; other parts get their share of the KV from lib/services */
@@ -116,6 +122,25 @@ export class Registry {
       usage: this.#usage,
       effects: this.effects,
     });
+    this.signatures = new Signatures({
+      cfg,
+      meta: new SignatureMeta(kv),
+      manifests: manifestMeta,
+      body: (ns, digest, rev) => this.manifests.body(digest, rev, ns),
+      blob: async (ns, digest, maxBytes) => {
+        const link = await blobMeta.link(ns, digest);
+        if (!link) throw new RegistryError("BLOB_UNKNOWN", `${digest} is not in ${ns}`);
+        if (link.size > maxBytes) {
+          throw new RegistryError("BLOB_UNKNOWN", `${digest} is larger than ${maxBytes} bytes`);
+        }
+        return await readVerified(store, digest);
+      },
+      events: this.events,
+      effects: this.effects,
+      isImmutable: (ns, tag) => this.manifests.isImmutable(ns, tag),
+      observe: options.observeSignatures,
+    });
+    this.manifests.signing = this.signatures;
     this.listings = new Listings(manifestMeta, this.manifests);
     const pullMeta = new PullMeta(kv);
     this.pulls = new Pulls(cfg, pullMeta);
@@ -189,18 +214,35 @@ export class Registry {
     this.pullThrough.assertWritable(ns);
   }
 
-  /** A manifest, from the upstreams when `ns` is a pull-through namespace. */
-  readManifest(
+  /**
+   * A manifest, from the upstreams when `ns` is a pull-through namespace. In a repository with
+   * [verify] the verdict stored beside the revision decides (issue 34): a held image is served
+   * to its pusher and roles granted get-held only (`viewer`), an unverified one in warn mode
+   * with a Warning.
+   */
+  async readManifest(
     ns: string,
     reference: string,
     withBody: boolean,
     accept: string | null,
     noRedirect = false,
+    viewer: Viewer | null = null,
   ): Promise<PulledManifest> {
     const rc = this.pullThrough.repository(ns);
     const redirect = !noRedirect && this.cfg.global.enableManifestRedirect;
-    if (!rc) return this.manifests.get(ns, reference, withBody, redirect);
-    return this.pullThrough.manifest(rc, ns, reference, accept, withBody);
+    const verify = this.signatures.policyOf(ns);
+    if (!rc) {
+      if (!verify) return this.manifests.get(ns, reference, withBody, redirect);
+      const g = await this.signatures.gate(ns, reference, viewer, verify);
+      const m: PulledManifest = await this.manifests.serve(g.digest, g.rev, ns, withBody, redirect);
+      if (g.warning) m.warning = g.warning;
+      return m;
+    }
+    const m = await this.pullThrough.manifest(rc, ns, reference, accept, withBody);
+    if (!verify) return m;
+    const w = await this.signatures.gateDigest(ns, m.digest, viewer, verify);
+    if (w) m.warning = m.warning ? `${m.warning}, ${w}` : w;
+    return m;
   }
 
   /**

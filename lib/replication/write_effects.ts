@@ -13,7 +13,7 @@ export class ReplicationEffects implements EffectSubscriber {
   begin(intent: WriteIntent): SubscriberScope | null {
     if (
       intent.kind !== "manifest-push" && intent.kind !== "tag-delete" &&
-      intent.kind !== "manifest-delete"
+      intent.kind !== "manifest-delete" && intent.kind !== "image-release"
     ) return null;
     const ns = intent.ns;
     if (downstreamsOf(this.cfg, ns).length === 0) return null;
@@ -25,7 +25,15 @@ export class ReplicationEffects implements EffectSubscriber {
       switch (intent.kind) {
         case "manifest-push":
           if (fact.kind === "tag-changed") return each((d) => pushTagJob(d, ns, fact.tag));
-          if (fact.kind === "revision-added" && intent.tags.length === 0) {
+          // A held image (issue 34) goes nowhere until it is released.
+          if (fact.kind === "revision-added" && !fact.held && intent.tags.length === 0) {
+            return each((d) => pushDigestJob(d, ns, fact.digest));
+          }
+          return [];
+        case "image-release":
+          // Released: its tags now, or the revision itself when it was pushed by digest.
+          if (fact.kind === "tag-changed") return each((d) => pushTagJob(d, ns, fact.tag));
+          if (fact.kind === "image-released" && fact.tags.length === 0) {
             return each((d) => pushDigestJob(d, ns, fact.digest));
           }
           return [];

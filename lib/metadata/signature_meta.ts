@@ -1,0 +1,243 @@
+// Signature verdicts and holds (issue 34) as KV records: read with the revision on every pull of
+// a repository with [verify], and changed only by commits that check `sigver/<ns>/<digest>`,
+// the one key every signature of the digest and every verdict change rewrites. Judging (the
+// crypto) happens before a commit, never inside its retry loop: a commit that finds sigver moved
+// answers "stale" and the caller judges again.
+//
+// A release is one commit: the verdict, the held tags written (checked through tagver, as a
+// many-tag push is) and the held-tag and expiry records dropped, with the jobs and events the
+// write effects plan for it. HELD_TAGS_MAX keeps it inside KV's limits.
+import {
+  HELD_TAGS_MAX,
+  type HeldTag,
+  K,
+  type ReferrerRecord,
+  type RevisionRecord,
+  type SignatureVerdict,
+  type TagRecord,
+} from "./keys.ts";
+import { CommitBudget, type PlannedMutation } from "./kv_limits.ts";
+import { commitWithRetry } from "./commit_retry.ts";
+import { tagMutations } from "./manifest_writes.ts";
+import { getAll } from "./kv_util.ts";
+import type { WriteFacts } from "./write_facts.ts";
+
+const set = (key: Deno.KvKey, value: unknown): PlannedMutation => ({ kind: "set", key, value });
+const del = (key: Deno.KvKey): PlannedMutation => ({ kind: "delete", key });
+
+/** A verdict change, judged while sigver was at `pin`. */
+export interface Settle {
+  ns: string;
+  digest: string;
+  pin: string | null;
+  /** the verdict to store (`held` set: the image stays or becomes held) */
+  next: SignatureVerdict;
+  /** a released tag the stored one forbids moving (an immutable tag): false skips it */
+  mayMove?: (tag: string, existing: TagRecord | null) => boolean;
+  /** events planned with the commit, given what it did */
+  events?: (did: SettleOutcome) => PlannedMutation[];
+  fx: WriteFacts;
+}
+
+export interface SettleOutcome {
+  /** the verdict before */
+  previous: SignatureVerdict | null;
+  /** tags written by a release */
+  released: string[];
+}
+
+/** The verdict-and-hold entries a push judged by, and what a push writes with its verdict. */
+export class SignatureMeta {
+  constructor(private readonly kv: Deno.Kv) {}
+
+  /** The gate's read of a pull: revision and verdict in one round trip. */
+  async revisionWithVerdict(
+    ns: string,
+    digest: string,
+  ): Promise<{ rev: RevisionRecord | null; verdict: SignatureVerdict | null }> {
+    const [rev, v] = await this.kv.getMany<[RevisionRecord, SignatureVerdict]>([
+      K.rev(ns, digest),
+      K.sigVerdict(ns, digest),
+    ]);
+    return { rev: rev.value, verdict: v.value };
+  }
+
+  /** A tag and a held tag of that name, in one round trip. */
+  async tagWithHeld(
+    ns: string,
+    tag: string,
+  ): Promise<{ tag: TagRecord | null; held: HeldTag | null }> {
+    const [t, h] = await this.kv.getMany<[TagRecord, HeldTag]>([
+      K.tag(ns, tag),
+      K.heldTag(ns, tag),
+    ]);
+    return { tag: t.value, held: h.value };
+  }
+
+  async verdict(ns: string, digest: string): Promise<SignatureVerdict | null> {
+    return (await this.kv.get<SignatureVerdict>(K.sigVerdict(ns, digest))).value;
+  }
+
+  pinKey(ns: string, digest: string): Deno.KvKey {
+    return K.sigVersion(ns, digest);
+  }
+
+  /** sigver's versionstamp: what a judgement is pinned to. */
+  async pin(ns: string, digest: string): Promise<string | null> {
+    return (await this.kv.get(K.sigVersion(ns, digest))).versionstamp;
+  }
+
+  /** The indexes of `ns` naming `child`, at most `limit`. */
+  async parentsOf(ns: string, child: string, limit: number): Promise<string[]> {
+    const out: string[] = [];
+    for await (const e of this.kv.list({ prefix: K.mrefs(ns, child) }, { limit })) {
+      out.push(e.key[3] as string);
+    }
+    return out;
+  }
+
+  /** The first `limit` referrers of `subject` in `ns` (bounded: a million referrers cost this). */
+  async referrersOf(
+    ns: string,
+    subject: string,
+    limit: number,
+  ): Promise<{ digest: string; rec: ReferrerRecord }[]> {
+    const out: { digest: string; rec: ReferrerRecord }[] = [];
+    const sel = { prefix: K.referrers(ns, subject) };
+    for await (const e of this.kv.list<ReferrerRecord>(sel, { limit, batchSize: limit })) {
+      out.push({ digest: e.key[3] as string, rec: e.value });
+    }
+    return out;
+  }
+
+  /** Verdicts of many digests of `ns` (an index's children), in getMany rounds. */
+  async verdicts(ns: string, digests: string[]): Promise<(SignatureVerdict | null)[]> {
+    const es = await getAll<SignatureVerdict>(this.kv, digests.map((d) => K.sigVerdict(ns, d)));
+    return es.map((e) => e.value);
+  }
+
+  /** Every stored verdict (the trust re-check walks them), from `after` on. */
+  async *allVerdicts(
+    after: Deno.KvKey | null,
+  ): AsyncGenerator<{ key: Deno.KvKey; ns: string; digest: string; verdict: SignatureVerdict }> {
+    const selector: Deno.KvListSelector = after
+      ? { prefix: K.sigVerdictsAll(), start: [...after, ""] }
+      : { prefix: K.sigVerdictsAll() };
+    for await (const e of this.kv.list<SignatureVerdict>(selector, { batchSize: 200 })) {
+      yield { key: e.key, ns: e.key[1] as string, digest: e.key[2] as string, verdict: e.value };
+    }
+  }
+
+  /** Holds that ran out by `now`, oldest first, at most `limit`. */
+  async dueHolds(now: number, limit: number): Promise<{ ns: string; digest: string }[]> {
+    const out: { ns: string; digest: string }[] = [];
+    const end = [...K.holdExpiries(), now + 1];
+    for await (const e of this.kv.list({ prefix: K.holdExpiries(), end }, { limit })) {
+      out.push({ ns: e.key[2] as string, digest: e.key[3] as string });
+    }
+    return out;
+  }
+
+  /** Drops expiry records of a revision no longer there (deleted while held). */
+  async forgetExpiry(until: number, ns: string, digest: string): Promise<void> {
+    await this.kv.delete(K.holdExpiry(until, ns, digest));
+  }
+
+  /**
+   * What a push commits with its judged verdict: the verdict, sigver, and for a held image its
+   * held tags and expiry record. Static: the push's commit checks sigver (ManifestWrite.pin).
+   */
+  pushMutations(ns: string, digest: string, v: SignatureVerdict): PlannedMutation[] {
+    const out = [set(K.sigVerdict(ns, digest), v), set(K.sigVersion(ns, digest), true)];
+    if (v.held) {
+      for (const tag of v.held.tags) {
+        out.push(
+          set(
+            K.heldTag(ns, tag),
+            {
+              digest,
+              at: v.held.since,
+              pushedBy: v.pushedBy ?? null,
+            } satisfies HeldTag,
+          ),
+        );
+      }
+      if (!v.held.expired) out.push(set(K.holdExpiry(v.held.until, ns, digest), true));
+    }
+    return out;
+  }
+
+  /** A tag written by a push in a verified repository replaces any held tag of that name. */
+  replacedHeldTag(ns: string, tag: string): PlannedMutation[] {
+    return [del(K.heldTag(ns, tag))];
+  }
+
+  /** Marks `subject` as having a new signature (rides in the signature's own push commit). */
+  signatureArrived(ns: string, subject: string): PlannedMutation {
+    return set(K.sigVersion(ns, subject), true);
+  }
+
+  /**
+   * Stores a judged verdict: "stale" when sigver moved since the judgement (judge again),
+   * "gone" when the revision is not there, else what it did. A held image judged verified is
+   * released in the same commit: its held tags written, unless another push took the name.
+   */
+  async settle(s: Settle): Promise<"stale" | "gone" | SettleOutcome> {
+    const { ns, digest, fx } = s;
+    const out = await commitWithRetry<"stale" | "gone" | SettleOutcome>(
+      "signature verdict",
+      async () => {
+        fx.attempt();
+        const [rev, cur, pin, tagver] = await this.kv.getMany<
+          [RevisionRecord, SignatureVerdict, unknown, unknown]
+        >([K.rev(ns, digest), K.sigVerdict(ns, digest), K.sigVersion(ns, digest), K.tagver(ns)]);
+        if (!rev.value) return { done: "gone" };
+        if (pin.versionstamp !== s.pin) return { done: "stale" };
+        const previous = cur.value;
+        const op = this.kv.atomic();
+        const budget = new CommitBudget();
+        budget.checkOn(op, rev);
+        budget.checkOn(op, pin);
+        const muts: PlannedMutation[] = [
+          set(K.sigVerdict(ns, digest), s.next),
+          set(K.sigVersion(ns, digest), true),
+        ];
+        const was = previous?.held;
+        if (was && !was.expired) muts.push(del(K.holdExpiry(was.until, ns, digest)));
+        if (s.next.held && !s.next.held.expired) {
+          muts.push(set(K.holdExpiry(s.next.held.until, ns, digest), true));
+        }
+        const released: string[] = [];
+        if (was && !s.next.held && was.tags.length > 0) {
+          const tags = was.tags.slice(0, HELD_TAGS_MAX);
+          const held = await getAll<HeldTag>(this.kv, tags.map((t) => K.heldTag(ns, t)));
+          const now = await getAll<TagRecord>(this.kv, tags.map((t) => K.tag(ns, t)));
+          budget.checkOn(op, tagver);
+          muts.push(set(K.tagver(ns), true));
+          tags.forEach((tag, i) => {
+            // Another push took the name since (a verified image, or another held one).
+            if (held[i].value?.digest !== digest) return;
+            muts.push(del(K.heldTag(ns, tag)));
+            const existing = now[i].value;
+            if (existing?.digest === digest) return;
+            if (s.mayMove && !s.mayMove(tag, existing)) return;
+            muts.push(...tagMutations(ns, digest, tag, existing, Date.now()));
+            muts.push(
+              ...fx.mutationsFor({ kind: "tag-changed", ns, digest, tag, previous: existing }),
+            );
+            released.push(tag);
+          });
+        }
+        if (was && !s.next.held) {
+          muts.push(...fx.mutationsFor({ kind: "image-released", ns, digest, tags: released }));
+        }
+        const did = { previous, released };
+        if (s.events) muts.push(...s.events(did));
+        if (!budget.addAll(op, muts)) throw new Error("signature verdict exceeds KV limits");
+        return { op, value: did };
+      },
+    );
+    if (typeof out !== "string") fx.landed();
+    return out;
+  }
+}

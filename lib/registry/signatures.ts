@@ -1,0 +1,686 @@
+// Verified before visible (issue 34): the registry's side of signature verification. The engine
+// (lib/signatures) turns artifacts into a verdict; this finds the artifacts a subject has here
+// (its cosign `.sig` tag, its sigstore and notation referrers: bounded), judges a push before
+// its commit (the verdict, and for an `enforce` repository the hold, ride in the push's commit),
+// re-judges a subject when one of its signatures arrives (a release is one commit with the tags
+// becoming visible), and answers the pull gate from the verdict stored beside the revision.
+//
+// Crypto runs on the push path, outside any KV retry loop: a commit whose pin (sigver) moved
+// meanwhile sends the caller back to judge again. Pulls never verify: they read the verdict.
+import { type Config, repositoryOf, type VerifyConfig } from "../config/mod.ts";
+import {
+  type ImageVerdict,
+  indexVerdict,
+  type PlatformVerdict,
+  type SignatureArtifact,
+  trustFingerprint,
+  verifySubject,
+} from "../signatures/mod.ts";
+import {
+  isValidTag,
+  parseDigest,
+  type ParsedManifest,
+  parseManifest,
+  RegistryError,
+  truncate,
+} from "../oci/mod.ts";
+import {
+  HELD_TAGS_MAX,
+  type ManifestMeta,
+  type PlannedMutation,
+  type PusherRecord,
+  type RevisionRecord,
+  type SignatureMeta,
+  type SignatureVerdict,
+  type StoredSigner,
+  type TagRecord,
+} from "../metadata/mod.ts";
+import type { WriteEffects } from "../effects/mod.ts";
+import type { Events } from "../events/mod.ts";
+import type { EventKind } from "../config/mod.ts";
+import { log } from "../log.ts";
+import {
+  cosignSignatureTag,
+  isArtifact,
+  isIndex,
+  isPusher,
+  platformString,
+  referrerFormat,
+  signedSubjects,
+  type Viewer,
+} from "./signature_rules.ts";
+
+/** Signature artifacts judged per subject: the `.sig` tag and the first referrers of a kind. */
+export const ARTIFACTS_MAX = 16;
+/** Referrers of a subject looked through for signatures (a million referrers cost this). */
+export const REFERRERS_SCANNED = 256;
+/** Children of an index whose verdicts the platform rule reads. */
+export const CHILDREN_JUDGED_MAX = 256;
+/** Indexes of a child asked whether their signature covers it. */
+const PARENTS_ASKED = 8;
+const SIGNERS_KEPT = 16;
+const TEXT_KEPT = 512;
+
+/** Metrics of verdicts and holds (lib/metrics), by repository. */
+export interface SignatureObserver {
+  verdict(repository: string, result: "verified" | "unverified" | "artifact"): void;
+  hold(repository: string, event: "held" | "released" | "rejected" | "kept" | "denied"): void;
+  /** wall time of one subject's verification */
+  verifySeconds(seconds: number): void;
+}
+
+export interface SignaturesDeps {
+  cfg: Config;
+  meta: SignatureMeta;
+  manifests: Pick<ManifestMeta, "tag" | "revision">;
+  /** a manifest body, checked against its digest */
+  body: (ns: string, digest: string, rev: RevisionRecord) => Promise<Uint8Array>;
+  /** a blob `ns` links, refused past `maxBytes` */
+  blob: (ns: string, digest: string, maxBytes: number) => Promise<Uint8Array>;
+  events: Events;
+  effects: WriteEffects;
+  isImmutable: (ns: string, tag: string) => boolean;
+  observe?: SignatureObserver;
+}
+
+/** What a push commits for its verdict (Manifests.put hands it to the commit). */
+export interface PushPlan {
+  pin: string | null;
+  /** the tags the push writes now: none while held (they wait in the verdict) */
+  tags: string[];
+  held: boolean;
+  /** why it is held (a Warning on the push's answer) */
+  reason?: string;
+  head: PlannedMutation[];
+  perTag?: (tag: string) => PlannedMutation[];
+  /** subjects this artifact signs, judged again once it landed */
+  subjects: string[];
+  /** the events planned into the commit (woken once it landed) */
+  planned: PlannedMutation[];
+  observe: () => void;
+}
+
+export interface SignatureStatus {
+  namespace: string;
+  digest: string;
+  mode: "off" | "warn" | "enforce";
+  state: "verified" | "unverified" | "artifact" | "unjudged";
+  verified: boolean;
+  held: boolean;
+  reason: string | null;
+  checked_at: string | null;
+  /** the verdict was made under the trust configured now */
+  current: boolean;
+  via: string | null;
+  hold: { since: string; until: string; expired: boolean; tags: string[] } | null;
+  signers: StoredSigner[];
+}
+
+/** An image's verdict as CEL rules read it (`image`; lib/policy PolicyImage has this shape). */
+export interface ImageFacts {
+  digest: string;
+  verified: boolean;
+  state: string;
+  held: boolean;
+  signers: string[];
+}
+
+export class Signatures {
+  constructor(private readonly d: SignaturesDeps) {}
+
+  /** The key a push's commit checks: what its judgement is pinned to. */
+  pinKey(ns: string, digest: string): Deno.KvKey {
+    return this.d.meta.pinKey(ns, digest);
+  }
+
+  /** The repository's [verify] when it verifies anything (mode warn or enforce). */
+  policyOf(ns: string): VerifyConfig | null {
+    const v = repositoryOf(this.d.cfg, ns).verify;
+    return v && v.mode !== "off" ? v : null;
+  }
+
+  /** Every signature artifact `digest` has in `ns`, bounded (ARTIFACTS_MAX, REFERRERS_SCANNED). */
+  async artifactsOf(ns: string, digest: string): Promise<SignatureArtifact[]> {
+    const out: SignatureArtifact[] = [];
+    const blob = (d: string, max: number) => this.d.blob(ns, d, max);
+    const sigTag = cosignSignatureTag(digest);
+    if (sigTag) {
+      const t = await this.d.manifests.tag(ns, sigTag);
+      const rev = t ? await this.d.manifests.revision(ns, t.digest) : null;
+      if (t && rev) {
+        const manifest = await this.d.body(ns, t.digest, rev);
+        out.push({ format: "cosign-tag", digest: t.digest, manifest, readBlob: blob });
+      }
+    }
+    for (const r of await this.d.meta.referrersOf(ns, digest, REFERRERS_SCANNED)) {
+      if (out.length >= ARTIFACTS_MAX) break;
+      const format = referrerFormat(r.rec.artifactType, r.rec.mediaType);
+      if (!format) continue;
+      const rev = await this.d.manifests.revision(ns, r.digest);
+      if (!rev) continue;
+      const manifest = await this.d.body(ns, r.digest, rev);
+      out.push({ format, digest: r.digest, manifest, readBlob: blob });
+    }
+    return out;
+  }
+
+  /**
+   * The verdict of `digest` in `ns` from its own signatures and, for an index that is not
+   * signed itself, the platform rule over its children's stored verdicts (lib/signatures
+   * indexVerdict). `bytes`: the subject's manifest (a bundle's message signature signs it).
+   */
+  async judge(
+    ns: string,
+    digest: string,
+    parsed: ParsedManifest | null,
+    bytes: Uint8Array | null,
+    cfg: VerifyConfig,
+  ): Promise<ImageVerdict> {
+    const started = performance.now();
+    let own: ImageVerdict;
+    try {
+      const artifacts = await this.artifactsOf(ns, digest);
+      own = await verifySubject(digest, artifacts, cfg, new Date(), {
+        subjectManifest: bytes ?? undefined,
+      });
+    } catch (e) {
+      // A broken artifact is a verdict about content (not a machine failure): not verified.
+      own = {
+        verified: false,
+        signers: [],
+        reason: `signatures of ${digest} could not be checked: ${(e as Error).message}`,
+        checkedAt: Date.now(),
+      };
+    } finally {
+      this.d.observe?.verifySeconds((performance.now() - started) / 1000);
+    }
+    if (own.verified || !parsed || parsed.children.length === 0) return own;
+    if (parsed.children.length > CHILDREN_JUDGED_MAX) {
+      return {
+        ...own,
+        reason: `${own.reason ?? `no valid signature for ${digest}`}; the index names more ` +
+          `than ${CHILDREN_JUDGED_MAX} manifests: sign the index itself`,
+      };
+    }
+    const verdicts = await this.d.meta.verdicts(ns, parsed.children.map((c) => c.digest));
+    const children: PlatformVerdict[] = parsed.children.map((c, i) => ({
+      platform: platformString(c.platform) ?? "unknown/unknown",
+      digest: c.digest,
+      verdict: {
+        verified: verdicts[i]?.state === "verified",
+        signers: (verdicts[i]?.signers ?? []) as ImageVerdict["signers"],
+        checkedAt: verdicts[i]?.checkedAt ?? own.checkedAt,
+      },
+    }));
+    return indexVerdict(digest, own, children, cfg);
+  }
+
+  /**
+   * Judges a push before its commit. Null when the repository verifies nothing. A push into an
+   * `enforce` repository that does not verify keeps its tags in its verdict (held): they are
+   * written when its signature arrives.
+   */
+  async planPush(p: {
+    ns: string;
+    digest: string;
+    parsed: ParsedManifest;
+    bytes: Uint8Array;
+    tags: string[];
+    pusher: PusherRecord | null;
+    guard: (tag: string, existing: TagRecord | null) => void;
+  }): Promise<PushPlan | null> {
+    const cfg = this.policyOf(p.ns);
+    if (!cfg) return null;
+    const { ns, digest } = p;
+    const repo = repositoryOf(this.d.cfg, ns).name;
+    const fingerprint = trustFingerprint(cfg);
+    const pin = await this.d.meta.pin(ns, digest);
+    const { rev, verdict: previous } = await this.d.meta.revisionWithVerdict(ns, digest);
+    const before = rev ? previous : null;
+    const now = Date.now();
+    if (isArtifact(p.parsed, p.tags)) {
+      const v: SignatureVerdict = { state: "artifact", fingerprint, checkedAt: now, signers: [] };
+      const subjects = signedSubjects(p.parsed, p.tags);
+      return {
+        pin,
+        tags: p.tags,
+        held: false,
+        head: [
+          ...this.d.meta.pushMutations(ns, digest, v),
+          ...subjects.map((s) => this.d.meta.signatureArrived(ns, s)),
+        ],
+        perTag: (t) => this.d.meta.replacedHeldTag(ns, t),
+        subjects,
+        planned: [],
+        observe: () => this.d.observe?.verdict(repo, "artifact"),
+      };
+    }
+    const reuse = before && before.fingerprint === fingerprint && before.state === "verified";
+    const judged: ImageVerdict = reuse
+      ? {
+        verified: true,
+        signers: before!.signers as ImageVerdict["signers"],
+        checkedAt: before!.checkedAt,
+      }
+      : await this.judge(ns, digest, p.parsed, p.bytes, cfg);
+    const holds = !judged.verified && cfg.mode === "enforce";
+    const v = record(judged, fingerprint, before?.pushedBy ?? p.pusher);
+    if (reuse && before!.via) v.via = before!.via;
+    let planned: PlannedMutation[] = [];
+    if (holds) {
+      const tags = [...new Set([...(before?.held?.tags ?? []), ...p.tags])];
+      if (tags.length > HELD_TAGS_MAX) {
+        throw new RegistryError(
+          "DENIED",
+          `${digest} waits for its signature and would keep ${tags.length} tags; at most ` +
+            `${HELD_TAGS_MAX} wait with a held image: push its signature first`,
+          { status: 409 },
+        );
+      }
+      // A tag it could never take is refused now, not when the signature arrives.
+      for (const t of p.tags) p.guard(t, await this.d.manifests.tag(ns, t));
+      v.pushedBy = before?.held ? before.pushedBy ?? p.pusher : p.pusher;
+      v.held = {
+        since: before?.held?.since ?? now,
+        until: before?.held?.until ?? now + cfg.holdSecs * 1000,
+        tags,
+        tagCreatedAt: now,
+      };
+      if (before?.held?.expired) v.held.expired = true;
+      if (!before?.held) planned = this.plan("image.held", ns, digest, v, cfg);
+    } else if (!reuse) {
+      planned = this.plan(
+        judged.verified ? "image.verified" : "image.unverified",
+        ns,
+        digest,
+        v,
+        cfg,
+      );
+    }
+    return {
+      pin,
+      tags: holds ? [] : p.tags,
+      held: holds,
+      reason: holds ? warning(`held: ${v.reason ?? "not signed"}`) : undefined,
+      head: [...this.d.meta.pushMutations(ns, digest, v), ...planned],
+      perTag: (t) => this.d.meta.replacedHeldTag(ns, t),
+      subjects: [],
+      planned,
+      observe: () => {
+        if (!reuse) this.d.observe?.verdict(repo, judged.verified ? "verified" : "unverified");
+        if (holds && !before?.held) this.d.observe?.hold(repo, "held");
+      },
+    };
+  }
+
+  /** After a push landed: its events woken, and the subjects an artifact signs judged again. */
+  async afterPush(ns: string, plan: PushPlan): Promise<void> {
+    this.d.events.committed(plan.planned);
+    plan.observe();
+    for (const s of plan.subjects) await this.reconsider(ns, s);
+  }
+
+  /**
+   * Judges `digest` again (a signature of it arrived, trust changed, a child or parent was
+   * released) and stores the verdict; a held image that verifies is released in that commit.
+   * Nothing happens when the revision is not there yet (a signature before its image: the
+   * image's push finds it).
+   */
+  async reconsider(ns: string, digest: string, depth = 0): Promise<SignatureVerdict | null> {
+    const cfg = this.policyOf(ns);
+    if (!cfg) return null;
+    const repo = repositoryOf(this.d.cfg, ns).name;
+    const fingerprint = trustFingerprint(cfg);
+    for (let round = 0; round < 5; round++) {
+      const pin = await this.d.meta.pin(ns, digest);
+      const { rev, verdict: prev } = await this.d.meta.revisionWithVerdict(ns, digest);
+      if (!rev) return null;
+      let parsed: ParsedManifest | null = null;
+      let bytes: Uint8Array | null = null;
+      try {
+        bytes = await this.d.body(ns, digest, rev);
+        parsed = parseManifest(bytes, rev.mediaType);
+      } catch (e) {
+        if (!(e instanceof RegistryError)) throw e;
+      }
+      if (prev?.state === "artifact" && prev.fingerprint === fingerprint) return prev;
+      let next: SignatureVerdict;
+      if (parsed && isArtifact(parsed, [])) {
+        next = { state: "artifact", fingerprint, checkedAt: Date.now(), signers: [] };
+      } else {
+        const judged = await this.judge(ns, digest, parsed, bytes, cfg);
+        let via: string | undefined;
+        if (!judged.verified && parsed && parsed.children.length === 0) {
+          via = (await this.coveringIndex(ns, digest)) ?? undefined;
+        }
+        next = record(
+          via ? { ...judged, verified: true, reason: undefined } : judged,
+          fingerprint,
+          prev?.pushedBy ?? null,
+        );
+        if (via) next.via = via;
+        if (next.state === "unverified" && cfg.mode === "enforce") {
+          const now = Date.now();
+          next.held = prev?.held ?? {
+            since: now,
+            until: now + cfg.holdSecs * 1000,
+            tags: [],
+            tagCreatedAt: now,
+          };
+        }
+      }
+      if (prev && sameVerdict(prev, next)) return prev;
+      const released = !!prev?.held && !next.held;
+      const fx = await this.d.effects.begin({
+        kind: "image-release",
+        ns,
+        digest,
+        tags: released ? prev!.held!.tags : [],
+      });
+      let planned: PlannedMutation[] = [];
+      let out;
+      try {
+        out = await this.d.meta.settle({
+          ns,
+          digest,
+          pin,
+          next,
+          fx,
+          mayMove: (tag, existing) =>
+            !existing || existing.digest === digest || !this.d.isImmutable(ns, tag),
+          events: () => (planned = this.transitionEvents(ns, digest, prev, next, cfg)),
+        });
+      } finally {
+        await fx.committed();
+      }
+      if (out === "stale") continue;
+      if (out === "gone") return null;
+      this.d.events.committed(planned);
+      this.observeTransition(repo, prev, next);
+      if (released) {
+        log.info("held image released: its signature verified", {
+          namespace: ns,
+          digest,
+          tags: out.released.join(","),
+        });
+      }
+      if (next.state === "verified" && prev?.state !== "verified" && depth < 2) {
+        await this.afterVerified(ns, digest, parsed, depth);
+      }
+      return next;
+    }
+    log.warn("signature verdict kept changing; left for the next re-check", {
+      namespace: ns,
+      digest,
+    });
+    return null;
+  }
+
+  /**
+   * A newly verified image: the indexes naming it may now meet their platform rule, and an
+   * index verified by its own signature covers its held children (bounded).
+   */
+  private async afterVerified(
+    ns: string,
+    digest: string,
+    parsed: ParsedManifest | null,
+    depth: number,
+  ): Promise<void> {
+    for (const parent of await this.d.meta.parentsOf(ns, digest, PARENTS_ASKED)) {
+      const v = await this.d.meta.verdict(ns, parent);
+      if (v?.state === "unverified") await this.reconsider(ns, parent, depth + 1);
+    }
+    if (!parsed || parsed.children.length === 0) return;
+    const children = parsed.children.slice(0, CHILDREN_JUDGED_MAX).map((c) => c.digest);
+    const verdicts = await this.d.meta.verdicts(ns, children);
+    for (const [i, v] of verdicts.entries()) {
+      if (v?.state === "unverified") await this.reconsider(ns, children[i], depth + 1);
+    }
+  }
+
+  /** An index of `ns` naming `child` that is verified by a signature of its own, if any. */
+  async coveringIndex(ns: string, child: string): Promise<string | null> {
+    for (const parent of await this.d.meta.parentsOf(ns, child, PARENTS_ASKED)) {
+      const v = await this.d.meta.verdict(ns, parent);
+      if (v?.state === "verified" && !v.via && v.signers.some((s) => s.valid)) return parent;
+    }
+    return null;
+  }
+
+  /**
+   * The pull gate: the revision `reference` names for `viewer` (a held tag resolves for its
+   * pusher and roles granted get-held), its verdict, and whether it is served. Throws DENIED
+   * (403) naming what is missing for anyone else.
+   */
+  async gate(
+    ns: string,
+    reference: string,
+    viewer: Viewer | null,
+    cfg: VerifyConfig,
+  ): Promise<{ digest: string; rev: RevisionRecord; warning?: string }> {
+    let digest = reference;
+    if (!reference.includes(":")) {
+      const { tag, held } = await this.d.meta.tagWithHeld(ns, reference);
+      if (held && this.sees(viewer, held.pushedBy, ns, held.digest)) digest = held.digest;
+      else if (tag) digest = tag.digest;
+      else if (held) {
+        const v = await this.d.meta.verdict(ns, held.digest);
+        if (v?.held) throw denied(ns, held.digest, v, `tag ${truncate(reference)} `);
+        throw new RegistryError("MANIFEST_UNKNOWN", `${truncate(ns)}:${truncate(reference)}`);
+      } else {
+        throw new RegistryError("MANIFEST_UNKNOWN", `${truncate(ns)}:${truncate(reference)}`);
+      }
+    }
+    const { rev, verdict } = await this.d.meta.revisionWithVerdict(ns, digest);
+    if (!rev) throw new RegistryError("MANIFEST_UNKNOWN", `${truncate(ns)}@${truncate(reference)}`);
+    if (verdict?.state === "verified" || verdict?.state === "artifact") return { digest, rev };
+    const reason = verdict?.reason ?? `${digest} has not been verified yet`;
+    if (cfg.mode === "warn") return { digest, rev, warning: warning(`unsigned: ${reason}`) };
+    if (this.sees(viewer, verdict?.pushedBy ?? null, ns, digest)) {
+      return { digest, rev, warning: warning(`held: ${reason}`) };
+    }
+    // A platform manifest an index's own signature covers is served with that index.
+    if (!isIndex(rev.mediaType) && (await this.coveringIndex(ns, digest)) !== null) {
+      return { digest, rev };
+    }
+    this.d.observe?.hold(repositoryOf(this.d.cfg, ns).name, "denied");
+    throw denied(ns, digest, verdict, "");
+  }
+
+  /** The gate for a manifest already resolved (pull-through): served, warned or refused. */
+  async gateDigest(
+    ns: string,
+    digest: string,
+    viewer: Viewer | null,
+    cfg: VerifyConfig,
+  ): Promise<string | undefined> {
+    const verdict = await this.d.meta.verdict(ns, digest);
+    if (verdict?.state === "verified" || verdict?.state === "artifact") return undefined;
+    const reason = verdict?.reason ?? `${digest} has not been verified yet`;
+    if (cfg.mode === "warn") return warning(`unsigned: ${reason}`);
+    if (this.sees(viewer, verdict?.pushedBy ?? null, ns, digest)) {
+      return warning(`held: ${reason}`);
+    }
+    this.d.observe?.hold(repositoryOf(this.d.cfg, ns).name, "denied");
+    throw denied(ns, digest, verdict, "");
+  }
+
+  private sees(
+    viewer: Viewer | null,
+    by: PusherRecord | null | undefined,
+    ns: string,
+    digest: string,
+  ): boolean {
+    if (!viewer) return false;
+    return isPusher(by, viewer.identity) || viewer.mayViewHeld(ns, digest);
+  }
+
+  /** `GET /v2/<ns>/_svc/signatures/<reference>`: who signed, with what, verified when, why not. */
+  async status(ns: string, reference: string, viewer: Viewer | null): Promise<SignatureStatus> {
+    const cfg = repositoryOf(this.d.cfg, ns).verify ?? null;
+    let digest = reference;
+    if (!reference.includes(":")) {
+      const { tag, held } = await this.d.meta.tagWithHeld(ns, reference);
+      if (held && (this.sees(viewer, held.pushedBy, ns, held.digest) || !tag)) {
+        digest = held.digest;
+      } else if (tag) digest = tag.digest;
+      else throw new RegistryError("MANIFEST_UNKNOWN", `${truncate(ns)}:${truncate(reference)}`);
+    }
+    const { rev, verdict } = await this.d.meta.revisionWithVerdict(ns, digest);
+    if (!rev) throw new RegistryError("MANIFEST_UNKNOWN", `${truncate(ns)}@${truncate(reference)}`);
+    const mode = cfg?.mode ?? "off";
+    const current = !!cfg && !!verdict && verdict.fingerprint === trustFingerprint(cfg);
+    return {
+      namespace: ns,
+      digest,
+      mode,
+      state: verdict?.state ?? "unjudged",
+      verified: verdict?.state === "verified",
+      held: mode === "enforce" && !!verdict?.held,
+      reason: verdict?.reason ?? (verdict ? null : mode === "off" ? null : "not verified yet"),
+      checked_at: verdict ? new Date(verdict.checkedAt).toISOString() : null,
+      current,
+      via: verdict?.via ?? null,
+      hold: verdict?.held
+        ? {
+          since: new Date(verdict.held.since).toISOString(),
+          until: new Date(verdict.held.until).toISOString(),
+          expired: !!verdict.held.expired,
+          tags: verdict.held.tags,
+        }
+        : null,
+      signers: verdict?.signers ?? [],
+    };
+  }
+
+  /**
+   * `image` for CEL rules (issue 34): the verdict of the image `reference` names (a tag as it
+   * resolves for everyone; a tag only held resolves to its held image). Never throws: a
+   * reference naming nothing is an unknown image, unverified.
+   */
+  async imageFacts(ns: string, reference: string): Promise<ImageFacts> {
+    const unknown = { digest: "", verified: false, state: "unknown", held: false, signers: [] };
+    let digest = reference;
+    if (!reference.includes(":")) {
+      if (!isValidTag(reference)) return unknown;
+      const { tag, held } = await this.d.meta.tagWithHeld(ns, reference);
+      const d = tag?.digest ?? held?.digest;
+      if (!d) return unknown;
+      digest = d;
+    } else if (!parseDigest(reference)) return unknown;
+    const v = await this.d.meta.verdict(ns, digest);
+    const mode = this.policyOf(ns)?.mode;
+    return {
+      digest,
+      verified: !!mode && v?.state === "verified",
+      state: !mode ? "unjudged" : v?.state ?? "unjudged",
+      held: mode === "enforce" && !!v?.held,
+      signers: v?.signers.filter((s) => s.valid).map((s) => s.signer ?? s.artifact) ?? [],
+    };
+  }
+
+  /** The events of a verdict change (planned into its commit). */
+  private transitionEvents(
+    ns: string,
+    digest: string,
+    prev: SignatureVerdict | null,
+    next: SignatureVerdict,
+    cfg: VerifyConfig,
+  ): PlannedMutation[] {
+    const out: PlannedMutation[] = [];
+    if (next.state === "verified" && prev?.state !== "verified") {
+      out.push(...this.plan("image.verified", ns, digest, next, cfg));
+    }
+    if (prev?.held && !next.held) out.push(...this.plan("image.released", ns, digest, next, cfg));
+    if (!prev?.held && next.held) out.push(...this.plan("image.held", ns, digest, next, cfg));
+    if (next.state === "unverified" && cfg.mode === "warn" && prev?.state !== "unverified") {
+      out.push(...this.plan("image.unverified", ns, digest, next, cfg));
+    }
+    return out;
+  }
+
+  private observeTransition(repo: string, prev: SignatureVerdict | null, next: SignatureVerdict) {
+    if (prev?.state !== next.state) this.d.observe?.verdict(repo, next.state);
+    if (prev?.held && !next.held) this.d.observe?.hold(repo, "released");
+    if (!prev?.held && next.held) this.d.observe?.hold(repo, "held");
+  }
+
+  /** One signature event, as planned mutations (nothing when no webhook or audit wants it). */
+  plan(
+    kind: EventKind,
+    ns: string,
+    digest: string,
+    v: SignatureVerdict,
+    cfg: VerifyConfig,
+    extra: { expired?: boolean } = {},
+  ): PlannedMutation[] {
+    const ev = this.d.events;
+    if (!ev.wanted(kind, ns)) return [];
+    const e = ev.event(kind, { namespace: ns, digest, reference: digest });
+    e.signature = {
+      mode: cfg.mode,
+      verified: v.state === "verified",
+      reason: v.reason ?? null,
+      signers: v.signers.filter((s) => s.valid).map((s) => s.signer ?? s.artifact),
+      held_tags: v.held?.tags ?? [],
+      ...extra,
+    };
+    return ev.plan(e);
+  }
+}
+
+function cut(s: string | undefined | null): string | undefined {
+  if (s === undefined || s === null) return undefined;
+  return s.length > TEXT_KEPT ? s.slice(0, TEXT_KEPT) + "…" : s;
+}
+
+/** The stored form of a verdict: bounded whatever the artifacts said. */
+export function record(
+  v: ImageVerdict,
+  fingerprint: string,
+  pushedBy: PusherRecord | null,
+): SignatureVerdict {
+  const out: SignatureVerdict = {
+    state: v.verified ? "verified" : "unverified",
+    fingerprint,
+    checkedAt: v.checkedAt,
+    signers: v.signers.slice(0, SIGNERS_KEPT).map((s) => {
+      const o: StoredSigner = {
+        format: s.format,
+        artifact: s.artifact,
+        signer: cut(s.signer) ?? null,
+        valid: s.valid,
+      };
+      const reason = cut(s.reason);
+      if (reason !== undefined) o.reason = reason;
+      return o;
+    }),
+    pushedBy,
+  };
+  const reason = cut(v.reason);
+  if (!v.verified && reason !== undefined) out.reason = reason;
+  return out;
+}
+
+function sameVerdict(a: SignatureVerdict, b: SignatureVerdict): boolean {
+  return a.state === b.state && a.fingerprint === b.fingerprint && !!a.held === !!b.held &&
+    a.via === b.via && JSON.stringify(a.signers) === JSON.stringify(b.signers);
+}
+
+/** RFC 7234's Warning header value for a served image that is not verified. */
+function warning(text: string): string {
+  return `299 - ${JSON.stringify(text.replace(/[^\x20-\x7e]/g, "?").slice(0, 300))}`;
+}
+
+function denied(
+  ns: string,
+  digest: string,
+  v: SignatureVerdict | null,
+  what: string,
+): RegistryError {
+  const why = v?.reason ?? `${digest} has not been verified yet`;
+  return new RegistryError(
+    "DENIED",
+    `${what}${truncate(ns)}@${digest} is held until it is signed: ${why}`,
+  );
+}

@@ -314,7 +314,8 @@ function readNotation(v: unknown, path: string, fail: Fail): NotationTrust | nul
 
 function selfSigned(x: X509Certificate): boolean {
   try {
-    return x.checkIssued(x) && x.verify(x.publicKey);
+    // names, not checkIssued: Deno's refuses a self-signed certificate
+    return x.issuer === x.subject && x.verify(x.publicKey);
   } catch {
     return false;
   }

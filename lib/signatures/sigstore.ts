@@ -163,11 +163,16 @@ export function verifyEntity(
     throw new Refused("a keyless (certificate) signature, but no sigstore root is trusted");
   }
   budget.spend(4 + entity.tlogEntries.length);
-  const signer = run(rootMaterial(root), entity, {
-    tlogThreshold: root.tlogThreshold,
-    ctlogThreshold: root.ctlogThreshold,
-    timestampThreshold: 1,
-  });
+  let signer: Signer;
+  try {
+    signer = run(rootMaterial(root), entity, {
+      tlogThreshold: root.tlogThreshold,
+      ctlogThreshold: root.ctlogThreshold,
+      timestampThreshold: 1,
+    });
+  } catch (e) {
+    throw expiredCertificate(entity) ?? e;
+  }
   const san = signer.identity?.subjectAlternativeName;
   const issuer = signer.identity?.extensions?.issuer;
   const who = `sigstore:${san ?? "?"} (${issuer ?? "no issuer"})`;
@@ -175,6 +180,25 @@ export function verifyEntity(
     throw new Refused(`signed by ${who.slice(9)}, which no configured identity accepts`, who);
   }
   return who;
+}
+
+/**
+ * When the certificate was not valid at a time the entity's log entries vouch for, that, in
+ * words (@sigstore/verify says only that the chain failed).
+ */
+function expiredCertificate(entity: SignedEntity): Refused | null {
+  if (entity.key.$case !== "certificate") return null;
+  const cert = entity.key.certificate;
+  for (const t of entity.timestamps) {
+    if (t.$case !== "transparency-log") continue;
+    const at = new Date(Number(t.tlogEntry.integratedTime) * 1000);
+    if (!cert.validForDate(at)) {
+      return new Refused(
+        `certificate expired or not valid at signing time: valid ${cert.notBefore.toISOString()} to ${cert.notAfter.toISOString()}, logged ${at.toISOString()}`,
+      );
+    }
+  }
+  return null;
 }
 
 function findKey(keys: TrustedKey[], entity: SignedEntity, budget: Budget): TrustedKey | null {

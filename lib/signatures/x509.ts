@@ -2,6 +2,15 @@
 // the signature checks): leaf first, each issued and signed by the next, ending at (or issued
 // by) a configured trust-store certificate, every one valid at the time of verification.
 import { X509Certificate } from "node:crypto";
+import { AsnConvert } from "@peculiar/asn1-schema";
+import {
+  Certificate,
+  ExtendedKeyUsage,
+  id_ce_extKeyUsage,
+  id_ce_keyUsage,
+  KeyUsage,
+  KeyUsageFlags,
+} from "@peculiar/asn1-x509";
 import { parseDn } from "../config/mod.ts";
 import { LIMITS, Refused } from "./limits.ts";
 
@@ -66,8 +75,11 @@ export function verifyChain(
   }
   const leaf = chain[0];
   if (leaf.ca) throw new Refused("the signing certificate is a CA certificate", who);
-  const eku = leaf.keyUsage;
-  if (eku && eku.length > 0 && !eku.includes(CODE_SIGNING)) {
+  const usage = leafUsage(leaf);
+  if (usage.keyUsage !== null && !(usage.keyUsage & KeyUsageFlags.digitalSignature)) {
+    throw new Refused("the signing certificate's key usage excludes digital signatures", who);
+  }
+  if (usage.extended !== null && !usage.extended.includes(CODE_SIGNING)) {
     throw new Refused("the signing certificate is not for code signing", who);
   }
   const top = chain[chain.length - 1];
@@ -82,9 +94,31 @@ export function verifyChain(
   return leaf;
 }
 
+/**
+ * The leaf's key usage bits and extended key usages (null when absent). Read with
+ * @peculiar/asn1-x509: node:crypto's `keyUsage` means extended key usages in Node but key usage
+ * names in Deno.
+ */
+function leafUsage(c: X509Certificate): { keyUsage: number | null; extended: string[] | null } {
+  const out = { keyUsage: null as number | null, extended: null as string[] | null };
+  try {
+    for (const ext of AsnConvert.parse(c.raw, Certificate).tbsCertificate.extensions ?? []) {
+      if (ext.extnID === id_ce_keyUsage) {
+        out.keyUsage = AsnConvert.parse(ext.extnValue, KeyUsage).toNumber();
+      } else if (ext.extnID === id_ce_extKeyUsage) {
+        out.extended = AsnConvert.parse(ext.extnValue, ExtendedKeyUsage).map(String);
+      }
+    }
+  } catch {
+    throw new Refused("the signing certificate's extensions cannot be read");
+  }
+  return out;
+}
+
+/** Issued (names match: Deno's checkIssued refuses a self-signed certificate) and signed by. */
 function issuedBy(c: X509Certificate, issuer: X509Certificate): boolean {
   try {
-    return c.checkIssued(issuer) && c.verify(issuer.publicKey);
+    return c.issuer === issuer.subject && c.verify(issuer.publicKey);
   } catch {
     return false;
   }

@@ -150,9 +150,17 @@ export function keySigner(key: KeyObject, publicPem: string): Signer {
   };
 }
 
-/** A key-based DSSE bundle over cosign's sign statement for `subject`, no log entry. */
-export async function keyBundle(subject: string, key: KeyObject, publicPem: string) {
-  const builder = new DSSEBundleBuilder({ signer: keySigner(key, publicPem), witnesses: [] });
+/** A key-based DSSE bundle over cosign's sign statement for `subject`; logged when `rekorUrl`. */
+export async function keyBundle(
+  subject: string,
+  key: KeyObject,
+  publicPem: string,
+  rekorUrl?: string,
+) {
+  const builder = new DSSEBundleBuilder({
+    signer: keySigner(key, publicPem),
+    witnesses: rekorUrl ? [new RekorWitness({ rekorBaseURL: rekorUrl })] : [],
+  });
   const b = await builder.create({
     data: signStatement(subject.slice(7)),
     type: "application/vnd.in-toto+json",
@@ -413,7 +421,9 @@ export async function notationJws(
   const jws = await new FlattenedSign(notationPayload(subject))
     .setProtectedHeader(header as never)
     .setUnprotectedHeader({ x5c: c.chain.map((d) => Buffer.from(d).toString("base64")) })
-    .sign(c.leafKey);
+    .sign(c.leafKey, {
+      crit: Object.fromEntries((header.crit as string[]).map((k) => [k, true])),
+    });
   return referrerArtifact(
     "notation",
     NOTATION_TYPE,

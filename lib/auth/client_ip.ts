@@ -8,13 +8,27 @@ interface Net {
   bits: number;
 }
 
+const V4 = /^(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})$/;
+
+function parseV4(s: string): Uint8Array | null {
+  const m = V4.exec(s);
+  if (!m) return null;
+  const b = m.slice(1).map(Number);
+  return b.every((x) => x <= 255) ? new Uint8Array(b) : null;
+}
+
 function parseIp(s: string): { v6: boolean; bytes: Uint8Array } | null {
   s = s.trim().replace(/^\[|\]$/g, "");
-  if (s.startsWith("::ffff:") && s.includes(".")) s = s.slice(7);
-  const v4 = /^(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})$/.exec(s);
-  if (v4) {
-    const b = v4.slice(1).map(Number);
-    return b.every((x) => x <= 255) ? { v6: false, bytes: new Uint8Array(b) } : null;
+  const v4 = parseV4(s);
+  if (v4) return { v6: false, bytes: v4 };
+  // RFC 4291 §2.2: the last 32 bits may be written as IPv4 (`64:ff9b::192.0.2.1`), as proxies
+  // write NAT64 clients; read as garbage, such a client would be judged as the proxy itself.
+  const colon = s.lastIndexOf(":");
+  if (s.includes(".") && colon >= 0) {
+    const low = parseV4(s.slice(colon + 1));
+    if (!low) return null;
+    const hex = (i: number) => ((low[i] << 8) | low[i + 1]).toString(16);
+    s = `${s.slice(0, colon + 1)}${hex(0)}:${hex(2)}`;
   }
   if (!/^[0-9a-fA-F:]+$/.test(s) || !s.includes(":")) return null;
   const [head, tail, more] = s.split("::");
@@ -22,7 +36,9 @@ function parseIp(s: string): { v6: boolean; bytes: Uint8Array } | null {
   const h = head ? head.split(":") : [];
   const t = tail !== undefined && tail !== "" ? tail.split(":") : [];
   const fill = tail === undefined ? 0 : 8 - h.length - t.length;
-  const groups = [...h, ...new Array(Math.max(fill, 0)).fill("0"), ...t];
+  // `::` stands for at least one group: with eight around it, it is not an address
+  if (tail !== undefined && fill < 1) return null;
+  const groups = [...h, ...new Array(fill).fill("0"), ...t];
   if (groups.length !== 8 || groups.some((g) => !/^[0-9a-fA-F]{1,4}$/.test(g))) return null;
   const bytes = new Uint8Array(16);
   groups.forEach((g, i) => {
@@ -30,6 +46,10 @@ function parseIp(s: string): { v6: boolean; bytes: Uint8Array } | null {
     bytes[2 * i] = n >> 8;
     bytes[2 * i + 1] = n & 0xff;
   });
+  // IPv4-mapped (`::ffff:10.1.2.3`, however spelled) is the IPv4 address, as trusted nets say it
+  if (bytes.subarray(0, 10).every((b) => b === 0) && bytes[10] === 0xff && bytes[11] === 0xff) {
+    return { v6: false, bytes: bytes.slice(12) };
+  }
   return { v6: true, bytes };
 }
 
@@ -84,13 +104,26 @@ export class ClientIpResolver {
     return `${proto}://${host.toLowerCase()}`;
   }
 
+  /**
+   * Walks X-Forwarded-For from its right end, reading only the hops it passes (what the client
+   * wrote on the left is never parsed unless every hop to its right is a trusted proxy).
+   */
   resolve(peer: string, forwardedFor: string | null): string {
     if (!forwardedFor || !this.trusted(peer)) return peer;
-    const hops = forwardedFor.split(",").map((h) => h.trim()).filter(Boolean);
-    for (let i = hops.length - 1; i >= 0; i--) {
-      if (!parseIp(hops[i])) return peer; // garbage in the chain: believe only the socket
-      if (!this.trusted(hops[i])) return hops[i].replace(/^\[|\]$/g, "");
+    let first: string | null = null;
+    for (let end = forwardedFor.length; end >= 0;) {
+      const comma = end > 0 ? forwardedFor.lastIndexOf(",", end - 1) : -1;
+      const hop = forwardedFor.slice(comma + 1, end).trim();
+      end = comma;
+      if (hop === "") continue;
+      const ip = parseIp(hop);
+      if (!ip) return peer; // garbage in the chain: believe only the socket
+      if (!this.nets.some((n) => contains(n, ip))) return unbracket(hop);
+      first = hop;
     }
-    return hops[0] ?? peer;
+    // every hop trusted: the first, as the chain's origin
+    return first === null ? peer : unbracket(first);
   }
 }
+
+const unbracket = (hop: string) => hop.replace(/^\[|\]$/g, "");

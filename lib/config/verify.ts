@@ -82,6 +82,8 @@ export const VERIFY_DEFAULTS = {
   ctlogThreshold: 1,
 };
 
+/** trusted keys per repository: each is tried on a signature no other key made */
+const MAX_KEYS = 64;
 const KEY_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 const PLATFORM = /^[a-z0-9]+\/[a-z0-9_]+(\/[a-z0-9]+)?$/;
 const DN_ATTR = /^[A-Za-z][A-Za-z0-9.-]*$/;
@@ -161,6 +163,7 @@ function pemOf(v: unknown, key: string, fail: Fail): string {
 
 function readKeys(v: unknown, path: string, fail: Fail): TrustedKey[] {
   const t = table(v, path, fail);
+  if (Object.keys(t).length > MAX_KEYS) fail(path, `at most ${MAX_KEYS} keys`);
   const seen = new Map<string, string>();
   return Object.entries(t).map(([name, value]) => {
     const key = `${path}.${name}`;

@@ -129,13 +129,60 @@ export class SignatureMeta {
   }
 
   /** Holds that ran out by `now`, oldest first, at most `limit`. */
-  async dueHolds(now: number, limit: number): Promise<{ ns: string; digest: string }[]> {
-    const out: { ns: string; digest: string }[] = [];
+  async dueHolds(
+    now: number,
+    limit: number,
+  ): Promise<{ until: number; ns: string; digest: string }[]> {
+    const out: { until: number; ns: string; digest: string }[] = [];
     const end = [...K.holdExpiries(), now + 1];
     for await (const e of this.kv.list({ prefix: K.holdExpiries(), end }, { limit })) {
-      out.push({ ns: e.key[2] as string, digest: e.key[3] as string });
+      out.push({ until: e.key[1] as number, ns: e.key[2] as string, digest: e.key[3] as string });
     }
     return out;
+  }
+
+  /**
+   * Revisions of the namespaces `judged` picks that have no verdict (pushed while their
+   * repository verified nothing), after `after` ([ns, digest]) in key order.
+   */
+  async *unjudged(
+    after: [string, string] | null,
+    judged: (ns: string) => boolean,
+  ): AsyncGenerator<{ ns: string; digest: string }> {
+    const nsSel: Deno.KvListSelector = after
+      ? { prefix: K.nsAll(), start: K.ns(after[0]) }
+      : { prefix: K.nsAll() };
+    for await (const n of this.kv.list(nsSel, { batchSize: 200 })) {
+      const ns = n.key[1] as string;
+      if (!judged(ns)) continue;
+      const revSel: Deno.KvListSelector = after && after[0] === ns
+        ? { prefix: K.revs(ns), start: [...K.rev(ns, after[1]), ""] }
+        : { prefix: K.revs(ns) };
+      let batch: string[] = [];
+      const flush = async function* (kv: Deno.Kv, digests: string[]) {
+        const vs = await getAll(kv, digests.map((d) => K.sigVerdict(ns, d)));
+        for (const [i, v] of vs.entries()) if (!v.value) yield { ns, digest: digests[i] };
+      };
+      for await (const r of this.kv.list(revSel, { batchSize: 200 })) {
+        batch.push(r.key[2] as string);
+        if (batch.length === 10) {
+          yield* flush(this.kv, batch);
+          batch = [];
+        }
+      }
+      yield* flush(this.kv, batch);
+    }
+  }
+
+  /** Held tags of a deleted image that still name it (one that another push took stays). */
+  async dropHeldTags(ns: string, digest: string, tags: string[]): Promise<void> {
+    const held = await getAll<HeldTag>(this.kv, tags.map((t) => K.heldTag(ns, t)));
+    for (const [i, e] of held.entries()) {
+      // one check per commit (KV allows 10): a held push taking the name meanwhile wins
+      if (e.value?.digest === digest) {
+        await this.kv.atomic().check(e).delete(K.heldTag(ns, tags[i])).commit();
+      }
+    }
   }
 
   /** Drops expiry records of a revision no longer there (deleted while held). */

@@ -383,6 +383,29 @@ export class Metrics {
       ["repository"],
     ),
   );
+  /** issue 34: signature verdicts and holds */
+  private readonly signatureVerdicts = this.set.add(
+    new Counter(
+      "wharf_signature_verdicts_total",
+      "Signature verdicts stored, by repository and result (verified, unverified, artifact)",
+      ["repository", "result"],
+    ),
+  );
+  private readonly signatureHolds = this.set.add(
+    new Counter(
+      "wharf_signature_holds_total",
+      "Held images by repository and event: held, released (a signature verified), rejected (deleted when the hold ran out), kept (still held when it ran out), denied (a pull refused)",
+      ["repository", "event"],
+    ),
+  );
+  private readonly signatureVerifySeconds = this.set.add(
+    new Histogram(
+      "wharf_signature_verify_seconds",
+      "Wall time of verifying one image's signatures (finding and reading its artifacts included)",
+      [],
+      [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
+    ),
+  );
   private readonly pullThrough = this.set.add(
     new Counter(
       "wharf_pull_through_total",
@@ -695,6 +718,14 @@ export class Metrics {
       }
     };
   }
+
+  /** Verdicts, holds and verification time of signatures (lib/registry SignatureObserver). */
+  readonly signatures = {
+    verdict: (repository: string, result: string): void =>
+      this.signatureVerdicts.inc([repository, result]),
+    hold: (repository: string, event: string): void => this.signatureHolds.inc([repository, event]),
+    verifySeconds: (seconds: number): void => this.signatureVerifySeconds.observe(seconds, []),
+  };
 
   readonly cacheEvicted = (repository: string, images: number): void =>
     this.cacheEvictions.inc([repository], images);

@@ -138,6 +138,7 @@ export class Registry {
       events: this.events,
       effects: this.effects,
       isImmutable: (ns, tag) => this.manifests.isImmutable(ns, tag),
+      deleteImage: (ns, digest) => this.manifests.delete(ns, digest, null),
       observe: options.observeSignatures,
     });
     this.manifests.signing = this.signatures;

@@ -80,8 +80,24 @@ export interface SignaturesDeps {
   events: Events;
   effects: WriteEffects;
   isImmutable: (ns: string, tag: string) => boolean;
+  /** a DELETE by digest (on_expiry = "delete") */
+  deleteImage: (ns: string, digest: string) => Promise<void>;
   observe?: SignatureObserver;
 }
+
+/** What one sweep did (lib/services schedules it). */
+export interface SweepSummary {
+  expired: number;
+  rejected: number;
+  rechecked: number;
+  /** the trust re-check has more to do */
+  more: boolean;
+}
+
+/** Holds handled per sweep; verdicts judged again per sweep; keys walked per sweep. */
+const EXPIRIES_PER_SWEEP = 100;
+const RECHECKS_PER_SWEEP = 100;
+const KEYS_PER_SWEEP = 5000;
 
 /** What a push commits for its verdict (Manifests.put hands it to the commit). */
 export interface PushPlan {
@@ -126,7 +142,174 @@ export interface ImageFacts {
 }
 
 export class Signatures {
+  /** the trust re-check walk: the fingerprints it works toward, and where it is */
+  #walk: { goal: string; phase: "verdicts" | "unjudged" | "done"; after: unknown } = {
+    goal: "",
+    phase: "done",
+    after: null,
+  };
+  readonly #fingerprints = new WeakMap<VerifyConfig, string>();
+
   constructor(private readonly d: SignaturesDeps) {}
+
+  /** The trust fingerprint of a repository's [verify], computed once per loaded config. */
+  fingerprint(cfg: VerifyConfig): string {
+    let fp = this.#fingerprints.get(cfg);
+    if (fp === undefined) this.#fingerprints.set(cfg, fp = trustFingerprint(cfg));
+    return fp;
+  }
+
+  /**
+   * One bounded background pass: holds that ran out (on_expiry), then — once per change of
+   * the configured trust (startup, a reload) — every stored verdict made under other trust and
+   * every revision never judged, judged again; images that verified only through a removed key
+   * are held again. Bounded per call (EXPIRIES_PER_SWEEP, RECHECKS_PER_SWEEP, KEYS_PER_SWEEP);
+   * the next call goes on where this one stopped.
+   */
+  async sweep(now = Date.now()): Promise<SweepSummary> {
+    const out: SweepSummary = { expired: 0, rejected: 0, rechecked: 0, more: false };
+    for (const due of await this.d.meta.dueHolds(now, EXPIRIES_PER_SWEEP)) {
+      const r = await this.expire(due.until, due.ns, due.digest);
+      if (r === "rejected") out.rejected++;
+      else if (r === "kept") out.expired++;
+    }
+    const goal = this.trustGoal();
+    if (goal !== this.#walk.goal) this.#walk = { goal, phase: "verdicts", after: null };
+    let keys = 0;
+    if (this.#walk.phase === "verdicts") {
+      for await (const e of this.d.meta.allVerdicts(this.#walk.after as Deno.KvKey | null)) {
+        this.#walk.after = e.key;
+        const cfg = this.policyOf(e.ns);
+        if (cfg && e.verdict.fingerprint !== this.fingerprint(cfg)) {
+          await this.reconsider(e.ns, e.digest);
+          out.rechecked++;
+        }
+        if (++keys >= KEYS_PER_SWEEP || out.rechecked >= RECHECKS_PER_SWEEP) {
+          return { ...out, more: true };
+        }
+      }
+      this.#walk = { goal, phase: "unjudged", after: null };
+    }
+    if (this.#walk.phase === "unjudged") {
+      const after = this.#walk.after as [string, string] | null;
+      for await (const r of this.d.meta.unjudged(after, (ns) => this.policyOf(ns) !== null)) {
+        this.#walk.after = [r.ns, r.digest];
+        await this.reconsider(r.ns, r.digest);
+        out.rechecked++;
+        if (out.rechecked >= RECHECKS_PER_SWEEP) return { ...out, more: true };
+      }
+      this.#walk = { goal, phase: "done", after: null };
+    }
+    return out;
+  }
+
+  /** The configured trust of every verifying repository, as one string (what a walk is for). */
+  private trustGoal(): string {
+    const parts: string[] = [];
+    for (const rc of this.d.cfg.repositories.values()) {
+      if (rc.verify && rc.verify.mode !== "off") {
+        parts.push(`${rc.name}=${rc.verify.mode}:${this.fingerprint(rc.verify)}`);
+      }
+    }
+    return parts.sort().join("\n");
+  }
+
+  /**
+   * A hold that ran out: judged once more (a signature may have landed while its re-judgement
+   * was lost to a crash), then deleted (image.rejected) or kept held (image.held, expired).
+   */
+  private async expire(
+    until: number,
+    ns: string,
+    digest: string,
+  ): Promise<"released" | "rejected" | "kept" | "gone"> {
+    const cfg = this.policyOf(ns);
+    const v = cfg ? await this.reconsider(ns, digest) : null;
+    if (!cfg || !v?.held || v.held.expired || v.held.until !== until) {
+      await this.d.meta.forgetExpiry(until, ns, digest);
+      return v && !v.held ? "released" : "gone";
+    }
+    const repo = repositoryOf(this.d.cfg, ns).name;
+    if (cfg.onExpiry === "delete") {
+      try {
+        await this.d.deleteImage(ns, digest);
+      } catch (e) {
+        // An immutable tag (an image held again after a trust change) keeps it: held.
+        if (!(e instanceof RegistryError) || e.code === "INTERNAL_ERROR") throw e;
+        log.warn("held image not deleted when its hold ran out", {
+          namespace: ns,
+          digest,
+          error: e.detail,
+        });
+        return await this.keep(until, ns, digest, v, cfg);
+      }
+      await this.d.meta.forgetExpiry(until, ns, digest);
+      await this.d.meta.dropHeldTags(ns, digest, v.held.tags);
+      if (this.d.events.wanted("image.rejected", ns)) {
+        const e = this.d.events;
+        const ev = e.event("image.rejected", { namespace: ns, digest, reference: digest });
+        ev.signature = {
+          mode: cfg.mode,
+          verified: false,
+          reason: v.reason ?? null,
+          signers: [],
+          held_tags: v.held.tags,
+          expired: true,
+        };
+        await e.emit(ev);
+      }
+      this.d.observe?.hold(repo, "rejected");
+      log.info("held image deleted: its hold ran out without a valid signature", {
+        namespace: ns,
+        digest,
+        reason: v.reason ?? "",
+      });
+      return "rejected";
+    }
+    return await this.keep(until, ns, digest, v, cfg);
+  }
+
+  /** on_expiry = "keep": the image stays held, its expiry noted (no further expiry). */
+  private async keep(
+    until: number,
+    ns: string,
+    digest: string,
+    v: SignatureVerdict,
+    cfg: VerifyConfig,
+  ): Promise<"kept" | "gone"> {
+    for (let round = 0; round < 5; round++) {
+      const pin = await this.d.meta.pin(ns, digest);
+      const cur = await this.d.meta.verdict(ns, digest);
+      if (!cur?.held || cur.held.until !== until) return "gone";
+      const next: SignatureVerdict = { ...cur, held: { ...cur.held, expired: true } };
+      const fx = await this.d.effects.begin({ kind: "image-release", ns, digest, tags: [] });
+      let planned: PlannedMutation[] = [];
+      let out;
+      try {
+        out = await this.d.meta.settle({
+          ns,
+          digest,
+          pin,
+          next,
+          fx,
+          events:
+            () => (planned = this.plan("image.held", ns, digest, next, cfg, { expired: true })),
+        });
+      } finally {
+        await fx.committed();
+      }
+      if (out === "stale") continue;
+      if (out === "gone") return "gone";
+      this.d.events.committed(planned);
+      this.d.observe?.hold(repositoryOf(this.d.cfg, ns).name, "kept");
+      log.info("held image kept held: its hold ran out without a valid signature", {
+        namespace: ns,
+        digest,
+      });
+      return "kept";
+    }
+    return "gone";
+  }
 
   /** The key a push's commit checks: what its judgement is pinned to. */
   pinKey(ns: string, digest: string): Deno.KvKey {
@@ -233,7 +416,7 @@ export class Signatures {
     if (!cfg) return null;
     const { ns, digest } = p;
     const repo = repositoryOf(this.d.cfg, ns).name;
-    const fingerprint = trustFingerprint(cfg);
+    const fingerprint = this.fingerprint(cfg);
     const pin = await this.d.meta.pin(ns, digest);
     const { rev, verdict: previous } = await this.d.meta.revisionWithVerdict(ns, digest);
     const before = rev ? previous : null;
@@ -330,7 +513,7 @@ export class Signatures {
     const cfg = this.policyOf(ns);
     if (!cfg) return null;
     const repo = repositoryOf(this.d.cfg, ns).name;
-    const fingerprint = trustFingerprint(cfg);
+    const fingerprint = this.fingerprint(cfg);
     for (let round = 0; round < 5; round++) {
       const pin = await this.d.meta.pin(ns, digest);
       const { rev, verdict: prev } = await this.d.meta.revisionWithVerdict(ns, digest);
@@ -529,7 +712,7 @@ export class Signatures {
     const { rev, verdict } = await this.d.meta.revisionWithVerdict(ns, digest);
     if (!rev) throw new RegistryError("MANIFEST_UNKNOWN", `${truncate(ns)}@${truncate(reference)}`);
     const mode = cfg?.mode ?? "off";
-    const current = !!cfg && !!verdict && verdict.fingerprint === trustFingerprint(cfg);
+    const current = !!cfg && !!verdict && verdict.fingerprint === this.fingerprint(cfg);
     return {
       namespace: ns,
       digest,

@@ -122,6 +122,7 @@ export async function openServices(cfg: Config, opts: OpenOptions): Promise<Serv
           observeUpstream: metrics.observeUpstream,
           observePullThrough: (kind, result) => metrics.pullThroughResult(kind, result),
           observeEvictions: metrics.cacheEvicted,
+          observeSignatures: metrics.signatures,
         }
         : { jobs, effects: allWriteEffects(cfg) },
     );

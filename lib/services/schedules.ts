@@ -10,6 +10,9 @@ import { scrubberFor } from "./scrubber.ts";
 import { verifierFor } from "./verifier.ts";
 import type { Services } from "./open.ts";
 
+/** How often held images' expiry and the trust re-check are looked at. */
+const SIGNATURE_SWEEP_MS = 1000;
+
 /** The server's own lease name: a restarted server resumes the scrub lease of the one it replaces. */
 const SERVE_SCRUB_HOLDER = "wharf serve";
 /** Likewise for the verify lease. */
@@ -21,6 +24,22 @@ export function startSchedules(s: Services, signal: AbortSignal): void {
   scheduleVerify(s, signal);
   scheduleReconcile(s, signal);
   schedulePrune(s, signal);
+  scheduleSignatures(s, signal);
+}
+
+/**
+ * Verified before visible (issue 34): holds that ran out, and the re-check of stored verdicts
+ * when the configured trust changed (startup, a reload). Each tick is bounded; with nothing due
+ * it is one short KV listing.
+ */
+function scheduleSignatures(s: Services, signal: AbortSignal): void {
+  periodic("signature sweep", SIGNATURE_SWEEP_MS, async () => {
+    for (let i = 0; i < 10 && !signal.aborted; i++) {
+      const r = await s.registry.signatures.sweep();
+      if (r.rechecked + r.rejected + r.expired > 0) log.info("signature sweep", { ...r });
+      if (!r.more) return;
+    }
+  }, { signal });
 }
 
 /** `[global.scrub] interval_secs`: scrub inside the server. */

@@ -44,18 +44,23 @@ class Scanner {
     while (!this.end && TCHAR.test(this.c())) this.i++;
     return this.s.slice(start, this.i);
   }
+  /** Copies runs between escapes whole: a realm may be hundreds of kilobytes long. */
   quoted(): string {
     this.i++; // opening quote
     let out = "";
+    let run = this.i;
     while (!this.end) {
-      const c = this.s[this.i++];
-      if (c === '"') return out;
-      if (c === "\\") {
-        if (this.end) break;
-        out += this.s[this.i++];
-      } else {
-        out += c;
+      const c = this.s[this.i];
+      if (c === '"') {
+        out += this.s.slice(run, this.i++);
+        return out;
       }
+      if (c === "\\") {
+        out += this.s.slice(run, this.i++);
+        if (this.end) break;
+        run = this.i; // the escaped character opens the next run
+      }
+      this.i++;
     }
     return this.fail("unterminated quoted string");
   }

@@ -2,6 +2,7 @@
 import assert from "node:assert/strict";
 import { ChallengeSyntaxError, parseChallenges } from "./challenge.ts";
 import {
+  assertLinear,
   expectOnly,
   FAST_MS,
   fc,
@@ -82,4 +83,47 @@ Deno.test("fuzz www-authenticate: long headers stay linear", () => {
   check("Bearer realm=" + '"' + "\\a".repeat(100_000));
   check("a, ".repeat(50_000));
   check("Bearer " + "k = v , ".repeat(30_000));
+});
+
+Deno.test("fuzz www-authenticate: a megabyte header of any shape parses in linear time", async () => {
+  const parse = (h: string) => {
+    try {
+      parseChallenges(h);
+    } catch (e) {
+      expectOnly(e, ChallengeSyntaxError);
+    }
+  };
+  const shapes: [string, (n: number) => string][] = [
+    // a quoted value was copied a character at a time: a 1 MB realm cost ~100 × a 64 KB one
+    ["quoted", (n) => 'Bearer realm="' + "x".repeat(n) + '"'],
+    ["escapes", (n) => 'Bearer realm="' + "\\x".repeat(n / 2) + '"'],
+    ["unterminated", (n) => 'Bearer realm="' + "x".repeat(n)],
+    ["params", (n) => "Bearer " + "k=v, ".repeat(n / 5)],
+    ["schemes", (n) => "a, ".repeat(n / 3)],
+    ["token68", (n) => "Basic " + "a".repeat(n) + " x"],
+    ["spaces", (n) => "Bearer" + " ".repeat(n) + "x"],
+    ["separators", (n) => "Bearer k=v" + ", ".repeat(n / 2) + "x"],
+    ["token after comma", (n) => "Bearer k=v, " + "a".repeat(n) + " x"],
+  ];
+  for (const [what, make] of shapes) await assertLinear(`WWW-Authenticate ${what}`, make, parse);
+});
+
+Deno.test("fuzz www-authenticate: parameters named like Object.prototype keys are parameters", () => {
+  const key = fc.constantFrom("__proto__", "constructor", "toString", "hasOwnProperty", "valueOf");
+  fc.assert(
+    fc.property(fc.uniqueArray(key, { minLength: 1, maxLength: 5 }), quotedValue, (keys, v) => {
+      const h = `Bearer ${keys.map((k) => `${k}=${quote(v)}`).join(", ")}`;
+      const [c] = parseChallenges(h);
+      // names compare case-insensitively and are lower-cased: `__proto__` and `constructor` stay
+      const names = keys.map((k) => k.toLowerCase());
+      assert.deepEqual(Object.keys(c.params), names);
+      for (const k of names) assert.equal(Object.getOwnPropertyDescriptor(c.params, k)?.value, v);
+      assert.equal(Object.getPrototypeOf(c.params), Object.prototype, "the prototype is untouched");
+      // a key not sent reads as absent, never as an inherited function
+      for (const k of ["realm", "service", "scope"]) {
+        assert.equal(Object.hasOwn(c.params, k), false);
+      }
+    }),
+    fuzzParams(),
+  );
 });

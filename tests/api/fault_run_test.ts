@@ -3,6 +3,7 @@
 //   (a) the disk holding the blobs and the KV file (a tmpfs) fills up mid-push and is freed,
 //   (c) the KV file is made read-only (chmod 444 + chattr +i) and writable again, then another
 //       process holds its write lock for 6 s,
+//   (d) bytes of stored blobs are flipped on disk, and a `verify` pass runs beside the traffic,
 //   (b) on a server keeping its bytes in S3, the S3 server is killed mid-traffic and restarted.
 // Asserted: 0 acknowledged writes lost, 0 corrupted bytes served under a digest, every error a
 // client saw carries a cause (and a 5xx only PROVIDER_UNAVAILABLE / RECLAMATION_IN_PROGRESS), no
@@ -22,7 +23,7 @@ import {
 } from "../helpers/fault_run.ts";
 import { holdKvLock } from "../helpers/kv_lock.ts";
 import { startS3 } from "../helpers/s3_server.ts";
-import { s3Toml, startServer, type TestServer } from "../helpers/server.ts";
+import { runCli, s3Toml, startServer, type TestServer } from "../helpers/server.ts";
 import { ignoreWithoutSmallFs, mountSmallFs } from "../helpers/small_fs.ts";
 
 const CLIENTS = 4;
@@ -45,7 +46,7 @@ interface Fault {
 async function run(
   s: TestServer,
   phaseMs: number,
-  inject: (t0: number, faults: Fault[]) => Promise<void>,
+  inject: (t0: number, faults: Fault[], ledger: FaultLedger) => Promise<void>,
 ): Promise<Record<string, unknown>> {
   const ledger = new FaultLedger();
   const pool = blobPool(120, 192 * 1024);
@@ -54,10 +55,10 @@ async function run(
   const faults: Fault[] = [];
   await Promise.all([
     ...Array.from({ length: CLIENTS }, (_, i) => client(s, ledger, i, pool, t0 + phaseMs)),
-    inject(t0, faults),
+    inject(t0, faults, ledger),
   ]);
   await readiness.stop();
-  const lost = await verifyAcked(s, ledger);
+  const lost = await verifyAcked(s, ledger, pool);
   const figures = {
     seconds: Math.round((Date.now() - t0) / 100) / 10,
     pushes: ledger.pushes,
@@ -67,6 +68,9 @@ async function run(
     pulled_intact: ledger.pulledOk,
     lost: lost.length,
     corrupt: ledger.corrupt.length,
+    rotten: ledger.rotten.size,
+    rotten_refused: ledger.rotRefused,
+    rotten_restored: ledger.restored,
     errors_without_cause: ledger.noCause.length,
     unanswered: ledger.transport.length,
     faults: Object.fromEntries(faults.map((f) => [f.name, {
@@ -110,7 +114,7 @@ Deno.test({
     try {
       s = await startServer({ dataDir: fs.dir });
       const at = (t0: number, secs: number) => sleepUntil(t0 + secs * 1000 * SCALE);
-      await run(s, 25_000 * SCALE, async (t0, faults) => {
+      const figures = await run(s, 25_000 * SCALE, async (t0, faults, ledger) => {
         await at(t0, 3);
         let start = Date.now();
         await fs.fill();
@@ -142,7 +146,28 @@ Deno.test({
           end: Date.now(),
           notReady: true,
         });
+
+        // Bit rot: bytes of acknowledged blobs change on disk while clients pull them; reads
+        // refuse them and a verify pass beside the traffic quarantines the rest.
+        await at(t0, 21);
+        start = Date.now();
+        const digests = [...new Set([...ledger.acked.keys()].map((k) => k.split("@")[1]))];
+        for (const digest of digests.slice(0, 8)) {
+          const [alg, hex] = digest.split(":");
+          const path = join(fs.dir, "blobs", "blobs", alg, hex.slice(0, 2), hex);
+          const bytes = await Deno.readFile(path).catch(() => null);
+          if (!bytes || bytes.length < 8) continue;
+          ledger.rotten.add(digest);
+          const at = bytes.length >> 1;
+          for (let i = 0; i < 4; i++) bytes[at + i] ^= 0x5a;
+          await Deno.writeFile(path, bytes);
+        }
+        const verify = await runCli(s!, "verify");
+        assert.ok([0, 3].includes(verify.code), `verify: ${verify.code} ${verify.stderr}`);
+        faults.push({ name: "bit rot", start, end: Date.now(), notReady: false });
       });
+      assert.ok((figures.rotten as number) > 0, "bytes were flipped");
+      assert.ok((figures.rotten_refused as number) > 0, "rotten bytes were refused, not served");
     } finally {
       await s?.stop();
       await sh(`chattr -i ${kvFiles()}`);

@@ -74,3 +74,30 @@ Deno.test("fuzz grammar: near-miss names of maximal ambiguity stay linear", () =
   const mt = "a/" + "a".repeat(100_000) + "\u0000";
   withinSync(FAST_MS, "media type", () => isMediaType(mt));
 });
+
+Deno.test("fuzz grammar: names, tags and digests agree with the distribution spec's regexes", () => {
+  // written out from the OCI distribution spec, independently of grammar.ts
+  const SPEC_NAME = /^[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*(\/[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*)*$/;
+  const SPEC_TAG = /^[a-zA-Z0-9_][a-zA-Z0-9._-]{0,127}$/;
+  const SPEC_DIGEST = /^(sha256:[a-f0-9]{64}|sha512:[a-f0-9]{128})$/;
+  const ch = fc.constantFrom(..."az09._-/A:%@ é\n".split(""));
+  const s = fc.oneof(
+    fc.array(ch, { maxLength: 40 }).map((c) => c.join("")),
+    fc.array(component, { minLength: 1, maxLength: 4 }).map((p) => p.join("/")),
+    fc.tuple(component, fc.constantFrom("", "/", "//", "_", "___", ".", "..", "-"), component)
+      .map(([a, sep, b]) => a + sep + b),
+    fc.nat(300).map((n) => "a".repeat(n)),
+    fc.tuple(fc.constantFrom("sha256:", "sha512:", "SHA256:", "sha384:"), fc.nat(130))
+      .map(([alg, n]) => alg + "0123456789abcdef".repeat(9).slice(0, n)),
+    fc.string({ maxLength: 40 }),
+  );
+  fc.assert(
+    fc.property(s, (x) => {
+      assert.equal(isValidName(x), x.length <= 255 && SPEC_NAME.test(x), JSON.stringify(x));
+      assert.equal(isValidTag(x), SPEC_TAG.test(x), JSON.stringify(x));
+      assert.equal(parseDigest(x) !== null, SPEC_DIGEST.test(x), JSON.stringify(x));
+      if (isValidName(x)) assert.equal(requireName(x), x);
+    }),
+    fuzzParams(),
+  );
+});

@@ -22,4 +22,11 @@ export type WriteIntent =
   /** `digest`: as the client named it (unchecked); the linked digest comes with the fact */
   | { kind: "blob-push"; ns: string; digest: string | null }
   | { kind: "blob-delete"; ns: string; digest: string }
-  | { kind: "scan-report"; ns: string; digest: string; counts: Record<string, number> };
+  | {
+    kind: "scan-report";
+    ns: string;
+    digest: string;
+    counts: Record<string, number>;
+    /** why the packages were matched against no advisory record; absent: they were */
+    notChecked?: string;
+  };

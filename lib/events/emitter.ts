@@ -82,6 +82,10 @@ export class Events {
       actor: currentActor(),
     };
     if (f.severity_counts) ev.severity_counts = f.severity_counts;
+    if (f.vulnerabilities_checked === false) {
+      ev.vulnerabilities_checked = false;
+      ev.not_checked = f.not_checked;
+    }
     return ev;
   }
 

@@ -16,8 +16,11 @@ export interface WharfEvent {
   reference: string | null;
   tag: string | null;
   actor: Actor;
-  /** scan.completed: findings per severity */
+  /** scan.completed: findings per severity (absent when the report was not checked) */
   severity_counts?: Record<string, number>;
+  /** scan.completed: false when no advisory record was matched (then `not_checked` says why) */
+  vulnerabilities_checked?: false;
+  not_checked?: string;
   /** audit.record: the record as GET /v2/_svc/audit lists it */
   audit?: AuditRecord;
   /** blob.corrupt: what was found and what follows */
@@ -61,4 +64,6 @@ export interface EventFields {
   reference?: string | null;
   tag?: string | null;
   severity_counts?: Record<string, number>;
+  vulnerabilities_checked?: false;
+  not_checked?: string;
 }

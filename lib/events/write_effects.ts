@@ -53,7 +53,10 @@ export class EventEffects implements EffectSubscriber {
           namespace: intent.ns,
           digest: intent.digest,
           reference: intent.digest,
-          severity_counts: { ...intent.counts },
+          // Zero counts of a report matched against nothing would read as "clean".
+          ...(intent.notChecked === undefined
+            ? { severity_counts: { ...intent.counts } }
+            : { vulnerabilities_checked: false, not_checked: intent.notChecked }),
         }, false);
     }
   }

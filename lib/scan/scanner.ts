@@ -364,6 +364,7 @@ export class Scanner {
       ns: p.namespace,
       digest: p.digest,
       counts: report.counts,
+      ...(report.vulnerabilities_checked ? {} : { notChecked: report.not_checked ?? "" }),
     });
     await this.store(p.namespace, p.digest, report, fx);
     await fx.committed();

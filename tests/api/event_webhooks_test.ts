@@ -472,6 +472,12 @@ Deno.test(
           await new Promise((r) => setTimeout(r, 200));
         }
         const entries = await outbox();
+        // No advisory data is loaded here: the report was not checked, and its event says so
+        // instead of carrying zero counts that read as clean.
+        const scanned = entries.find((e) => e.value.event.kind === "scan.completed")!.value.event;
+        assert.equal(scanned.severity_counts, undefined);
+        assert.equal(scanned.vulnerabilities_checked, false);
+        assert.match(scanned.not_checked, /no advisory data/);
         const one = (kind: string, ns: string, d: string) => {
           const found = entries.filter((e) =>
             e.value.event.kind === kind && e.value.event.namespace === ns &&

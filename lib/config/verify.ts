@@ -155,10 +155,20 @@ function pemOf(v: unknown, key: string, fail: Fail): string {
   const s = v as string;
   if (s.trimStart().startsWith("-----BEGIN")) return s.trim();
   try {
-    return Deno.readTextFileSync(s).trim();
+    return readSmallFile(s).trim();
   } catch (e) {
     fail(key, `cannot read ${s}: ${(e as Error).message}`);
   }
+}
+
+/** Trust material files are small; anything else (a device, a huge file) is refused. */
+const MAX_TRUST_FILE = 4 * 1024 * 1024;
+
+function readSmallFile(path: string): string {
+  const st = Deno.statSync(path);
+  if (!st.isFile) throw new Error("not a regular file");
+  if (st.size > MAX_TRUST_FILE) throw new Error(`larger than ${MAX_TRUST_FILE} bytes`);
+  return Deno.readTextFileSync(path);
 }
 
 function readKeys(v: unknown, path: string, fail: Fail): TrustedKey[] {
@@ -254,7 +264,7 @@ function readSigstore(v: unknown, path: string, fail: Fail): SigstoreTrust | nul
 function readTrustedRoot(file: string, key: string, fail: Fail): Record<string, unknown> {
   let json: unknown;
   try {
-    json = JSON.parse(Deno.readTextFileSync(file));
+    json = JSON.parse(readSmallFile(file));
   } catch (e) {
     fail(key, `cannot read ${file} as JSON: ${(e as Error).message}`);
   }

@@ -74,6 +74,7 @@ Deno.test("verify: a malformed key, root or identity pattern is refused naming i
     /not a PEM public key/,
   );
   refused({ mode: "enforce", keys: { ci: `${dir}/missing.pub` } }, ".keys.ci", /cannot read/);
+  refused({ mode: "enforce", keys: { ci: "/dev/zero" } }, ".keys.ci", /not a regular file/);
   refused({ mode: "enforce", keys: { ci: dsa } }, ".keys.ci", /ECDSA P-256\/P-384, Ed25519 or RSA/);
   refused({ mode: "enforce", keys: { "a b": pem() } }, ".keys.a b", /name must be/);
   const k = pem();

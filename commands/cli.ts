@@ -46,7 +46,14 @@ export interface Cli {
   port: string | null;
   /** `serve --bind ADDR`, as given */
   bind: string | null;
+  /** `--quiet` of the long commands (PROGRESS_COMMANDS): the summary and errors only */
+  quiet: boolean;
+  /** `--json` of the long commands: progress events and the summary as JSON lines */
+  json: boolean;
 }
+
+/** The commands that show progress while they work (commands/progress.ts). */
+export const PROGRESS_COMMANDS = ["reindex", "scan", "scrub", "sync", "prune", "advisories"];
 
 export function parseArgs(args: string[]): Cli {
   const cli: Cli = {
@@ -67,6 +74,8 @@ export function parseArgs(args: string[]): Cli {
     rate: null,
     port: null,
     bind: null,
+    quiet: false,
+    json: false,
   };
   let i = 0;
   const named = args[0] !== undefined && !args[0].startsWith("-");
@@ -144,6 +153,17 @@ export function parseArgs(args: string[]): Cli {
       }
       if (flag === "--port") cli.port = v;
       else cli.bind = v;
+    } else if (a === "--quiet" || a === "-q" || a === "--json") {
+      if (!PROGRESS_COMMANDS.includes(cli.command)) {
+        throw new ConfigError(
+          `${a} is an option of ${
+            PROGRESS_COMMANDS.join(", ")
+          } only (main.ts ${cli.command} --help)`,
+        );
+      }
+      if (a === "--json") cli.json = true;
+      else cli.quiet = true;
+      if (cli.quiet && cli.json) throw new ConfigError(`--quiet and --json exclude each other`);
     } else if (a.startsWith("--config=")) {
       cli.configFiles.push(a.slice("--config=".length));
     } else {

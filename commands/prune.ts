@@ -1,6 +1,7 @@
-// `main.ts prune [--dry-run] [--now T]`: deletes the tags no retention rule keeps (and the
-// manifests left untagged) through the normal delete path; their events are queued like any
-// delete's. Refuses to start when a rule reads pull times that are not recorded.
+// `main.ts prune [--dry-run] [--now T] [--quiet|--json]`: deletes the tags no retention rule keeps
+// (and the manifests left untagged) through the normal delete path; their events are queued like
+// any delete's. Shows the namespaces walked of all there are (commands/progress.ts). Refuses to
+// start when a rule reads pull times that are not recorded.
 import type { Config } from "../lib/config/mod.ts";
 import { PolicyCompileError } from "../lib/policy/mod.ts";
 import {
@@ -14,6 +15,7 @@ import { auditedRun } from "../lib/audit/mod.ts";
 import type { Cli } from "./cli.ts";
 import { validated } from "./validate.ts";
 import { withServices } from "./one_shot.ts";
+import { reporterFor } from "./progress.ts";
 
 /** 1: some deletes failed; 2: the config or the rules cannot be pruned with. */
 export async function pruneCommand(cfg: Config, cli: Cli): Promise<number> {
@@ -37,15 +39,21 @@ export async function pruneCommand(cfg: Config, cli: Cli): Promise<number> {
     console.error("wharf: prune: no [global.retention_policy] or repository retention_policy");
     return 2;
   }
+  const p = reporterFor("prune", cli);
   return await withServices(cfg, async ({ kv, registry }) => {
-    const pruneDeps = { kv, manifests: registry.manifests };
-    const s = await auditedRun(registry.events.audit, "prune.run", () =>
-      prune(cfg, pruneDeps, {
-        dryRun: cli.dryRun,
-        now: cli.now ?? undefined,
-        report: (line) => console.log(`${cli.dryRun ? "would " : ""}${line}`),
-      }), (s) => formatPrune(s, cli.dryRun));
-    console.log(formatPrune(s, cli.dryRun));
-    return s.failures > 0 ? 1 : 0;
+    try {
+      const pruneDeps = { kv, manifests: registry.manifests };
+      const s = await auditedRun(registry.events.audit, "prune.run", () =>
+        prune(cfg, pruneDeps, {
+          dryRun: cli.dryRun,
+          now: cli.now ?? undefined,
+          report: (line) => p.line(`${cli.dryRun ? "would " : ""}${line}`),
+          progress: p.sink,
+        }), (s) => formatPrune(s, cli.dryRun));
+      p.summary(formatPrune(s, cli.dryRun), { ...s, dry_run: cli.dryRun });
+      return s.failures > 0 ? 1 : 0;
+    } finally {
+      p.stop();
+    }
   });
 }

@@ -5,6 +5,13 @@ const CONFIG = `  -c, --config FILE   a TOML config file; may repeat, later file
                       (without one: port 5000, ./data, every request allowed, web UI on)
   -h, --help          this help`;
 
+// The long commands' output options (commands/progress.ts).
+const PROGRESS = `  -q, --quiet         print nothing but the summary line and errors
+  --json              print JSON lines instead: progress events, then a summary object
+
+Progress: on a terminal one line is rewritten in place (done/total, bytes, rate, time left);
+otherwise a plain line every 10 s (WHARF_PROGRESS_INTERVAL_SECS). It ends with a summary line.`;
+
 export const COMMAND_HELP: Record<string, { summary: string; usage: string; body: string }> = {
   serve: {
     summary: "serve the registry, the /v2/_svc API and the web UI (the default command)",
@@ -34,30 +41,40 @@ finish, then prints "wharf worker stopped". (deno task worker)`,
   },
   sync: {
     summary: 'run each [[repository."<name>".sync]] entry of a pull-through repository once',
-    usage: "main.ts sync [--repository R] [--dry-run] [-c FILE]...",
+    usage: "main.ts sync [--repository R] [--dry-run] [--quiet|--json] [-c FILE]...",
     body: `  --repository R      only this repository's sync entries
   --dry-run           print what would be copied, copy nothing
+${PROGRESS}
 
-Runs under the repository's lease: a scheduled run elsewhere makes it exit 1.`,
+Runs under the repository's lease: a scheduled run elsewhere makes it exit 1. A server's
+Replication page shows a run in progress.`,
   },
   reindex: {
     summary: "queue the layers without a current layer index",
-    usage: "main.ts reindex [--dry-run] [--force] [-c FILE]...",
-    body: `  --dry-run           print what would be queued, queue nothing
-  --force             queue every layer, indexed or not`,
+    usage: "main.ts reindex [--namespace N] [--dry-run] [--force] [--quiet|--json] [-c FILE]...",
+    body: `  --namespace N       only the layers of this namespace's images (image name)
+  --dry-run           print what would be queued, queue nothing
+  --force             queue every layer, indexed or not
+${PROGRESS}
+
+The server's index jobs do the work; its Jobs page (index) shows them done of those queued.`,
   },
   scan: {
     summary: "queue image scans, or print the loaded advisory snapshot",
-    usage: "main.ts scan [--namespace N] [--rescan] [--dry-run] [--status] [-c FILE]...",
+    usage:
+      "main.ts scan [--namespace N] [--rescan] [--dry-run] [--status] [--quiet|--json] [-c FILE]...",
     body: `  --namespace N       only the images of this namespace (image name)
   --rescan            every image, not only those without a report of the current advisories
   --dry-run           print what would be queued, queue nothing
-  --status            print the advisory snapshot instead (as "advisories status")`,
+  --status            print the advisory snapshot instead (as "advisories status")
+${PROGRESS}
+
+The server's scan jobs do the work; its Jobs page (scan) shows them done of those queued.`,
   },
   advisories: {
     summary: "download OSV advisories once, or say what is loaded and from when",
     usage:
-      "main.ts advisories fetch [--dir D] [--ecosystem E]... [-c FILE]...\n       main.ts advisories status [--dir D] [-c FILE]...",
+      "main.ts advisories fetch [--dir D] [--ecosystem E]... [--quiet|--json] [-c FILE]...\n       main.ts advisories status [--dir D] [-c FILE]...",
     body:
       `  fetch               download <Ecosystem>/all.zip from [scan] advisories_url (osv.dev's bucket
                       by default) into D, conditionally, resuming a cut download, verified
@@ -68,14 +85,16 @@ Runs under the repository's lease: a scheduled run elsewhere makes it exit 1.`,
   --ecosystem E       fetch this ecosystem (Debian, Alpine, Ubuntu, "Rocky Linux", npm, PyPI...);
                       may repeat (default: those of the images Wharf holds, plus
                       [scan] advisories_ecosystems)
+${PROGRESS}
 
 Offline sites: run "advisories fetch --dir osv --ecosystem Debian ..." on a connected machine,
 carry osv/ across into advisories_dir; Wharf loads what changed within reload_interval_secs.`,
   },
   scrub: {
     summary: "reclaim unreferenced blobs, stale uploads and what was derived from them",
-    usage: "main.ts scrub [--dry-run] [-c FILE]...",
+    usage: "main.ts scrub [--dry-run] [--quiet|--json] [-c FILE]...",
     body: `  --dry-run           print what would be reclaimed, delete nothing
+${PROGRESS}
 
 Safe while servers run (one scrub at a time holds a lease). (deno task scrub)`,
   },
@@ -97,9 +116,10 @@ next run goes on), 3 corrupt or missing bytes found, 130 stopped. (deno task wha
   },
   prune: {
     summary: "apply the retention policies once",
-    usage: "main.ts prune [--dry-run] [--now T] [-c FILE]...",
+    usage: "main.ts prune [--dry-run] [--now T] [--quiet|--json] [-c FILE]...",
     body: `  --dry-run           print what would be deleted, delete nothing
-  --now T             the time rules see (RFC 3339), e.g. to preview a later run`,
+  --now T             the time rules see (RFC 3339), e.g. to preview a later run
+${PROGRESS}`,
   },
   "hash-password": {
     summary: "print an argon2id hash of the password on standard input, for [auth] users",

@@ -77,7 +77,8 @@ export interface Action {
     | "layer-details"
     | "vulnerabilities"
     | "diff"
-    | "configured";
+    | "configured"
+    | "progress";
 }
 
 type Method = "GET" | "HEAD" | "POST" | "PUT" | "PATCH" | "DELETE";
@@ -108,6 +109,8 @@ const ROUTES: Route[] = [
   { re: /^\/v2\/_svc\/replication\/status$/, methods: READ("replication-status") },
   { re: /^\/v2\/_svc\/audit$/, methods: READ("list-audit") },
   { re: /^\/v2\/_svc\/jobs\/list$/, methods: READ("list-jobs"), resource: "pending" },
+  // Long runs' progress (a reindex, a rescan, a sync run): read as the jobs listing is.
+  { re: /^\/v2\/_svc\/jobs\/progress$/, methods: READ("list-jobs"), resource: "progress" },
   {
     re: /^\/v2\/_svc\/jobs\/failed$/,
     methods: { ...READ("list-failed-jobs"), POST: "retry-job", DELETE: "delete-job" },

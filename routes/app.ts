@@ -13,6 +13,7 @@ import { signaturesHandler } from "./signatures.ts";
 import { listingHandler } from "./listings.ts";
 import { svcHandler } from "./svc.ts";
 import { jobsHandler, queueOf } from "./jobs.ts";
+import { jobProgressHandler } from "./job_progress.ts";
 import { replicationStatusHandler } from "./replication_status.ts";
 import { healthHandler } from "./health.ts";
 import { decisionsOf, Gate, type RequestContext } from "./authorize.ts";
@@ -212,6 +213,7 @@ function apiVersionHandler({ head, headers }: RequestScope): Response {
 /** The one dispatch: every action a request can parse to, to its handler. */
 function handlerFor(a: Action): Handler {
   if (a.resource?.startsWith("layer-")) return layerHandler;
+  if (a.resource === "progress") return jobProgressHandler;
   switch (a.name) {
     case "get-api-version":
       return apiVersionHandler;

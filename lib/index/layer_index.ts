@@ -7,7 +7,15 @@ import type { Config } from "../config/mod.ts";
 import type { BlobStore } from "../storage/mod.ts";
 import { parseManifest, RegistryError, resolveRange, truncate } from "../oci/mod.ts";
 import { BlobMeta, ManifestMeta } from "../metadata/mod.ts";
-import { type JobContext, type JobQueues, keyTime, PermanentJobError } from "../jobs/mod.ts";
+import {
+  type JobContext,
+  type JobQueues,
+  keyTime,
+  PermanentJobError,
+  type ProgressSink,
+  Runs,
+  type RunTracker,
+} from "../jobs/mod.ts";
 import type { Registry } from "../registry/mod.ts";
 import { INDEX_KIND, indexLayerJob, tarLayers } from "./layer_jobs.ts";
 import { commitIndexRecord } from "./indexer.ts";
@@ -39,6 +47,7 @@ import {
   unavailableRecord,
 } from "./machine_failure.ts";
 import { healLayers, type HealResult } from "./layer_heal.ts";
+import { catalogWalk } from "./catalog_walk.ts";
 
 const CERT_HEAD = 64 * 1024;
 /** PEM blocks parsed in the serving process (~0.5 ms each); more go to a sandbox. */
@@ -202,21 +211,38 @@ export class LayerIndex {
   }
 
   /**
-   * `main.ts reindex`: queues every tar layer of every stored image that has no current index
-   * (all of them with `force`); a layer whose indexing could not run (machine_failure.ts, older
-   * versions' records included) has none. Returns how many were (or would be) queued.
+   * `main.ts reindex`: queues every tar layer of every stored image (of `namespace` only, when
+   * given) that has no current index (all of them with `force`); a layer whose indexing could
+   * not run (machine_failure.ts, older versions' records included) has none. The jobs queued
+   * form one batch whose progress the Jobs page shows (lib/jobs/progress.ts). Returns how many
+   * were (or would be) queued.
    */
   async reindex(
-    opts: { dryRun?: boolean; force?: boolean; report?: (line: string) => void } = {},
-  ): Promise<{ layers: number; queued: number }> {
+    opts: {
+      dryRun?: boolean;
+      force?: boolean;
+      namespace?: string;
+      report?: (line: string) => void;
+      progress?: ProgressSink;
+      /** why it runs, as the run's record says */
+      cause?: string;
+    } = {},
+  ): Promise<{ namespaces: number; layers: number; queued: number }> {
     const meta = new ManifestMeta(this.kv);
     const seen = new Set<string>();
     let queued = 0;
-    let last: string | null = null;
-    for (;;) {
-      const page = await meta.catalog(200, last, () => true);
-      for (const ns of page.names) {
-        for await (const { digest, rec } of meta.revisions(ns)) {
+    let namespaces = 0;
+    let run: RunTracker | null = null;
+    let inBatch = 0;
+    const note = () => `${seen.size} layer(s), ${queued} ${opts.dryRun ? "to queue" : "queued"}`;
+    let step = { index: 0, total: opts.namespace ? 1 : null as number | null };
+    const report = () =>
+      opts.progress?.({ unit: "namespaces", done: step.index, total: step.total, note: note() });
+    try {
+      for await (const w of catalogWalk(this.kv, opts.namespace)) {
+        step = w;
+        namespaces++;
+        for await (const { digest, rec } of meta.revisions(w.ns)) {
           let parsed;
           try {
             parsed = parseManifest(await this.manifests.body(digest, rec), rec.mediaType);
@@ -226,6 +252,7 @@ export class LayerIndex {
           for (const layer of tarLayers(parsed)) {
             if (seen.has(layer)) continue;
             seen.add(layer);
+            report();
             const cur = await this.record(layer);
             // A current listing whose file index is older is queued too: the job only rewrites
             // the file index (its version bumps when its key layout grows).
@@ -235,20 +262,35 @@ export class LayerIndex {
             ) continue;
             if (!(await this.blobs.blob(layer))) continue;
             queued++;
-            opts.report?.(`index ${layer} (${ns})`);
+            opts.report?.(`index ${layer} (${w.ns})`);
             if (!opts.dryRun) {
-              await this.jobs.queue("index").enqueue({
+              run ??= await new Runs(this.kv).start(
+                "reindex",
+                `${opts.force ? "every layer" : "layers without a current index"} of ${
+                  opts.namespace ? `namespace ${opts.namespace}` : "every namespace"
+                }`,
+                opts.cause ?? "reindex command",
+              );
+              const r = await this.jobs.queue("index").enqueue({
                 ...indexLayerJob(layer),
                 payload: { digest: layer, force: opts.force === true },
+                batch: run.batch,
               });
+              // A job already pending for the layer is another run's.
+              if (r.enqueued) run.update({ queued: ++inBatch });
             }
           }
         }
+        step = { index: w.index + 1, total: w.total };
+        report();
       }
-      if (!page.more) break;
-      last = page.names[page.names.length - 1];
+      // A batch whose every job was pending already (another run's) has nothing to show.
+      if (inBatch === 0) await run?.discard();
+      else await run?.finish({ total: inBatch, queued: inBatch });
+    } finally {
+      await run?.stop();
     }
-    return { layers: seen.size, queued };
+    return { namespaces, layers: seen.size, queued };
   }
 
   /**

@@ -56,3 +56,4 @@ export {
 } from "./machine_failure.ts";
 export { healDeadLetters, type HealOptions, type HealResult } from "./layer_heal.ts";
 export { utf8Length } from "./utf8.ts";
+export { catalogWalk, type WalkStep } from "./catalog_walk.ts";

@@ -19,9 +19,25 @@ export { periodic, type PeriodicOptions } from "./periodic.ts";
 export {
   failedKey,
   isStorageKey,
+  type JobBatch,
   type JobRecord,
   type JobView,
   keyTime,
   storageKey,
 } from "./record.ts";
 export { isQueueName, JobQueues } from "./queues.ts";
+export {
+  countBatchJob,
+  isRunKind,
+  KEEP_PER_KIND,
+  type ProgressSink,
+  type ProgressUpdate,
+  RUN_QUEUE,
+  type RunKind,
+  type RunRecord,
+  Runs,
+  RunTracker,
+  type RunView,
+  STALL_MS,
+  WRITE_EVERY_MS,
+} from "./progress.ts";

@@ -8,15 +8,18 @@
 //   checked, so one worker wins): a worker killed mid-job leaves a record that becomes due
 //   again when the lease runs out, and any worker takes it over;
 // - failures back off (exponential, jitter in [d/2, d]) or move to job/<q>/f/<storage key>.
-// Every commit here carries at most 2 checks and 4 mutations.
+// - a job of a batch (progress.ts) is counted in the commit that settles it: one blind sum.
+// Every commit here carries at most 2 checks and 5 mutations.
 import type { JobQueueConfig, QueueName } from "../config/mod.ts";
 import { commitWithRetry, K, type PlannedMutation, valueSize } from "../metadata/mod.ts";
 import { JobTooLargeError, NotAJobError } from "./errors.ts";
+import { countBatchJob } from "./progress.ts";
 import {
   dueEnd,
   errorText,
   failedKey,
   isStorageKey,
+  type JobBatch,
   type JobRecord,
   type JobView,
   lockKey,
@@ -34,6 +37,8 @@ export interface JobSpec {
   /** earliest run time, ms since the epoch (default now) */
   notBefore?: number;
   maxAttempts?: number;
+  /** the run it counts toward (Runs.start's tracker.batch) */
+  batch?: JobBatch;
 }
 
 export interface EnqueueResult {
@@ -102,6 +107,7 @@ export class JobQueue {
       attempts: 0,
       max_attempts: spec.maxAttempts ?? this.cfg.maxAttempts,
       created_at: this.now(),
+      ...(spec.batch ? { batch: spec.batch } : {}),
     };
     if (valueSize(r) > MAX_RECORD_BYTES) {
       throw new JobTooLargeError(`job ${spec.kind} is larger than ${MAX_RECORD_BYTES} bytes`);
@@ -204,7 +210,9 @@ export class JobQueue {
         (lock.value !== null &&
           (await this.kv.get(pendingKey(this.name, lock.value.key))).value !== null);
       if (superseded) {
-        await this.kv.atomic().check({ key: pk, versionstamp: vs }).delete(pk).commit();
+        const op = this.kv.atomic().check({ key: pk, versionstamp: vs }).delete(pk);
+        countBatchJob(op, rec.batch, "done"); // the newer job does its work
+        await op.commit();
         return null;
       }
     }
@@ -259,9 +267,9 @@ export class JobQueue {
   /** The job succeeded: its record goes away (false: it was no longer ours). */
   async complete(c: Claim): Promise<boolean> {
     const pk = pendingKey(this.name, c.key);
-    const res = await this.kv.atomic().check({ key: pk, versionstamp: c.versionstamp })
-      .delete(pk).commit();
-    return res.ok;
+    const op = this.kv.atomic().check({ key: pk, versionstamp: c.versionstamp }).delete(pk);
+    countBatchJob(op, c.record.batch, "done");
+    return (await op.commit()).ok;
   }
 
   /** The job failed: back off and retry, or dead-letter when permanent or out of attempts. */
@@ -304,9 +312,10 @@ export class JobQueue {
     const at = this.now();
     const failed: JobRecord = { ...rest, last_error: msg, failed_at: at };
     const pk = pendingKey(this.name, sk);
-    const res = await this.kv.atomic().check({ key: pk, versionstamp: vs }).delete(pk)
-      .set(failedKey(this.name, storageKey(at, rec.id)), failed).commit();
-    return res.ok;
+    const op = this.kv.atomic().check({ key: pk, versionstamp: vs }).delete(pk)
+      .set(failedKey(this.name, storageKey(at, rec.id)), failed);
+    countBatchJob(op, rec.batch, "failed");
+    return (await op.commit()).ok;
   }
 
   /** A pending value that is not a job: kept for inspection in the failed set, never run. */
@@ -405,6 +414,7 @@ export class JobQueue {
       const op = this.kv.atomic().check(f).delete(fk)
         .set(pendingKey(this.name, nk), { ...rest, attempts: 0 })
         .set(lockKey(this.name, rec.lock_key), { key: nk });
+      countBatchJob(op, rec.batch, "failed", true);
       return { op, value: true };
     }, { exhausted: () => new Error(`retry on ${this.name}: ${sk} kept changing`) });
     if (retried) this.wake();
@@ -428,6 +438,7 @@ export class JobQueue {
       const op = this.kv.atomic().check(f).delete(fk)
         .set(pendingKey(this.name, nk), { ...rest, attempts: 0, heals: (rec.heals ?? 0) + 1 })
         .set(lockKey(this.name, rec.lock_key), { key: nk });
+      countBatchJob(op, rec.batch, "failed", true);
       return { op, value: "healed" };
     }, { otherwise: () => "gone" });
     if (r === "healed") this.wake();
@@ -450,6 +461,8 @@ export class JobQueue {
       if (p.value === null) return { done: false };
       const rec = parseRecord(p.value);
       const op = this.kv.atomic().check(p).delete(pk);
+      // An admin's delete settles it for its batch: nothing is left to wait for.
+      if (rec) countBatchJob(op, rec.batch, "done");
       if (rec) {
         const lk = lockKey(this.name, rec.lock_key);
         const lock = await this.kv.get<{ key: string }>(lk);

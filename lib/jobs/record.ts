@@ -23,6 +23,14 @@ export interface JobRecord {
   heals?: number;
   /** ms since the epoch; failed set only */
   failed_at?: number;
+  /** the run it counts toward (a reindex or rescan batch: progress.ts), counted once settled */
+  batch?: JobBatch;
+}
+
+/** A job's batch: the long run it counts toward (progress.ts). */
+export interface JobBatch {
+  kind: "reindex" | "rescan" | "sync";
+  key: string;
 }
 
 export const pendingKey = (q: QueueName, sk: string): Deno.KvKey => K.jobPending(q, sk);

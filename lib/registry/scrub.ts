@@ -9,6 +9,7 @@ import { BlobMeta, LEASE_MS, ReclaimMeta, ScrubMeta, UsageLedger } from "../meta
 import { K, type LinkRecord, NO_FACTS, UsageMeta } from "../metadata/mod.ts";
 import { maxBytesOf, quotaPolicy } from "../quota/mod.ts";
 import { RegistryError } from "../oci/mod.ts";
+import type { ProgressSink, ProgressUpdate } from "../jobs/mod.ts";
 
 const RECLAIM_CONCURRENCY = 8;
 
@@ -47,6 +48,8 @@ export interface ScrubOptions {
   dryRun?: boolean;
   /** overrides global.scrub.grace_secs (tests use 0) */
   graceSecs?: number;
+  /** each phase's figures as it goes (the CLI's progress line) */
+  progress?: ProgressSink;
 }
 
 /** Pull-history retention, supplied by the pull-history module (run after the sweep). */
@@ -122,7 +125,11 @@ export class Scrubber {
       : setInterval(() => this.meta.lock(this.holder).catch(() => {}), LEASE_MS / 4);
     let s: ScrubSummary;
     try {
-      s = await this.sweep(dryRun, (opts.graceSecs ?? this.cfg.global.scrub.graceSecs) * 1000);
+      s = await this.sweep(
+        dryRun,
+        (opts.graceSecs ?? this.cfg.global.scrub.graceSecs) * 1000,
+        opts.progress,
+      );
     } finally {
       clearInterval(renew);
       if (!dryRun) await this.meta.unlock(this.holder);
@@ -131,8 +138,16 @@ export class Scrubber {
     return s;
   }
 
-  private async sweep(dryRun: boolean, graceMs: number): Promise<ScrubSummary> {
+  private async sweep(
+    dryRun: boolean,
+    graceMs: number,
+    progress?: ProgressSink,
+  ): Promise<ScrubSummary> {
     const t0 = performance.now();
+    const tell = (phase: string, unit: string, done: number, total: number | null, more?: {
+      bytes?: number;
+      bytesTotal?: number;
+    }) => progress?.({ phase, unit, done, total, ...more } satisfies ProgressUpdate);
     const s: ScrubSummary = {
       dryRun,
       blobs: 0,
@@ -154,17 +169,21 @@ export class Scrubber {
     if (!dryRun) await this.finishAbandonedClaims();
 
     const walkStart = Date.now();
+    tell("references", "keys", 0, null);
     const refs = await this.meta.references(dryRun);
     s.repaired += refs.repaired;
     s.scanned += refs.scanned;
+    tell("references", "keys", refs.scanned, refs.scanned);
     const records = await this.meta.blobRecords();
     s.scanned += records.size;
     const now = Date.now();
     const seen = new Set<string>();
 
     const candidates: { digest: string; size: number; rec: Deno.KvEntry<unknown> | null }[] = [];
+    let listed = 0;
     for await (const obj of this.store.listBlobs()) {
       s.scanned++;
+      tell("blobs", "objects", ++listed, null);
       const digest = obj.name;
       seen.add(digest);
       if (refs.linked.has(digest) || refs.bodies.has(digest)) continue;
@@ -180,6 +199,13 @@ export class Scrubber {
     // commits; the waits between them are what overlaps). Measured on 5,000 reclaimable blobs:
     // 625/s one at a time.
     let next = 0;
+    const bytesTotal = candidates.reduce((n, c) => n + c.size, 0);
+    const reclaimed = () =>
+      tell("reclaim", "blobs", s.blobs + s.raced, candidates.length, {
+        bytes: s.bytes,
+        bytesTotal,
+      });
+    reclaimed();
     await Promise.all(Array.from({ length: RECLAIM_CONCURRENCY }, async () => {
       while (next < candidates.length) {
         const c = candidates[next++];
@@ -187,6 +213,7 @@ export class Scrubber {
           s.blobs++;
           s.bytes += c.size;
         } else s.raced++;
+        reclaimed();
       }
     }));
     // Records whose bytes are gone: derivable, so repair by dropping the unreferenced ones.
@@ -197,16 +224,23 @@ export class Scrubber {
       if (!dryRun) await this.meta.dropRecord(rec);
     }
 
+    tell("reports", "sweeps", 0, this.manifestSweeps.length);
     for (const sweep of this.manifestSweeps) {
       s.derived += await sweep(dryRun, refs.manifests, walkStart);
     }
+    tell("usage", "repositories", 0, null);
     await this.recountUsage(dryRun, graceMs, s);
+    tell("usage", "repositories", s.usageRecounted, s.usageRecounted);
+    tell("uploads", "uploads", 0, null);
     s.uploads = await this.sweepUploads(dryRun, now);
+    let emptied = 0;
     for await (const e of this.meta.emptiedNamespaces()) {
       s.scanned++;
+      tell("namespaces", "keys", ++emptied, null);
       if (dryRun || await this.meta.dropNamespace(e)) s.namespaces++;
     }
     if (this.pullSweep) {
+      tell("pulls", "keys", 0, null);
       const p = await this.pullSweep(dryRun);
       s.pulls = p.dropped;
       s.scanned += p.scanned;

@@ -10,6 +10,7 @@ import type { Registry } from "../registry/mod.ts";
 import { withActor } from "../events/mod.ts";
 import { RegistryError } from "../oci/mod.ts";
 import { log } from "../log.ts";
+import type { ProgressSink } from "../jobs/mod.ts";
 import { compileRetention, type ImageFacts, type RetentionRules } from "./rules.ts";
 
 export interface PruneOptions {
@@ -18,6 +19,8 @@ export interface PruneOptions {
   now?: number;
   /** one line per decision that deletes or protects */
   report?: (line: string) => void;
+  /** namespaces walked of all there are, tags judged and deleted (the CLI's progress line) */
+  progress?: ProgressSink;
   signal?: AbortSignal;
 }
 
@@ -72,15 +75,31 @@ export async function prune(
     seconds: 0,
   };
   if (rules.size > 0) {
+    // Counted first (one listing of the category index), so the walk has a total.
+    let total = 0;
+    if (opts.progress) {
+      for await (const _ of deps.kv.list({ prefix: K.nsAll() }, { batchSize: 1000 })) total++;
+    }
+    let walked = 0;
+    const tell = () =>
+      opts.progress?.({
+        unit: "namespaces",
+        done: walked,
+        total: Math.max(total, walked),
+        note: `${s.tags} tag(s) judged, ${s.deleted} ${opts.dryRun ? "to delete" : "deleted"}`,
+      });
     await withActor(PRUNE_ACTOR, async () => {
       for await (const e of deps.kv.list({ prefix: K.nsAll() }, { batchSize: 500 })) {
         if (opts.signal?.aborted) break;
         const ns = e.key[1] as string;
         const rc = repositoryOf(cfg, ns);
         const policy = rules.get(rc.retentionPolicy ? rc.name : "");
-        if (!policy) continue;
-        s.namespaces++;
-        await pruneNamespace(deps, ns, policy, now, opts, s);
+        if (policy) {
+          s.namespaces++;
+          await pruneNamespace(deps, ns, policy, now, opts, s);
+        }
+        walked++;
+        tell();
       }
     });
   }

@@ -4,6 +4,7 @@
 import { join } from "node:path";
 import type { Config } from "../config/mod.ts";
 import { openMetadata } from "../metadata/mod.ts";
+import type { ProgressSink } from "../jobs/mod.ts";
 import { type AdvisoryMeta, AdvisoryStore } from "./advisory_store.ts";
 import { ecosystemUrl, readFetchState, ZIP_NAME } from "./advisory_fetch.ts";
 import {
@@ -26,6 +27,8 @@ export interface AdvisoriesArgs {
   sub: string | null;
   dir: string | null;
   ecosystems: string[];
+  /** `fetch`: ecosystems done and the current download's bytes */
+  progress?: ProgressSink;
 }
 
 const iso = (ms: number | null) => ms === null ? "never" : new Date(ms).toISOString();
@@ -83,9 +86,10 @@ async function fetchCommand(cfg: Config, args: AdvisoriesArgs): Promise<CommandR
     );
   }
   r.out.push(`fetching ${ecosystems.join(", ")} from ${cfg.scan.advisoriesUrl} into ${dir}`);
+  const t0 = performance.now();
   let outcomes;
   try {
-    outcomes = await fetchInto(cfg, dir, ecosystems);
+    outcomes = await fetchInto(cfg, dir, ecosystems, undefined, args.progress);
   } catch (e) {
     return fail(e instanceof Error ? e.message : String(e));
   }
@@ -108,10 +112,13 @@ async function fetchCommand(cfg: Config, args: AdvisoriesArgs): Promise<CommandR
   }
   const failed = outcomes.filter((o) => o.result === "failed").length;
   const updated = outcomes.filter((o) => o.result === "updated").length;
+  const bytes = outcomes.reduce((n, o) => n + (o.result === "updated" ? o.bytes : 0), 0);
   r.out.push(
     `advisories fetch: ${updated} updated, ${
       outcomes.length - updated - failed
-    } unchanged, ${failed} failed${
+    } unchanged, ${failed} failed; ${mib(bytes)} in ${
+      ((performance.now() - t0) / 1000).toFixed(1)
+    } s${
       updated
         ? `; a Wharf whose [scan] advisories_dir is ${dir} loads them within reload_interval_secs`
         : ""

@@ -14,6 +14,7 @@ import { createHash } from "node:crypto";
 import { Transport } from "../upstream/mod.ts";
 import { isEcosystemName } from "../config/mod.ts";
 import { zipMembers, zipRead, ZipWindow } from "./zip.ts";
+import type { ProgressSink } from "../jobs/mod.ts";
 
 export const ZIP_NAME = "all.zip";
 const STATE_SUFFIX = ".fetch";
@@ -66,6 +67,8 @@ export interface FetchOptions {
   signal?: AbortSignal;
   connectTimeoutMs?: number;
   readTimeoutMs?: number;
+  /** ecosystems done of those asked for, and the current download's bytes */
+  progress?: ProgressSink;
 }
 
 export function ecosystemUrl(baseUrl: string, ecosystem: string): URL {
@@ -169,6 +172,8 @@ class Corrupt extends Error {}
 /** One source of dumps: a transport (guard, CA bundle, timeouts) and the directory they go to. */
 export class AdvisoryFetcher {
   private readonly transport: Transport;
+  /** the ecosystem fetchAll is on, for the progress of its bytes */
+  private step = { ecosystem: "", done: 0, total: 0 };
 
   constructor(private readonly opts: FetchOptions) {
     this.transport = new Transport({
@@ -191,9 +196,21 @@ export class AdvisoryFetcher {
     const out: FetchOutcome[] = [];
     for (const e of ecosystems) {
       this.opts.signal?.throwIfAborted();
+      this.tell(e, out.length, ecosystems.length, 0, null);
       out.push(await this.fetch(e));
     }
     return out;
+  }
+
+  private tell(
+    ecosystem: string,
+    done: number,
+    total: number,
+    bytes: number,
+    bytesTotal: number | null,
+  ): void {
+    this.step = { ecosystem, done, total };
+    this.opts.progress?.({ phase: ecosystem, unit: "ecosystems", done, total, bytes, bytesTotal });
   }
 
   async fetch(ecosystem: string): Promise<FetchOutcome> {
@@ -315,9 +332,13 @@ export class AdvisoryFetcher {
       using f = await Deno.open(part, { write: true, create: true, truncate: offset === 0 });
       if (offset > 0) await f.seek(offset, Deno.SeekMode.Start);
       // A cut leaves what arrived in the part for the next attempt to resume.
+      let got = offset;
       for await (const chunk of ex.body()) {
         this.opts.signal?.throwIfAborted();
         for (let off = 0; off < chunk.length;) off += await f.write(chunk.subarray(off));
+        got += chunk.length;
+        const { ecosystem: e, done, total } = this.step;
+        if (e === ecosystem) this.tell(e, done, total, got, meta.total);
       }
     }
     const got = (await sizeOf(part)) ?? 0;

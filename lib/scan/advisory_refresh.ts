@@ -10,7 +10,7 @@
 // after a pause that doubles with each failed run in a row (15 minutes, 30, 1 hour, ...) up to
 // the refresh interval. `advisories status` and a report's `advisory_download` say the same.
 import type { Config } from "../config/mod.ts";
-import { type JobContext, PermanentJobError } from "../jobs/mod.ts";
+import { type JobContext, PermanentJobError, type ProgressSink } from "../jobs/mod.ts";
 import { log } from "../log.ts";
 import { K } from "../metadata/mod.ts";
 import { AdvisoryFetcher, ecosystemsIn, type FetchOutcome } from "./advisory_fetch.ts";
@@ -116,7 +116,12 @@ export async function neededEcosystems(kv: Deno.Kv, extras: readonly string[]): 
 }
 
 /** A fetcher for `cfg`'s source into `dir`; an unreadable CA bundle throws here. */
-export function fetcherFor(cfg: Config, dir: string, signal?: AbortSignal): AdvisoryFetcher {
+export function fetcherFor(
+  cfg: Config,
+  dir: string,
+  signal?: AbortSignal,
+  progress?: ProgressSink,
+): AdvisoryFetcher {
   let caCerts: string[] | undefined;
   const ca = cfg.scan.advisoriesCaBundle;
   if (ca !== null) {
@@ -134,6 +139,7 @@ export function fetcherFor(cfg: Config, dir: string, signal?: AbortSignal): Advi
     caCerts,
     outboundAllow: cfg.global.outboundAllow,
     signal,
+    progress,
   });
 }
 
@@ -143,6 +149,7 @@ export async function fetchInto(
   dir: string,
   ecosystems: string[],
   signal?: AbortSignal,
+  progress?: ProgressSink,
 ): Promise<FetchOutcome[]> {
   const before = await readFetchRun(dir);
   const run: FetchRun = {
@@ -153,7 +160,7 @@ export async function fetchInto(
     failed: [],
   };
   await writeFetchRun(dir, run);
-  const fetcher = fetcherFor(cfg, dir, signal);
+  const fetcher = fetcherFor(cfg, dir, signal, progress);
   try {
     const outcomes = await fetcher.fetchAll(ecosystems);
     for (const o of outcomes) {

@@ -2,11 +2,18 @@
 // watch, and the reads behind `/v2/<ns>/_svc/vulnerabilities/<digest>` and the image diff.
 import type { Config } from "../config/mod.ts";
 import { BlobMeta, ManifestMeta } from "../metadata/mod.ts";
-import { type JobContext, periodic, PermanentJobError } from "../jobs/mod.ts";
+import {
+  type JobContext,
+  periodic,
+  PermanentJobError,
+  type ProgressSink,
+  Runs,
+  type RunTracker,
+} from "../jobs/mod.ts";
 import { isImage, SCAN_KIND, scanImageJob } from "./scan_jobs.ts";
 import { parseManifest, RegistryError, truncate } from "../oci/mod.ts";
 import { INDEX_VERSION, indexKey, type IndexRecord, LayerReader } from "../index/mod.ts";
-import { indexLayerJob, tarLayers } from "../index/mod.ts";
+import { catalogWalk, indexLayerJob, tarLayers } from "../index/mod.ts";
 import { diffImages, type ImageDiff, type SideInfo, type UnindexedLayer } from "./image_diff.ts";
 import { mergeLayers } from "./merged_fs.ts";
 import { INLINE_MERGE_ENTRIES, listingsFor } from "./listing_frames.ts";
@@ -179,12 +186,15 @@ export class Reports {
         ms: r.meta.load_ms,
       });
     } else log.warn("advisories unloaded: the directory holds no advisory file", { dir });
-    await this.rescanAll();
+    await this.rescanAll({
+      cause: r.meta ? `advisories loaded (snapshot ${r.meta.snapshot})` : "advisories unloaded",
+    });
   }
 
   /**
    * Queues a scan of every platform image (of `namespace` only, when given). Returns how many
-   * were queued; a digest held by several namespaces is queued once.
+   * were queued; a digest held by several namespaces is queued once. The jobs queued form one
+   * batch whose progress the Jobs page shows (lib/jobs/progress.ts).
    */
   async rescanAll(
     opts: {
@@ -193,17 +203,27 @@ export class Reports {
       /** only images without a report of the current advisory snapshot */
       onlyStale?: boolean;
       report?: (line: string) => void;
+      progress?: ProgressSink;
+      /** why it runs, as the run's record says */
+      cause?: string;
     } = {},
   ): Promise<number> {
     const seen = new Set<string>();
     let queued = 0;
-    let last: string | null = null;
-    for (;;) {
-      const page: { names: string[]; more: boolean } = opts.namespace
-        ? { names: [opts.namespace], more: false }
-        : await this.meta.catalog(200, last, () => true);
-      for (const ns of page.names) {
-        for await (const { digest, rec } of this.meta.revisions(ns)) {
+    let run: RunTracker | null = null;
+    let inBatch = 0;
+    let step = { index: 0, total: opts.namespace ? 1 : null as number | null };
+    const report = () =>
+      opts.progress?.({
+        unit: "namespaces",
+        done: step.index,
+        total: step.total,
+        note: `${seen.size} image(s), ${queued} ${opts.dryRun ? "to queue" : "queued"}`,
+      });
+    try {
+      for await (const w of catalogWalk(this.deps.kv, opts.namespace)) {
+        step = w;
+        for await (const { digest, rec } of this.meta.revisions(w.ns)) {
           if (seen.has(digest)) continue;
           let parsed;
           try {
@@ -213,16 +233,34 @@ export class Reports {
           }
           if (!isImage(parsed)) continue;
           seen.add(digest);
+          report();
           if (opts.onlyStale && !(await this.stale(digest))) continue;
           queued++;
-          opts.report?.(`scan ${ns}@${digest}`);
+          opts.report?.(`scan ${w.ns}@${digest}`);
           if (!opts.dryRun) {
-            await this.deps.jobs.queue("scan").enqueue(scanImageJob(digest, ns));
+            run ??= await new Runs(this.deps.kv).start(
+              "rescan",
+              `${opts.onlyStale ? "images without a current report" : "every image"} of ${
+                opts.namespace ? `namespace ${opts.namespace}` : "every namespace"
+              }`,
+              opts.cause ?? "scan command",
+            );
+            const r = await this.deps.jobs.queue("scan").enqueue({
+              ...scanImageJob(digest, w.ns),
+              batch: run.batch,
+            });
+            // A scan already pending for the image is another run's.
+            if (r.enqueued) run.update({ queued: ++inBatch });
           }
         }
+        step = { index: w.index + 1, total: w.total };
+        report();
       }
-      if (!page.more) break;
-      last = page.names[page.names.length - 1];
+      // A batch whose every job was pending already (another run's) has nothing to show.
+      if (inBatch === 0) await run?.discard();
+      else await run?.finish({ total: inBatch, queued: inBatch });
+    } finally {
+      await run?.stop();
     }
     return queued;
   }

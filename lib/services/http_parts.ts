@@ -1,8 +1,10 @@
 // What the HTTP routes need from the metadata KV, bound to it here so that no handler holds the
-// KV itself: the rate limiter of the request pipeline, file search, and the replication status
-// view. One set per HTTP app (serve, the Deno Deploy entry, the benches' in-process apps).
+// KV itself: the rate limiter of the request pipeline, file search, the replication status view
+// and the long runs' progress. One set per HTTP app (serve, the Deno Deploy entry, the benches'
+// in-process apps).
 import type { Config } from "../config/mod.ts";
-import type { JobQueues } from "../jobs/mod.ts";
+import { type JobQueues, Runs, type RunView } from "../jobs/mod.ts";
+import type { QueueName } from "../config/mod.ts";
 import type { Metrics } from "../metrics/mod.ts";
 import { RateLimiter } from "../ratelimit/mod.ts";
 import { type SearchField, searchFiles, type SearchPage } from "../index/mod.ts";
@@ -23,6 +25,8 @@ export interface HttpParts {
   ) => Promise<SearchPage>;
   /** `GET /v2/_svc/replication/status`: per downstream, and the scheduled pull syncs' rows */
   replicationStatus: () => Promise<ReplicationStatus>;
+  /** `GET /v2/_svc/jobs/progress`: the long runs whose work is the queue's, newest first */
+  jobRuns: (queue: QueueName) => Promise<RunView[]>;
 }
 
 export function httpParts(
@@ -46,5 +50,6 @@ export function httpParts(
         jobs,
         async () => (await syncStatus(cfg, kv)).map((r) => ({ ...r })),
       ),
+    jobRuns: (queue) => new Runs(kv).list(queue),
   };
 }

@@ -15,7 +15,8 @@ import { matchesPlatform } from "./select.ts";
 const BLOB_CONCURRENCY = 4;
 
 export interface ContentHooks {
-  blobFetched(): void;
+  /** a blob was filled: its declared size */
+  blobFetched(bytes: number): void;
   /** an error that does not fail the tag (a referrer left out) */
   error(message: string): void;
 }
@@ -79,7 +80,7 @@ export class ContentFetcher {
         await this.fetchOnce(ns, c.digest, depth + 1);
       }
     }
-    await this.blobs(ns, parsed.blobs);
+    await this.blobs(ns, parsed.blobs, parsed.blobSizes);
     if (this.sync.includeReferrers && depth < 2) await this.referrers(ns, m.digest, depth);
     await this.registry.manifests.storeFetched(ns, m.digest, m.bytes, m.mediaType, tag);
   }
@@ -122,7 +123,11 @@ export class ContentFetcher {
     return p;
   }
 
-  private async blobs(ns: string, digests: string[]): Promise<void> {
+  private async blobs(
+    ns: string,
+    digests: string[],
+    sizes?: ReadonlyMap<string, number>,
+  ): Promise<void> {
     const todo = [...new Set(digests)];
     const worker = async () => {
       for (let d = todo.shift(); d !== undefined; d = todo.shift()) {
@@ -135,7 +140,7 @@ export class ContentFetcher {
             this.opts.insureFills,
           )
         );
-        if (fetched) this.hooks.blobFetched();
+        if (fetched) this.hooks.blobFetched(sizes?.get(d!) ?? 0);
       }
     };
     await Promise.all(Array.from({ length: Math.min(BLOB_CONCURRENCY, todo.length) }, worker));

@@ -12,6 +12,7 @@ import { ContentFetcher } from "./content.ts";
 import { RateGate, RateLimited } from "./rate_gate.ts";
 import { localNamespace, matchesTag } from "./select.ts";
 import type { SyncState } from "./state.ts";
+import { type ProgressSink, Runs, type RunTracker } from "../jobs/mod.ts";
 
 export interface RunOptions {
   dryRun: boolean;
@@ -20,6 +21,10 @@ export interface RunOptions {
   insureFills: boolean;
   /** one line per action (the CLI prints them) */
   report?: (line: string) => void;
+  /** tags checked of those to check, and bytes fetched (the CLI's progress line) */
+  progress?: ProgressSink;
+  /** why it runs, as its progress record says ("schedule", "sync command") */
+  cause?: string;
 }
 
 /** Tags fetched at the same time within a run. */
@@ -35,6 +40,14 @@ export class SyncRun {
   private fetching = 0;
   /** a tag was left for the next run: max_tags_per_run was reached */
   private deferred = false;
+  /** tags checked in this process (fetched, unchanged or failed) */
+  private checked = 0;
+  private failedTags = 0;
+  /** tags to check in the namespaces listed so far */
+  private toCheck = 0;
+  private namespacesListed = 0;
+  /** the record the Replication page reads (none for a dry run, which writes nothing) */
+  private tracker: RunTracker | null = null;
 
   constructor(
     private readonly cfg: Config,
@@ -49,7 +62,11 @@ export class SyncRun {
     this.up = new UpstreamSet(rc.name, rc.upstreams!);
     this.gate = new RateGate(opts.signal);
     this.content = new ContentFetcher(cfg, deps, rc, sync, this.up, this.gate, opts, {
-      blobFetched: () => this.record.blobs_fetched++,
+      blobFetched: (bytes) => {
+        this.record.blobs_fetched++;
+        this.record.bytes_fetched = (this.record.bytes_fetched ?? 0) + bytes;
+        this.progressed();
+      },
       error: (msg) => this.error(msg),
     });
     const same = resume !== null && !resume.dry_run && !opts.dryRun &&
@@ -74,6 +91,22 @@ export class SyncRun {
 
   /** Runs to the end (or until rate-limited) and returns the finished record. */
   async run(): Promise<SyncRunRecord> {
+    if (!this.opts.dryRun) {
+      this.tracker = await new Runs(this.deps.kv).start(
+        "sync",
+        `${this.rc.name}#${this.n} (${this.sync.namespaces.join(", ")})`,
+        this.opts.cause ?? "schedule",
+        { id: this.record.id, startedAt: this.record.started_at },
+      );
+    }
+    try {
+      return await this.runTracked();
+    } finally {
+      await this.tracker?.stop();
+    }
+  }
+
+  private async runTracked(): Promise<SyncRunRecord> {
     let retryAfterSecs: number | undefined;
     try {
       for (const upstreamNs of this.sync.namespaces) {
@@ -103,12 +136,43 @@ export class SyncRun {
         : "failed";
     }
     if (!this.opts.dryRun) await this.state.finish(this.rc.name, this.n, this.record);
+    await this.tracker?.finish({ ...this.figures(), outcome: this.record.outcome });
     return this.record;
+  }
+
+  /** What the progress line and record show: tags checked of those to check, bytes fetched. */
+  private figures() {
+    const r = this.record;
+    return {
+      done: this.checked - this.failedTags,
+      failed: this.failedTags,
+      // Known once every namespace of the entry was listed.
+      total: this.namespacesListed === this.sync.namespaces.length ? this.toCheck : null,
+      bytes: r.bytes_fetched ?? 0,
+    };
+  }
+
+  private progressed(): void {
+    const f = this.figures();
+    this.tracker?.update(f);
+    const r = this.record;
+    this.opts.progress?.({
+      unit: "tags",
+      done: this.checked,
+      total: f.total,
+      bytes: f.bytes,
+      note: `${r.tags_fetched} ${
+        this.opts.dryRun ? "to fetch" : "fetched"
+      }, ${r.tags_unchanged} unchanged, ${r.blobs_fetched} blob(s)${
+        this.failedTags ? `, ${this.failedTags} failed` : ""
+      }`,
+    });
   }
 
   /** The record of a run that ended on an unexpected error. */
   fail(e: unknown): SyncRunRecord {
     this.up.close();
+    this.tracker?.finish({ ...this.figures(), outcome: "failed" }).catch(() => {});
     this.error(`run failed: ${e instanceof Error ? e.message : String(e)}`);
     this.record.outcome = "failed";
     this.record.finished_at = Date.now();
@@ -134,11 +198,17 @@ export class SyncRun {
       return true;
     }
     const listed = await this.listTags(ns, upstreamNs);
-    if (listed === null) return true;
+    this.namespacesListed++;
+    if (listed === null) {
+      this.progressed();
+      return true;
+    }
     const cursor = this.record.cursor;
     const resumeAfter = cursor?.namespace === upstreamNs ? cursor.tag : null;
     const selected = listed.filter((t) => matchesTag(this.sync, t)).sort()
       .filter((t) => resumeAfter === null || t > resumeAfter);
+    this.toCheck += selected.length;
+    this.progressed();
     this.opts.report?.(
       `${upstreamNs}: ${listed.length} tag(s) upstream, ${selected.length} to check`,
     );
@@ -183,6 +253,15 @@ export class SyncRun {
   /** One tag: nothing when its upstream digest is the local one, else fetch it whole. */
   private async tag(ns: string, tag: string): Promise<void> {
     try {
+      await this.tagOnce(ns, tag);
+    } finally {
+      this.checked++;
+      this.progressed();
+    }
+  }
+
+  private async tagOnce(ns: string, tag: string): Promise<void> {
+    try {
       const head = await this.gate.call(() => this.up.headManifest(ns, tag, null));
       const local = await this.content.localDigest(ns, tag);
       // Unchanged and complete; a tag a client only inspected may lack its blobs.
@@ -212,6 +291,7 @@ export class SyncRun {
       this.opts.report?.(`fetched ${ns}:${tag} (${verb}) = ${head.digest}`);
     } catch (e) {
       if (e instanceof RateLimited || this.opts.signal.aborted) throw e;
+      this.failedTags++;
       this.error(`${ns}:${tag}: ${e instanceof Error ? e.message : String(e)}`);
     }
   }

@@ -2,6 +2,7 @@
 // part 3): one row per `[[repository."<name>".sync]]` entry, read from its KV records.
 import type { Config } from "../config/mod.ts";
 import { SyncState } from "./state.ts";
+import { Runs, type RunView } from "../jobs/mod.ts";
 
 export interface SyncStatus {
   repository: string;
@@ -19,6 +20,11 @@ export interface SyncStatus {
   last_error: string | null;
   /** a run is in progress (or was cut short and waits to resume) */
   running: boolean;
+  /**
+   * that run's progress (tags checked of those to check, bytes fetched; lib/jobs/progress.ts);
+   * null when none runs
+   */
+  progress: RunView | null;
 }
 
 const iso = (ms: number | null | undefined) =>
@@ -26,6 +32,7 @@ const iso = (ms: number | null | undefined) =>
 
 export async function syncStatus(cfg: Config, kv: Deno.Kv): Promise<SyncStatus[]> {
   const state = new SyncState(kv);
+  const runs = new Runs(kv);
   const out: SyncStatus[] = [];
   for (const rc of cfg.repositories.values()) {
     for (const [n, sync] of (rc.syncs ?? []).entries()) {
@@ -42,6 +49,7 @@ export async function syncStatus(cfg: Config, kv: Deno.Kv): Promise<SyncStatus[]
         next_run: iso(last?.next_at),
         last_error: last?.errors[0] ?? null,
         running: current !== null,
+        progress: current ? await runs.get("sync", current.id, current.started_at) : null,
       });
     }
   }

@@ -6,7 +6,7 @@
 // and a second server never run one repository's sync at the same time; a run whose process
 // died is taken over when its job lease expires and resumes from its cursor.
 import type { Config } from "../config/mod.ts";
-import type { JobContext } from "../jobs/mod.ts";
+import type { JobContext, ProgressSink } from "../jobs/mod.ts";
 import type { SyncRunRecord } from "../metadata/mod.ts";
 import type { SyncDeps } from "./deps.ts";
 import { log } from "../log.ts";
@@ -83,6 +83,7 @@ export class Syncer {
       dryRun: false,
       insureFills: true,
       signal: job.signal,
+      cause: "schedule",
     });
     if ("busy" in r) {
       // Another process runs it, or one that died holds the lease until it runs out.
@@ -108,13 +109,20 @@ export class Syncer {
     repository: string,
     n: number,
     holder: string,
-    opts: { dryRun: boolean; report?: (line: string) => void; signal?: AbortSignal },
+    opts: {
+      dryRun: boolean;
+      report?: (line: string) => void;
+      progress?: ProgressSink;
+      signal?: AbortSignal;
+    },
   ): Promise<RunResult> {
     return this.runLeased(repository, n, holder, {
       dryRun: opts.dryRun,
       insureFills: false,
       signal: opts.signal ?? new AbortController().signal,
       report: opts.report,
+      progress: opts.progress,
+      cause: "sync command",
     });
   }
 
@@ -127,6 +135,8 @@ export class Syncer {
       insureFills: boolean;
       signal: AbortSignal;
       report?: (l: string) => void;
+      progress?: ProgressSink;
+      cause: string;
     },
   ): Promise<RunResult> {
     const rc = this.cfg.repositories.get(repo);

@@ -40,6 +40,7 @@ import { CorruptBlobError } from "../storage/mod.ts";
 import type { ReferrerDescriptor } from "./listings.ts";
 import type { CacheCap } from "./cache_cap.ts";
 import { AwaitingLayer, Prefetcher, type PrefetchItem } from "./prefetch.ts";
+import { fetchSignatures } from "./pull_signatures.ts";
 
 /** The Warning a stale manifest is served with (RFC 9111 warn-code 110). */
 export const STALE_WARNING = '110 wharf "Response is Stale: every upstream is unavailable"';
@@ -578,6 +579,25 @@ export class PullThrough {
   }
 
   /** Referrers rule 5: the upstream's referrers of `subject`; an unreachable upstream is left out. */
+  /**
+   * The upstream's signatures of `digest` (its cosign `.sig` tag, its signature referrers),
+   * fetched and stored beside it (issue 34): what a verdict of a cached image is judged from.
+   */
+  fetchSignatures(rc: RepositoryConfig, ns: string, digest: string): Promise<number> {
+    const signal = AbortSignal.timeout(120_000);
+    return fetchSignatures(
+      {
+        manifests: this.d.manifests,
+        maxManifestSize: this.d.cfg.global.maxManifestSize,
+        ensureBlob: (rc, ns, d) => this.ensureBlob(rc, ns, d, signal, false),
+      },
+      rc,
+      this.set(rc),
+      ns,
+      digest,
+    );
+  }
+
   async referrers(
     rc: RepositoryConfig,
     ns: string,

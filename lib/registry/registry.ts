@@ -139,6 +139,10 @@ export class Registry {
       effects: this.effects,
       isImmutable: (ns, tag) => this.manifests.isImmutable(ns, tag),
       deleteImage: (ns, digest) => this.manifests.delete(ns, digest, null),
+      fetchUpstream: (ns, digest) => {
+        const rc = this.pullThrough.repository(ns);
+        return rc ? this.pullThrough.fetchSignatures(rc, ns, digest) : null;
+      },
       observe: options.observeSignatures,
     });
     this.manifests.signing = this.signatures;

@@ -59,6 +59,8 @@ export const CHILDREN_JUDGED_MAX = 256;
 /** Indexes of a child asked whether their signature covers it. */
 const PARENTS_ASKED = 8;
 const SIGNERS_KEPT = 16;
+/** An unverified pull-through image asks its upstream for signatures again after this. */
+const UPSTREAM_RECHECK_MS = 60_000;
 const TEXT_KEPT = 512;
 
 /** Metrics of verdicts and holds (lib/metrics), by repository. */
@@ -80,6 +82,11 @@ export interface SignaturesDeps {
   events: Events;
   effects: WriteEffects;
   isImmutable: (ns: string, tag: string) => boolean;
+  /**
+   * Before judging an image of a pull-through namespace: its upstream's signatures fetched and
+   * stored beside it (null: a hosted namespace, nothing to fetch)
+   */
+  fetchUpstream?: (ns: string, digest: string) => Promise<unknown> | null;
   /** a DELETE by digest (on_expiry = "delete") */
   deleteImage: (ns: string, digest: string) => Promise<void>;
   observe?: SignatureObserver;
@@ -151,6 +158,14 @@ export class Signatures {
   readonly #fingerprints = new WeakMap<VerifyConfig, string>();
 
   constructor(private readonly d: SignaturesDeps) {}
+
+  /** Whether `ns@digest` is held now (replication sends nothing held). */
+  async isHeld(ns: string, digest: string): Promise<boolean> {
+    const cfg = this.policyOf(ns);
+    if (cfg?.mode !== "enforce") return false;
+    const v = await this.d.meta.verdict(ns, digest);
+    return !!v?.held;
+  }
 
   /** The trust fingerprint of a repository's [verify], computed once per loaded config. */
   fingerprint(cfg: VerifyConfig): string {
@@ -241,7 +256,7 @@ export class Signatures {
           digest,
           error: e.detail,
         });
-        return await this.keep(until, ns, digest, v, cfg);
+        return await this.keep(until, ns, digest, cfg);
       }
       await this.d.meta.forgetExpiry(until, ns, digest);
       await this.d.meta.dropHeldTags(ns, digest, v.held.tags);
@@ -266,7 +281,7 @@ export class Signatures {
       });
       return "rejected";
     }
-    return await this.keep(until, ns, digest, v, cfg);
+    return await this.keep(until, ns, digest, cfg);
   }
 
   /** on_expiry = "keep": the image stays held, its expiry noted (no further expiry). */
@@ -274,7 +289,6 @@ export class Signatures {
     until: number,
     ns: string,
     digest: string,
-    v: SignatureVerdict,
     cfg: VerifyConfig,
   ): Promise<"kept" | "gone"> {
     for (let round = 0; round < 5; round++) {
@@ -509,9 +523,28 @@ export class Signatures {
    * Nothing happens when the revision is not there yet (a signature before its image: the
    * image's push finds it).
    */
-  async reconsider(ns: string, digest: string, depth = 0): Promise<SignatureVerdict | null> {
+  async reconsider(
+    ns: string,
+    digest: string,
+    depth = 0,
+    fetchUpstream = true,
+  ): Promise<SignatureVerdict | null> {
     const cfg = this.policyOf(ns);
     if (!cfg) return null;
+    let asked = false;
+    if (fetchUpstream && this.d.fetchUpstream) {
+      try {
+        asked = (await this.d.fetchUpstream(ns, digest)) !== null;
+      } catch (e) {
+        asked = true;
+        // An upstream down is no verdict: judge what is cached.
+        log.warn("upstream signatures not fetched", {
+          namespace: ns,
+          digest,
+          error: (e as Error).message,
+        });
+      }
+    }
     const repo = repositoryOf(this.d.cfg, ns).name;
     const fingerprint = this.fingerprint(cfg);
     for (let round = 0; round < 5; round++) {
@@ -552,7 +585,10 @@ export class Signatures {
           };
         }
       }
-      if (prev && sameVerdict(prev, next)) return prev;
+      // Unchanged: nothing written, unless the upstream was asked again (the time it was asked
+      // is what keeps the next pull from asking again within UPSTREAM_RECHECK_MS).
+      const recent = Date.now() - (prev?.checkedAt ?? 0) < UPSTREAM_RECHECK_MS;
+      if (prev && sameVerdict(prev, next) && (!asked || recent)) return prev;
       const released = !!prev?.held && !next.held;
       const fx = await this.d.effects.begin({
         kind: "image-release",
@@ -611,13 +647,13 @@ export class Signatures {
   ): Promise<void> {
     for (const parent of await this.d.meta.parentsOf(ns, digest, PARENTS_ASKED)) {
       const v = await this.d.meta.verdict(ns, parent);
-      if (v?.state === "unverified") await this.reconsider(ns, parent, depth + 1);
+      if (v?.state === "unverified") await this.reconsider(ns, parent, depth + 1, false);
     }
     if (!parsed || parsed.children.length === 0) return;
     const children = parsed.children.slice(0, CHILDREN_JUDGED_MAX).map((c) => c.digest);
     const verdicts = await this.d.meta.verdicts(ns, children);
     for (const [i, v] of verdicts.entries()) {
-      if (v?.state === "unverified") await this.reconsider(ns, children[i], depth + 1);
+      if (v?.state === "unverified") await this.reconsider(ns, children[i], depth + 1, false);
     }
   }
 
@@ -670,14 +706,25 @@ export class Signatures {
     throw denied(ns, digest, verdict, "");
   }
 
-  /** The gate for a manifest already resolved (pull-through): served, warned or refused. */
+  /**
+   * The gate for a manifest already resolved (pull-through): served, warned or refused. A
+   * cached image never judged (just fetched, or cached before [verify]) is judged now, its
+   * upstream signatures fetched first; an unverified one is judged again at most once a minute
+   * (the upstream may have signed it since).
+   */
   async gateDigest(
     ns: string,
     digest: string,
     viewer: Viewer | null,
     cfg: VerifyConfig,
   ): Promise<string | undefined> {
-    const verdict = await this.d.meta.verdict(ns, digest);
+    let verdict = await this.d.meta.verdict(ns, digest);
+    if (
+      !verdict || verdict.fingerprint !== this.fingerprint(cfg) ||
+      (verdict.state === "unverified" && Date.now() - verdict.checkedAt > UPSTREAM_RECHECK_MS)
+    ) {
+      verdict = (await this.reconsider(ns, digest)) ?? verdict;
+    }
     if (verdict?.state === "verified" || verdict?.state === "artifact") return undefined;
     const reason = verdict?.reason ?? `${digest} has not been verified yet`;
     if (cfg.mode === "warn") return warning(`unsigned: ${reason}`);

@@ -4,8 +4,10 @@
 // A push job re-reads the current state when it runs (a tag moved since: the current digest is
 // pushed; a tag deleted since: nothing is), then pushes in dependency order: an index's children
 // first, then blobs (HEAD first and skip present ones; a cross-repository mount from a name this
-// process uploaded the blob to; else a streamed upload), then the manifest (by tag with
-// X-Svc-Source-Timestamp = the local tag's creation time), then its referrers. A delete job
+// process uploaded the blob to; else a streamed upload), then its signatures — its cosign `.sig`
+// tag and its referrers (issue 34: a downstream that verifies finds them when the image lands,
+// so a signed image is never held or shown unsigned there) — then the manifest (by tag with
+// X-Svc-Source-Timestamp = the local tag's creation time). An image held here is not sent. A delete job
 // sends DELETE with the delete event's time, by digest where the downstream deletes by digest
 // only (deletes.ts). 409 REPLICATION_SUPERSEDED counts as done; a delete the downstream cannot
 // apply is an outcome of its own, not retried; 401/403 dead-letter at once; everything else is
@@ -60,8 +62,10 @@ export interface ReplicatorDeps {
   jobs: JobQueues;
   /** manifest bodies, byte-exact */
   manifests: Pick<Registry["manifests"], "body">;
-  /** the referrers pushed after their subject */
+  /** the referrers pushed before their subject */
   listings: Pick<Registry["listings"], "referrers">;
+  /** held images are not sent (issue 34): a signed image never appears unsigned anywhere */
+  signatures?: Pick<Registry["signatures"], "isHeld">;
 }
 
 interface Local {
@@ -84,6 +88,7 @@ export class Replicator {
   private readonly jobs: ReplicatorDeps["jobs"];
   private readonly manifests: ReplicatorDeps["manifests"];
   private readonly listings: ReplicatorDeps["listings"];
+  private readonly signatures: ReplicatorDeps["signatures"];
 
   constructor(deps: ReplicatorDeps, private readonly events: ReplicationEvents = {}) {
     const { cfg, kv } = deps;
@@ -91,6 +96,7 @@ export class Replicator {
     this.jobs = deps.jobs;
     this.manifests = deps.manifests;
     this.listings = deps.listings;
+    this.signatures = deps.signatures;
     this.meta = new ManifestMeta(kv);
     this.blobs = new BlobMeta(kv);
     this.store = deps.store;
@@ -181,17 +187,19 @@ export class Replicator {
         if (!tag) return { outcome: "skipped" };
         const local = await this.local(p.namespace, tag.digest);
         if (!local) return { outcome: "skipped" };
+        // Held (its signature no longer verifies): its release queues the job again.
+        if (await this.held(p.namespace, local.digest)) return { outcome: "skipped" };
         await this.pushTree(d, p.namespace, name, local, job.signal);
+        await this.pushSignatures(d, p.namespace, name, local.digest, job.signal);
         const at = tag.createdAt === undefined ? null : new Date(tag.createdAt).toISOString();
         const r = await c.putManifest(name, p.tag!, local.bytes, local.mediaType, at);
-        await this.pushReferrers(d, p.namespace, name, local.digest, job.signal, 0);
         return { outcome: written(r) };
       }
       case REPLICATION_KINDS.pushDigest: {
         const local = await this.local(p.namespace, p.digest!);
         if (!local) return { outcome: "skipped" };
+        if (await this.held(p.namespace, local.digest)) return { outcome: "skipped" };
         await this.pushManifestByDigest(d, p.namespace, name, local, job.signal);
-        await this.pushReferrers(d, p.namespace, name, local.digest, job.signal, 0);
         return { outcome: "pushed" };
       }
       case REPLICATION_KINDS.deleteTag:
@@ -201,6 +209,33 @@ export class Replicator {
       default:
         throw new PermanentJobError(`unknown replication job kind ${job.kind}`);
     }
+  }
+
+  private async held(ns: string, digest: string): Promise<boolean> {
+    return (await this.signatures?.isHeld(ns, digest)) ?? false;
+  }
+
+  /**
+   * What signs `digest`, sent before it: its cosign `.sig` tag (by tag, with its blobs) and its
+   * referrers (signatures, attestations, SBOMs; a referrer may land before its subject).
+   */
+  private async pushSignatures(
+    d: { cfg: DownstreamConfig; client: DownstreamClient },
+    ns: string,
+    name: string,
+    digest: string,
+    signal: AbortSignal,
+  ): Promise<void> {
+    const m = /^sha256:([0-9a-f]{64})$/.exec(digest);
+    const sigTag = m ? `sha256-${m[1]}.sig` : null;
+    const tag = sigTag ? await this.meta.tag(ns, sigTag) : null;
+    const sig = tag ? await this.local(ns, tag.digest) : null;
+    if (sig) {
+      await this.pushTree(d, ns, name, sig, signal);
+      const at = tag!.createdAt === undefined ? null : new Date(tag!.createdAt).toISOString();
+      await d.client.putManifest(name, sigTag!, sig.bytes, sig.mediaType, at);
+    }
+    await this.pushReferrers(d, ns, name, digest, signal, 0);
   }
 
   private async local(ns: string, digest: string): Promise<Local | null> {
@@ -236,6 +271,8 @@ export class Replicator {
   ): Promise<void> {
     if (await d.client.manifestDigest(name, m.digest) === m.digest) return;
     await this.pushTree(d, ns, name, m, signal);
+    // A referrer has no signatures of its own to send first (REFERRER_DEPTH bounds the walk).
+    if (!m.parsed.subject) await this.pushSignatures(d, ns, name, m.digest, signal);
     await d.client.putManifest(name, m.digest, m.bytes, m.mediaType, null);
   }
 

@@ -146,6 +146,7 @@ export async function openServices(cfg: Config, opts: OpenOptions): Promise<Serv
           jobs,
           manifests: reg().manifests,
           listings: reg().listings,
+          signatures: reg().signatures,
         },
         background ? metrics.replicationEvents : undefined,
       );

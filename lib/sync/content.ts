@@ -82,7 +82,14 @@ export class ContentFetcher {
     }
     await this.blobs(ns, parsed.blobs, parsed.blobSizes);
     if (this.sync.includeReferrers && depth < 2) await this.referrers(ns, m.digest, depth);
+    // A repository with [verify] (issue 34): the upstream's signatures come first, and the
+    // image is judged before anyone is served it (never unsigned anywhere).
+    const verify = this.registry.signatures.policyOf(ns) !== null;
+    if (verify) {
+      await this.gate.call(() => this.registry.pullThrough.fetchSignatures(this.rc, ns, m.digest));
+    }
     await this.registry.manifests.storeFetched(ns, m.digest, m.bytes, m.mediaType, tag);
+    if (verify) await this.registry.signatures.reconsider(ns, m.digest, 0, false);
   }
 
   /** Whether `digest` is here with what a sync fetches for it (chosen children, blobs). */

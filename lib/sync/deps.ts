@@ -9,5 +9,5 @@ export interface SyncDeps {
   /** the `cache` queue: one `sync` job per entry */
   jobs: Pick<JobQueues, "handle" | "queue">;
   /** where a run stores what it fetches, through the pull-through cache's machinery */
-  registry: Pick<Registry, "manifests" | "listings" | "pullThrough">;
+  registry: Pick<Registry, "manifests" | "listings" | "pullThrough" | "signatures">;
 }

@@ -503,6 +503,8 @@ export interface SignatureVerdict {
   signers: StoredSigner[];
   /** verified through the signature of this index, which names it */
   via?: string;
+  /** an index verified through its platforms' own signatures (`platforms`), not its own */
+  byPlatforms?: boolean;
   pushedBy?: PusherRecord | null;
   /** enforce: unverified and not served but to its pusher and roles granted get-held */
   held?: HoldInfo;

@@ -135,6 +135,8 @@ export interface SignatureStatus {
   /** the verdict was made under the trust configured now */
   current: boolean;
   via: string | null;
+  /** an index verified through its platforms' own signatures */
+  by_platforms: boolean;
   hold: { since: string; until: string; expired: boolean; tags: string[] } | null;
   signers: StoredSigner[];
 }
@@ -372,7 +374,7 @@ export class Signatures {
     parsed: ParsedManifest | null,
     bytes: Uint8Array | null,
     cfg: VerifyConfig,
-  ): Promise<ImageVerdict> {
+  ): Promise<Judged> {
     const started = performance.now();
     let own: ImageVerdict;
     try {
@@ -409,7 +411,8 @@ export class Signatures {
         checkedAt: verdicts[i]?.checkedAt ?? own.checkedAt,
       },
     }));
-    return indexVerdict(digest, own, children, cfg);
+    const v = indexVerdict(digest, own, children, cfg);
+    return v.verified ? { ...v, byPlatforms: true } : v;
   }
 
   /**
@@ -453,11 +456,12 @@ export class Signatures {
       };
     }
     const reuse = before && before.fingerprint === fingerprint && before.state === "verified";
-    const judged: ImageVerdict = reuse
+    const judged: Judged = reuse
       ? {
         verified: true,
         signers: before!.signers as ImageVerdict["signers"],
         checkedAt: before!.checkedAt,
+        byPlatforms: before!.byPlatforms,
       }
       : await this.judge(ns, digest, p.parsed, p.bytes, cfg);
     const holds = !judged.verified && cfg.mode === "enforce";
@@ -661,7 +665,7 @@ export class Signatures {
   async coveringIndex(ns: string, child: string): Promise<string | null> {
     for (const parent of await this.d.meta.parentsOf(ns, child, PARENTS_ASKED)) {
       const v = await this.d.meta.verdict(ns, parent);
-      if (v?.state === "verified" && !v.via && v.signers.some((s) => s.valid)) return parent;
+      if (v?.state === "verified" && !v.via && !v.byPlatforms) return parent;
     }
     return null;
   }
@@ -771,6 +775,7 @@ export class Signatures {
       checked_at: verdict ? new Date(verdict.checkedAt).toISOString() : null,
       current,
       via: verdict?.via ?? null,
+      by_platforms: !!verdict?.byPlatforms,
       hold: verdict?.held
         ? {
           since: new Date(verdict.held.since).toISOString(),
@@ -864,9 +869,12 @@ function cut(s: string | undefined | null): string | undefined {
   return s.length > TEXT_KEPT ? s.slice(0, TEXT_KEPT) + "…" : s;
 }
 
+/** A verdict, and whether an index verified through its platforms' own signatures. */
+type Judged = ImageVerdict & { byPlatforms?: boolean };
+
 /** The stored form of a verdict: bounded whatever the artifacts said. */
 export function record(
-  v: ImageVerdict,
+  v: Judged,
   fingerprint: string,
   pushedBy: PusherRecord | null,
 ): SignatureVerdict {
@@ -887,6 +895,7 @@ export function record(
     }),
     pushedBy,
   };
+  if (v.verified && v.byPlatforms) out.byPlatforms = true;
   const reason = cut(v.reason);
   if (!v.verified && reason !== undefined) out.reason = reason;
   return out;
@@ -894,7 +903,8 @@ export function record(
 
 function sameVerdict(a: SignatureVerdict, b: SignatureVerdict): boolean {
   return a.state === b.state && a.fingerprint === b.fingerprint && !!a.held === !!b.held &&
-    a.via === b.via && JSON.stringify(a.signers) === JSON.stringify(b.signers);
+    a.via === b.via && !!a.byPlatforms === !!b.byPlatforms &&
+    JSON.stringify(a.signers) === JSON.stringify(b.signers);
 }
 
 /** RFC 7234's Warning header value for a served image that is not verified. */

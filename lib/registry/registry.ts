@@ -3,7 +3,11 @@
 // this; the layer index, reports, replication, sync and retention get their narrow dependencies
 // from the composition root (lib/services) instead of reaching through it.
 import type { Config } from "../config/mod.ts";
-import { type BlobStore, CorruptBlobError, readVerified } from "../storage/mod.ts";
+import {
+  type BlobStore,
+  CorruptBlobError,
+  readVerified,
+} from "../storage/mod.ts";
 import { Quarantine } from "./quarantine.ts";
 import { BlobMeta, ManifestMeta, UploadMeta } from "../metadata/mod.ts";
 import { PullMeta, SvcMeta, UpstreamChecks } from "../metadata/mod.ts";
@@ -37,7 +41,10 @@ export interface RegistryOptions {
   /** default: queues over `kv` with the configured [global.job_queue] */
   jobs?: JobQueues;
   observeUpstream?: ObserveFn;
-  observePullThrough?: (kind: "manifest" | "blob", result: PullThroughResult) => void;
+  observePullThrough?: (
+    kind: "manifest" | "blob",
+    result: PullThroughResult,
+  ) => void;
   /** verdicts, holds and verification time (issue 34) */
   observeSignatures?: SignatureObserver;
   /** images a capped pull-through repository evicted (max_cache_bytes) */
@@ -87,8 +94,9 @@ export class Registry {
     this.#kv = kv;
     this.jobs = options.jobs ?? new JobQueues(kv, cfg.global.jobQueue);
     this.events = new Events(cfg, this.jobs, kv);
-    this.effects = options.effects?.({ jobs: this.jobs, events: this.events }) ??
-      composeEffects([new EventEffects(this.events)]);
+    this.effects =
+      options.effects?.({ jobs: this.jobs, events: this.events }) ??
+        composeEffects([new EventEffects(this.events)]);
     this.#usage = new UsageLedger(kv, quotaPolicy(() => cfg));
     const blobMeta = new BlobMeta(kv, this.#usage);
     const manifestMeta = new ManifestMeta(kv, this.#usage);
@@ -129,9 +137,14 @@ export class Registry {
       body: (ns, digest, rev) => this.manifests.body(digest, rev, ns),
       blob: async (ns, digest, maxBytes) => {
         const link = await blobMeta.link(ns, digest);
-        if (!link) throw new RegistryError("BLOB_UNKNOWN", `${digest} is not in ${ns}`);
+        if (!link) {
+          throw new RegistryError("BLOB_UNKNOWN", `${digest} is not in ${ns}`);
+        }
         if (link.size > maxBytes) {
-          throw new RegistryError("BLOB_UNKNOWN", `${digest} is larger than ${maxBytes} bytes`);
+          throw new RegistryError(
+            "BLOB_UNKNOWN",
+            `${digest} is larger than ${maxBytes} bytes`,
+          );
         }
         return await readVerified(store, digest);
       },
@@ -161,6 +174,7 @@ export class Registry {
         quota: (r) => maxBytesOf(cfg, r),
       },
     );
+    this.svc.verdicts = (ns, digests) => this.signatures.rowStates(ns, digests);
     // `max_cache_bytes` eviction of pull-through repositories
     const cacheCap = new CacheCap(
       () => cfg,
@@ -190,7 +204,11 @@ export class Registry {
 
   /** Registers the job kinds this registry runs; call before starting a runner. */
   registerJobHandlers(): void {
-    this.jobs.handle("cache", CACHE_FILL_KIND, (job) => this.pullThrough.fillJob(job));
+    this.jobs.handle(
+      "cache",
+      CACHE_FILL_KIND,
+      (job) => this.pullThrough.fillJob(job),
+    );
     this.events.register();
   }
 
@@ -239,11 +257,23 @@ export class Registry {
     if (!rc) {
       if (!verify) return this.manifests.get(ns, reference, withBody, redirect);
       const g = await this.signatures.gate(ns, reference, viewer, verify);
-      const m: PulledManifest = await this.manifests.serve(g.digest, g.rev, ns, withBody, redirect);
+      const m: PulledManifest = await this.manifests.serve(
+        g.digest,
+        g.rev,
+        ns,
+        withBody,
+        redirect,
+      );
       if (g.warning) m.warning = g.warning;
       return m;
     }
-    const m = await this.pullThrough.manifest(rc, ns, reference, accept, withBody);
+    const m = await this.pullThrough.manifest(
+      rc,
+      ns,
+      reference,
+      accept,
+      withBody,
+    );
     if (!verify) return m;
     const w = await this.signatures.gateDigest(ns, m.digest, viewer, verify);
     if (w) m.warning = m.warning ? `${m.warning}, ${w}` : w;
@@ -264,20 +294,36 @@ export class Registry {
   ): Promise<BlobRead> {
     const redirect = !noRedirect && this.cfg.global.enableBlobRedirect;
     const rc = this.pullThrough.repository(ns);
-    if (!rc) return await this.blobs.read(ns, digest, rangeHeader, withBody, redirect);
-    const served = (r: BlobRead) => this.pullThrough.served(rc, ns, digest, r, sent);
+    if (!rc) {
+      return await this.blobs.read(ns, digest, rangeHeader, withBody, redirect);
+    }
+    const served = (r: BlobRead) =>
+      this.pullThrough.served(rc, ns, digest, r, sent);
     try {
-      return served(await this.blobs.read(ns, digest, rangeHeader, withBody, redirect));
+      return served(
+        await this.blobs.read(ns, digest, rangeHeader, withBody, redirect),
+      );
     } catch (e) {
       // Rotten bytes were quarantined (and unlinked) by the read: the upstream has them right.
       if (
-        !(e instanceof RegistryError && e.code === "BLOB_UNKNOWN" || e instanceof CorruptBlobError)
+        !(e instanceof RegistryError && e.code === "BLOB_UNKNOWN" ||
+          e instanceof CorruptBlobError)
       ) {
         throw e;
       }
     }
-    const r = await this.pullThrough.blob(rc, ns, digest, rangeHeader, withBody);
-    return served(r === "linked" ? await this.blobs.read(ns, digest, rangeHeader, withBody) : r);
+    const r = await this.pullThrough.blob(
+      rc,
+      ns,
+      digest,
+      rangeHeader,
+      withBody,
+    );
+    return served(
+      r === "linked"
+        ? await this.blobs.read(ns, digest, rangeHeader, withBody)
+        : r,
+    );
   }
 
   /** Referrers, merged with the upstream's for a pull-through namespace (rule 5). */
@@ -291,9 +337,20 @@ export class Registry {
     let upstream: ReferrerDescriptor[] = [];
     // A malformed subject or filter is answered by the listing itself, without asking upstream.
     if (rc && this.listings.validReferrersQuery(subject, artifactType)) {
-      upstream = await this.pullThrough.referrers(rc, ns, subject, artifactType);
+      upstream = await this.pullThrough.referrers(
+        rc,
+        ns,
+        subject,
+        artifactType,
+      );
     }
-    return await this.listings.referrers(ns, subject, artifactType, last, upstream);
+    return await this.listings.referrers(
+      ns,
+      subject,
+      artifactType,
+      last,
+      upstream,
+    );
   }
 
   /** Releases upstream connections (after the job runners stopped). */
@@ -304,6 +361,8 @@ export class Registry {
 
   /** Readiness: one bounded KV listing, no namespace walk and no blob store probe. */
   async ready(): Promise<void> {
-    for await (const _ of this.#kv.list({ prefix: K.nsAll() }, { limit: 1 })) break;
+    for await (const _ of this.#kv.list({ prefix: K.nsAll() }, { limit: 1 })) {
+      break;
+    }
   }
 }

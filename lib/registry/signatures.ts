@@ -39,6 +39,7 @@ import type { WriteEffects } from "../effects/mod.ts";
 import type { Events } from "../events/mod.ts";
 import type { EventKind } from "../config/mod.ts";
 import { log } from "../log.ts";
+import type { RowSignature } from "./svc_listings.ts";
 import {
   cosignSignatureTag,
   isArtifact,
@@ -65,8 +66,14 @@ const TEXT_KEPT = 512;
 
 /** Metrics of verdicts and holds (lib/metrics), by repository. */
 export interface SignatureObserver {
-  verdict(repository: string, result: "verified" | "unverified" | "artifact"): void;
-  hold(repository: string, event: "held" | "released" | "rejected" | "kept" | "denied"): void;
+  verdict(
+    repository: string,
+    result: "verified" | "unverified" | "artifact",
+  ): void;
+  hold(
+    repository: string,
+    event: "held" | "released" | "rejected" | "kept" | "denied",
+  ): void;
   /** wall time of one subject's verification */
   verifySeconds(seconds: number): void;
 }
@@ -76,7 +83,11 @@ export interface SignaturesDeps {
   meta: SignatureMeta;
   manifests: Pick<ManifestMeta, "tag" | "revision">;
   /** a manifest body, checked against its digest */
-  body: (ns: string, digest: string, rev: RevisionRecord) => Promise<Uint8Array>;
+  body: (
+    ns: string,
+    digest: string,
+    rev: RevisionRecord,
+  ) => Promise<Uint8Array>;
   /** a blob `ns` links, refused past `maxBytes` */
   blob: (ns: string, digest: string, maxBytes: number) => Promise<Uint8Array>;
   events: Events;
@@ -137,7 +148,9 @@ export interface SignatureStatus {
   via: string | null;
   /** an index verified through its platforms' own signatures */
   by_platforms: boolean;
-  hold: { since: string; until: string; expired: boolean; tags: string[] } | null;
+  hold:
+    | { since: string; until: string; expired: boolean; tags: string[] }
+    | null;
   signers: StoredSigner[];
 }
 
@@ -152,7 +165,11 @@ export interface ImageFacts {
 
 export class Signatures {
   /** the trust re-check walk: the fingerprints it works toward, and where it is */
-  #walk: { goal: string; phase: "verdicts" | "unjudged" | "done"; after: unknown } = {
+  #walk: {
+    goal: string;
+    phase: "verdicts" | "unjudged" | "done";
+    after: unknown;
+  } = {
     goal: "",
     phase: "done",
     after: null,
@@ -160,6 +177,24 @@ export class Signatures {
   readonly #fingerprints = new WeakMap<VerifyConfig, string>();
 
   constructor(private readonly d: SignaturesDeps) {}
+
+  /** The revisions listing's signature column: null where the repository verifies nothing. */
+  async rowStates(
+    ns: string,
+    digests: string[],
+  ): Promise<RowSignature[] | null> {
+    const cfg = this.policyOf(ns);
+    if (!cfg) return null;
+    const vs = await this.d.meta.verdicts(ns, digests);
+    return vs.map((v) => ({
+      state: !v
+        ? "unjudged"
+        : v.state === "unverified" && cfg.mode === "enforce" && v.held
+        ? "held"
+        : v.state,
+      heldTags: cfg.mode === "enforce" ? v?.held?.tags ?? [] : [],
+    }));
+  }
 
   /** Whether `ns@digest` is held now (replication sends nothing held). */
   async isHeld(ns: string, digest: string): Promise<boolean> {
@@ -172,7 +207,9 @@ export class Signatures {
   /** The trust fingerprint of a repository's [verify], computed once per loaded config. */
   fingerprint(cfg: VerifyConfig): string {
     let fp = this.#fingerprints.get(cfg);
-    if (fp === undefined) this.#fingerprints.set(cfg, fp = trustFingerprint(cfg));
+    if (fp === undefined) {
+      this.#fingerprints.set(cfg, fp = trustFingerprint(cfg));
+    }
     return fp;
   }
 
@@ -184,17 +221,28 @@ export class Signatures {
    * the next call goes on where this one stopped.
    */
   async sweep(now = Date.now()): Promise<SweepSummary> {
-    const out: SweepSummary = { expired: 0, rejected: 0, rechecked: 0, more: false };
+    const out: SweepSummary = {
+      expired: 0,
+      rejected: 0,
+      rechecked: 0,
+      more: false,
+    };
     for (const due of await this.d.meta.dueHolds(now, EXPIRIES_PER_SWEEP)) {
       const r = await this.expire(due.until, due.ns, due.digest);
       if (r === "rejected") out.rejected++;
       else if (r === "kept") out.expired++;
     }
     const goal = this.trustGoal();
-    if (goal !== this.#walk.goal) this.#walk = { goal, phase: "verdicts", after: null };
+    if (goal !== this.#walk.goal) {
+      this.#walk = { goal, phase: "verdicts", after: null };
+    }
     let keys = 0;
     if (this.#walk.phase === "verdicts") {
-      for await (const e of this.d.meta.allVerdicts(this.#walk.after as Deno.KvKey | null)) {
+      for await (
+        const e of this.d.meta.allVerdicts(
+          this.#walk.after as Deno.KvKey | null,
+        )
+      ) {
         this.#walk.after = e.key;
         const cfg = this.policyOf(e.ns);
         if (cfg && e.verdict.fingerprint !== this.fingerprint(cfg)) {
@@ -209,7 +257,12 @@ export class Signatures {
     }
     if (this.#walk.phase === "unjudged") {
       const after = this.#walk.after as [string, string] | null;
-      for await (const r of this.d.meta.unjudged(after, (ns) => this.policyOf(ns) !== null)) {
+      for await (
+        const r of this.d.meta.unjudged(
+          after,
+          (ns) => this.policyOf(ns) !== null,
+        )
+      ) {
         this.#walk.after = [r.ns, r.digest];
         await this.reconsider(r.ns, r.digest);
         out.rechecked++;
@@ -225,7 +278,9 @@ export class Signatures {
     const parts: string[] = [];
     for (const rc of this.d.cfg.repositories.values()) {
       if (rc.verify && rc.verify.mode !== "off") {
-        parts.push(`${rc.name}=${rc.verify.mode}:${this.fingerprint(rc.verify)}`);
+        parts.push(
+          `${rc.name}=${rc.verify.mode}:${this.fingerprint(rc.verify)}`,
+        );
       }
     }
     return parts.sort().join("\n");
@@ -252,7 +307,9 @@ export class Signatures {
         await this.d.deleteImage(ns, digest);
       } catch (e) {
         // An immutable tag (an image held again after a trust change) keeps it: held.
-        if (!(e instanceof RegistryError) || e.code === "INTERNAL_ERROR") throw e;
+        if (!(e instanceof RegistryError) || e.code === "INTERNAL_ERROR") {
+          throw e;
+        }
         log.warn("held image not deleted when its hold ran out", {
           namespace: ns,
           digest,
@@ -264,7 +321,11 @@ export class Signatures {
       await this.d.meta.dropHeldTags(ns, digest, v.held.tags);
       if (this.d.events.wanted("image.rejected", ns)) {
         const e = this.d.events;
-        const ev = e.event("image.rejected", { namespace: ns, digest, reference: digest });
+        const ev = e.event("image.rejected", {
+          namespace: ns,
+          digest,
+          reference: digest,
+        });
         ev.signature = {
           mode: cfg.mode,
           verified: false,
@@ -276,11 +337,14 @@ export class Signatures {
         await e.emit(ev);
       }
       this.d.observe?.hold(repo, "rejected");
-      log.info("held image deleted: its hold ran out without a valid signature", {
-        namespace: ns,
-        digest,
-        reason: v.reason ?? "",
-      });
+      log.info(
+        "held image deleted: its hold ran out without a valid signature",
+        {
+          namespace: ns,
+          digest,
+          reason: v.reason ?? "",
+        },
+      );
       return "rejected";
     }
     return await this.keep(until, ns, digest, cfg);
@@ -297,8 +361,16 @@ export class Signatures {
       const pin = await this.d.meta.pin(ns, digest);
       const cur = await this.d.meta.verdict(ns, digest);
       if (!cur?.held || cur.held.until !== until) return "gone";
-      const next: SignatureVerdict = { ...cur, held: { ...cur.held, expired: true } };
-      const fx = await this.d.effects.begin({ kind: "image-release", ns, digest, tags: [] });
+      const next: SignatureVerdict = {
+        ...cur,
+        held: { ...cur.held, expired: true },
+      };
+      const fx = await this.d.effects.begin({
+        kind: "image-release",
+        ns,
+        digest,
+        tags: [],
+      });
       let planned: PlannedMutation[] = [];
       let out;
       try {
@@ -309,7 +381,9 @@ export class Signatures {
           next,
           fx,
           events:
-            () => (planned = this.plan("image.held", ns, digest, next, cfg, { expired: true })),
+            () => (planned = this.plan("image.held", ns, digest, next, cfg, {
+              expired: true,
+            })),
         });
       } finally {
         await fx.committed();
@@ -318,10 +392,13 @@ export class Signatures {
       if (out === "gone") return "gone";
       this.d.events.committed(planned);
       this.d.observe?.hold(repositoryOf(this.d.cfg, ns).name, "kept");
-      log.info("held image kept held: its hold ran out without a valid signature", {
-        namespace: ns,
-        digest,
-      });
+      log.info(
+        "held image kept held: its hold ran out without a valid signature",
+        {
+          namespace: ns,
+          digest,
+        },
+      );
       return "kept";
     }
     return "gone";
@@ -348,10 +425,17 @@ export class Signatures {
       const rev = t ? await this.d.manifests.revision(ns, t.digest) : null;
       if (t && rev) {
         const manifest = await this.d.body(ns, t.digest, rev);
-        out.push({ format: "cosign-tag", digest: t.digest, manifest, readBlob: blob });
+        out.push({
+          format: "cosign-tag",
+          digest: t.digest,
+          manifest,
+          readBlob: blob,
+        });
       }
     }
-    for (const r of await this.d.meta.referrersOf(ns, digest, REFERRERS_SCANNED)) {
+    for (
+      const r of await this.d.meta.referrersOf(ns, digest, REFERRERS_SCANNED)
+    ) {
       if (out.length >= ARTIFACTS_MAX) break;
       const format = referrerFormat(r.rec.artifactType, r.rec.mediaType);
       if (!format) continue;
@@ -387,7 +471,9 @@ export class Signatures {
       own = {
         verified: false,
         signers: [],
-        reason: `signatures of ${digest} could not be checked: ${(e as Error).message}`,
+        reason: `signatures of ${digest} could not be checked: ${
+          (e as Error).message
+        }`,
         checkedAt: Date.now(),
       };
     } finally {
@@ -397,11 +483,17 @@ export class Signatures {
     if (parsed.children.length > CHILDREN_JUDGED_MAX) {
       return {
         ...own,
-        reason: `${own.reason ?? `no valid signature for ${digest}`}; the index names more ` +
+        reason:
+          `${
+            own.reason ?? `no valid signature for ${digest}`
+          }; the index names more ` +
           `than ${CHILDREN_JUDGED_MAX} manifests: sign the index itself`,
       };
     }
-    const verdicts = await this.d.meta.verdicts(ns, parsed.children.map((c) => c.digest));
+    const verdicts = await this.d.meta.verdicts(
+      ns,
+      parsed.children.map((c) => c.digest),
+    );
     const children: PlatformVerdict[] = parsed.children.map((c, i) => ({
       platform: platformString(c.platform) ?? "unknown/unknown",
       digest: c.digest,
@@ -435,11 +527,19 @@ export class Signatures {
     const repo = repositoryOf(this.d.cfg, ns).name;
     const fingerprint = this.fingerprint(cfg);
     const pin = await this.d.meta.pin(ns, digest);
-    const { rev, verdict: previous } = await this.d.meta.revisionWithVerdict(ns, digest);
+    const { rev, verdict: previous } = await this.d.meta.revisionWithVerdict(
+      ns,
+      digest,
+    );
     const before = rev ? previous : null;
     const now = Date.now();
     if (isArtifact(p.parsed, p.tags)) {
-      const v: SignatureVerdict = { state: "artifact", fingerprint, checkedAt: now, signers: [] };
+      const v: SignatureVerdict = {
+        state: "artifact",
+        fingerprint,
+        checkedAt: now,
+        signers: [],
+      };
       const subjects = signedSubjects(p.parsed, p.tags);
       return {
         pin,
@@ -455,7 +555,8 @@ export class Signatures {
         observe: () => this.d.observe?.verdict(repo, "artifact"),
       };
     }
-    const reuse = before && before.fingerprint === fingerprint && before.state === "verified";
+    const reuse = before && before.fingerprint === fingerprint &&
+      before.state === "verified";
     const judged: Judged = reuse
       ? {
         verified: true,
@@ -508,7 +609,12 @@ export class Signatures {
       subjects: [],
       planned,
       observe: () => {
-        if (!reuse) this.d.observe?.verdict(repo, judged.verified ? "verified" : "unverified");
+        if (!reuse) {
+          this.d.observe?.verdict(
+            repo,
+            judged.verified ? "verified" : "unverified",
+          );
+        }
         if (holds && !before?.held) this.d.observe?.hold(repo, "held");
       },
     };
@@ -553,7 +659,10 @@ export class Signatures {
     const fingerprint = this.fingerprint(cfg);
     for (let round = 0; round < 5; round++) {
       const pin = await this.d.meta.pin(ns, digest);
-      const { rev, verdict: prev } = await this.d.meta.revisionWithVerdict(ns, digest);
+      const { rev, verdict: prev } = await this.d.meta.revisionWithVerdict(
+        ns,
+        digest,
+      );
       if (!rev) return null;
       let parsed: ParsedManifest | null = null;
       let bytes: Uint8Array | null = null;
@@ -563,10 +672,17 @@ export class Signatures {
       } catch (e) {
         if (!(e instanceof RegistryError)) throw e;
       }
-      if (prev?.state === "artifact" && prev.fingerprint === fingerprint) return prev;
+      if (prev?.state === "artifact" && prev.fingerprint === fingerprint) {
+        return prev;
+      }
       let next: SignatureVerdict;
       if (parsed && isArtifact(parsed, [])) {
-        next = { state: "artifact", fingerprint, checkedAt: Date.now(), signers: [] };
+        next = {
+          state: "artifact",
+          fingerprint,
+          checkedAt: Date.now(),
+          signers: [],
+        };
       } else {
         const judged = await this.judge(ns, digest, parsed, bytes, cfg);
         let via: string | undefined;
@@ -610,8 +726,15 @@ export class Signatures {
           next,
           fx,
           mayMove: (tag, existing) =>
-            !existing || existing.digest === digest || !this.d.isImmutable(ns, tag),
-          events: () => (planned = this.transitionEvents(ns, digest, prev, next, cfg)),
+            !existing || existing.digest === digest ||
+            !this.d.isImmutable(ns, tag),
+          events: () => (planned = this.transitionEvents(
+            ns,
+            digest,
+            prev,
+            next,
+            cfg,
+          )),
         });
       } finally {
         await fx.committed();
@@ -627,7 +750,9 @@ export class Signatures {
           tags: out.released.join(","),
         });
       }
-      if (next.state === "verified" && prev?.state !== "verified" && depth < 2) {
+      if (
+        next.state === "verified" && prev?.state !== "verified" && depth < 2
+      ) {
         await this.afterVerified(ns, digest, parsed, depth);
       }
       return next;
@@ -649,21 +774,36 @@ export class Signatures {
     parsed: ParsedManifest | null,
     depth: number,
   ): Promise<void> {
-    for (const parent of await this.d.meta.parentsOf(ns, digest, PARENTS_ASKED)) {
+    for (
+      const parent of await this.d.meta.parentsOf(ns, digest, PARENTS_ASKED)
+    ) {
       const v = await this.d.meta.verdict(ns, parent);
-      if (v?.state === "unverified") await this.reconsider(ns, parent, depth + 1, false);
+      if (v?.state === "unverified") {
+        await this.reconsider(
+          ns,
+          parent,
+          depth + 1,
+          false,
+        );
+      }
     }
     if (!parsed || parsed.children.length === 0) return;
-    const children = parsed.children.slice(0, CHILDREN_JUDGED_MAX).map((c) => c.digest);
+    const children = parsed.children.slice(0, CHILDREN_JUDGED_MAX).map((c) =>
+      c.digest
+    );
     const verdicts = await this.d.meta.verdicts(ns, children);
     for (const [i, v] of verdicts.entries()) {
-      if (v?.state === "unverified") await this.reconsider(ns, children[i], depth + 1, false);
+      if (v?.state === "unverified") {
+        await this.reconsider(ns, children[i], depth + 1, false);
+      }
     }
   }
 
   /** An index of `ns` naming `child` that is verified by a signature of its own, if any. */
   async coveringIndex(ns: string, child: string): Promise<string | null> {
-    for (const parent of await this.d.meta.parentsOf(ns, child, PARENTS_ASKED)) {
+    for (
+      const parent of await this.d.meta.parentsOf(ns, child, PARENTS_ASKED)
+    ) {
       const v = await this.d.meta.verdict(ns, parent);
       if (v?.state === "verified" && !v.via && !v.byPlatforms) return parent;
     }
@@ -684,26 +824,46 @@ export class Signatures {
     let digest = reference;
     if (!reference.includes(":")) {
       const { tag, held } = await this.d.meta.tagWithHeld(ns, reference);
-      if (held && this.sees(viewer, held.pushedBy, ns, held.digest)) digest = held.digest;
-      else if (tag) digest = tag.digest;
+      if (held && this.sees(viewer, held.pushedBy, ns, held.digest)) {
+        digest = held.digest;
+      } else if (tag) digest = tag.digest;
       else if (held) {
         const v = await this.d.meta.verdict(ns, held.digest);
-        if (v?.held) throw denied(ns, held.digest, v, `tag ${truncate(reference)} `);
-        throw new RegistryError("MANIFEST_UNKNOWN", `${truncate(ns)}:${truncate(reference)}`);
+        if (v?.held) {
+          throw denied(ns, held.digest, v, `tag ${truncate(reference)} `);
+        }
+        throw new RegistryError(
+          "MANIFEST_UNKNOWN",
+          `${truncate(ns)}:${truncate(reference)}`,
+        );
       } else {
-        throw new RegistryError("MANIFEST_UNKNOWN", `${truncate(ns)}:${truncate(reference)}`);
+        throw new RegistryError(
+          "MANIFEST_UNKNOWN",
+          `${truncate(ns)}:${truncate(reference)}`,
+        );
       }
     }
     const { rev, verdict } = await this.d.meta.revisionWithVerdict(ns, digest);
-    if (!rev) throw new RegistryError("MANIFEST_UNKNOWN", `${truncate(ns)}@${truncate(reference)}`);
-    if (verdict?.state === "verified" || verdict?.state === "artifact") return { digest, rev };
+    if (!rev) {
+      throw new RegistryError(
+        "MANIFEST_UNKNOWN",
+        `${truncate(ns)}@${truncate(reference)}`,
+      );
+    }
+    if (verdict?.state === "verified" || verdict?.state === "artifact") {
+      return { digest, rev };
+    }
     const reason = verdict?.reason ?? `${digest} has not been verified yet`;
-    if (cfg.mode === "warn") return { digest, rev, warning: warning(`unsigned: ${reason}`) };
+    if (cfg.mode === "warn") {
+      return { digest, rev, warning: warning(`unsigned: ${reason}`) };
+    }
     if (this.sees(viewer, verdict?.pushedBy ?? null, ns, digest)) {
       return { digest, rev, warning: warning(`held: ${reason}`) };
     }
     // A platform manifest an index's own signature covers is served with that index.
-    if (!isIndex(rev.mediaType) && (await this.coveringIndex(ns, digest)) !== null) {
+    if (
+      !isIndex(rev.mediaType) && (await this.coveringIndex(ns, digest)) !== null
+    ) {
       return { digest, rev };
     }
     this.d.observe?.hold(repositoryOf(this.d.cfg, ns).name, "denied");
@@ -725,11 +885,14 @@ export class Signatures {
     let verdict = await this.d.meta.verdict(ns, digest);
     if (
       !verdict || verdict.fingerprint !== this.fingerprint(cfg) ||
-      (verdict.state === "unverified" && Date.now() - verdict.checkedAt > UPSTREAM_RECHECK_MS)
+      (verdict.state === "unverified" &&
+        Date.now() - verdict.checkedAt > UPSTREAM_RECHECK_MS)
     ) {
       verdict = (await this.reconsider(ns, digest)) ?? verdict;
     }
-    if (verdict?.state === "verified" || verdict?.state === "artifact") return undefined;
+    if (verdict?.state === "verified" || verdict?.state === "artifact") {
+      return undefined;
+    }
     const reason = verdict?.reason ?? `${digest} has not been verified yet`;
     if (cfg.mode === "warn") return warning(`unsigned: ${reason}`);
     if (this.sees(viewer, verdict?.pushedBy ?? null, ns, digest)) {
@@ -750,7 +913,11 @@ export class Signatures {
   }
 
   /** `GET /v2/<ns>/_svc/signatures/<reference>`: who signed, with what, verified when, why not. */
-  async status(ns: string, reference: string, viewer: Viewer | null): Promise<SignatureStatus> {
+  async status(
+    ns: string,
+    reference: string,
+    viewer: Viewer | null,
+  ): Promise<SignatureStatus> {
     const cfg = repositoryOf(this.d.cfg, ns).verify ?? null;
     let digest = reference;
     if (!reference.includes(":")) {
@@ -758,12 +925,21 @@ export class Signatures {
       if (held && (this.sees(viewer, held.pushedBy, ns, held.digest) || !tag)) {
         digest = held.digest;
       } else if (tag) digest = tag.digest;
-      else throw new RegistryError("MANIFEST_UNKNOWN", `${truncate(ns)}:${truncate(reference)}`);
+      else {throw new RegistryError(
+          "MANIFEST_UNKNOWN",
+          `${truncate(ns)}:${truncate(reference)}`,
+        );}
     }
     const { rev, verdict } = await this.d.meta.revisionWithVerdict(ns, digest);
-    if (!rev) throw new RegistryError("MANIFEST_UNKNOWN", `${truncate(ns)}@${truncate(reference)}`);
+    if (!rev) {
+      throw new RegistryError(
+        "MANIFEST_UNKNOWN",
+        `${truncate(ns)}@${truncate(reference)}`,
+      );
+    }
     const mode = cfg?.mode ?? "off";
-    const current = !!cfg && !!verdict && verdict.fingerprint === this.fingerprint(cfg);
+    const current = !!cfg && !!verdict &&
+      verdict.fingerprint === this.fingerprint(cfg);
     return {
       namespace: ns,
       digest,
@@ -771,7 +947,8 @@ export class Signatures {
       state: verdict?.state ?? "unjudged",
       verified: verdict?.state === "verified",
       held: mode === "enforce" && !!verdict?.held,
-      reason: verdict?.reason ?? (verdict ? null : mode === "off" ? null : "not verified yet"),
+      reason: verdict?.reason ??
+        (verdict ? null : mode === "off" ? null : "not verified yet"),
       checked_at: verdict ? new Date(verdict.checkedAt).toISOString() : null,
       current,
       via: verdict?.via ?? null,
@@ -794,7 +971,13 @@ export class Signatures {
    * reference naming nothing is an unknown image, unverified.
    */
   async imageFacts(ns: string, reference: string): Promise<ImageFacts> {
-    const unknown = { digest: "", verified: false, state: "unknown", held: false, signers: [] };
+    const unknown = {
+      digest: "",
+      verified: false,
+      state: "unknown",
+      held: false,
+      signers: [],
+    };
     let digest = reference;
     if (!reference.includes(":")) {
       if (!isValidTag(reference)) return unknown;
@@ -810,7 +993,9 @@ export class Signatures {
       verified: !!mode && v?.state === "verified",
       state: !mode ? "unjudged" : v?.state ?? "unjudged",
       held: mode === "enforce" && !!v?.held,
-      signers: v?.signers.filter((s) => s.valid).map((s) => s.signer ?? s.artifact) ?? [],
+      signers:
+        v?.signers.filter((s) => s.valid).map((s) => s.signer ?? s.artifact) ??
+          [],
     };
   }
 
@@ -826,15 +1011,26 @@ export class Signatures {
     if (next.state === "verified" && prev?.state !== "verified") {
       out.push(...this.plan("image.verified", ns, digest, next, cfg));
     }
-    if (prev?.held && !next.held) out.push(...this.plan("image.released", ns, digest, next, cfg));
-    if (!prev?.held && next.held) out.push(...this.plan("image.held", ns, digest, next, cfg));
-    if (next.state === "unverified" && cfg.mode === "warn" && prev?.state !== "unverified") {
+    if (prev?.held && !next.held) {
+      out.push(...this.plan("image.released", ns, digest, next, cfg));
+    }
+    if (!prev?.held && next.held) {
+      out.push(...this.plan("image.held", ns, digest, next, cfg));
+    }
+    if (
+      next.state === "unverified" && cfg.mode === "warn" &&
+      prev?.state !== "unverified"
+    ) {
       out.push(...this.plan("image.unverified", ns, digest, next, cfg));
     }
     return out;
   }
 
-  private observeTransition(repo: string, prev: SignatureVerdict | null, next: SignatureVerdict) {
+  private observeTransition(
+    repo: string,
+    prev: SignatureVerdict | null,
+    next: SignatureVerdict,
+  ) {
     if (prev?.state !== next.state) this.d.observe?.verdict(repo, next.state);
     if (prev?.held && !next.held) this.d.observe?.hold(repo, "released");
     if (!prev?.held && next.held) this.d.observe?.hold(repo, "held");
@@ -856,7 +1052,9 @@ export class Signatures {
       mode: cfg.mode,
       verified: v.state === "verified",
       reason: v.reason ?? null,
-      signers: v.signers.filter((s) => s.valid).map((s) => s.signer ?? s.artifact),
+      signers: v.signers.filter((s) => s.valid).map((s) =>
+        s.signer ?? s.artifact
+      ),
       held_tags: v.held?.tags ?? [],
       ...extra,
     };
@@ -902,14 +1100,17 @@ export function record(
 }
 
 function sameVerdict(a: SignatureVerdict, b: SignatureVerdict): boolean {
-  return a.state === b.state && a.fingerprint === b.fingerprint && !!a.held === !!b.held &&
+  return a.state === b.state && a.fingerprint === b.fingerprint &&
+    !!a.held === !!b.held &&
     a.via === b.via && !!a.byPlatforms === !!b.byPlatforms &&
     JSON.stringify(a.signers) === JSON.stringify(b.signers);
 }
 
 /** RFC 7234's Warning header value for a served image that is not verified. */
 function warning(text: string): string {
-  return `299 - ${JSON.stringify(text.replace(/[^\x20-\x7e]/g, "?").slice(0, 300))}`;
+  return `299 - ${
+    JSON.stringify(text.replace(/[^\x20-\x7e]/g, "?").slice(0, 300))
+  }`;
 }
 
 function denied(

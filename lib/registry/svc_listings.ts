@@ -40,7 +40,12 @@ export interface UsageReader {
 
 export interface NamespacesListing extends RepositorySettings {
   repository: string;
-  namespaces: { name: string; tag_count: number; manifest_count: number; upload_count: number }[];
+  namespaces: {
+    name: string;
+    tag_count: number;
+    manifest_count: number;
+    upload_count: number;
+  }[];
   immutable_tags_exclusions: string[];
 }
 
@@ -59,6 +64,19 @@ export interface RevisionRow {
   size?: number;
   /** a single-platform image's platform, from its config */
   platform?: Platform;
+  /**
+   * In a repository with [verify] (issue 34): verified, unverified (warn), held (enforce:
+   * waiting for its signature) or unjudged; absent for signatures and other artifacts
+   */
+  signature?: "verified" | "unverified" | "held" | "unjudged";
+  /** tags a held image will take once released */
+  held_tags?: string[];
+}
+
+/** A revision's signature state for the listing (lib/registry/signatures.ts). */
+export interface RowSignature {
+  state: NonNullable<RevisionRow["signature"]> | "artifact";
+  heldTags: string[];
 }
 
 export interface UiConfig {
@@ -66,10 +84,13 @@ export interface UiConfig {
   oidc?: { issuer: string; client_id: string; scopes: string };
 }
 
-const unknownName = (what: string) => new RegistryError("NAME_UNKNOWN", truncate(what));
+const unknownName = (what: string) =>
+  new RegistryError("NAME_UNKNOWN", truncate(what));
 
 export class SvcListings {
   private readonly facts: RevisionFactsCache | null;
+  /** signature states of revisions of `ns`, null where the repository verifies nothing */
+  verdicts?: (ns: string, digests: string[]) => Promise<RowSignature[] | null>;
 
   constructor(
     private readonly cfg: Config,
@@ -87,9 +108,13 @@ export class SvcListings {
   }
 
   /** Repositories holding at least one namespace with content that `admit` lets through. */
-  async repositories(admit: Admit): Promise<{ repositories: RepositorySummary[] }> {
+  async repositories(
+    admit: Admit,
+  ): Promise<{ repositories: RepositorySummary[] }> {
     const candidates: string[] = [];
-    for await (const ns of this.svc.indexed()) if (await admit(ns)) candidates.push(ns);
+    for await (const ns of this.svc.indexed()) {
+      if (await admit(ns)) candidates.push(ns);
+    }
     const holds = await mapBounded(
       candidates,
       this.concurrency,
@@ -101,7 +126,9 @@ export class SvcListings {
       const repo = repositoryOf(this.cfg, ns).name;
       counts.set(repo, (counts.get(repo) ?? 0) + 1);
     });
-    const repositories: RepositorySummary[] = [...counts.keys()].sort().map((name) => ({
+    const repositories: RepositorySummary[] = [...counts.keys()].sort().map((
+      name,
+    ) => ({
       name,
       namespace_count: counts.get(name)!,
       ...this.settings(name),
@@ -117,10 +144,14 @@ export class SvcListings {
    * reads as an unconfigured one), so a cache before its first pull or a repository with only a
    * quota would be nowhere to see without this. No namespace is counted: the listing does that.
    */
-  async configuredRepositories(admit: Admit): Promise<{ repositories: ConfiguredRepository[] }> {
+  async configuredRepositories(
+    admit: Admit,
+  ): Promise<{ repositories: ConfiguredRepository[] }> {
     const repositories: ConfiguredRepository[] = [];
     for (const name of [...this.cfg.repositories.keys()].sort()) {
-      if (await admit(name)) repositories.push({ name, ...this.settings(name) });
+      if (await admit(name)) {
+        repositories.push({ name, ...this.settings(name) });
+      }
     }
     await this.withUsage(repositories);
     return { repositories };
@@ -139,31 +170,41 @@ export class SvcListings {
   }
 
   /** SPEC: names from the category index only; an emptied namespace lists with zero counts. */
-  async namespaces(repository: string | null, admit: Admit): Promise<NamespacesListing> {
+  async namespaces(
+    repository: string | null,
+    admit: Admit,
+  ): Promise<NamespacesListing> {
     if (repository === null || !isValidName(repository)) {
       throw unknownName(repository ?? "repository parameter missing");
     }
     const names: string[] = [];
     for await (const ns of this.svc.indexed(repository)) {
-      if (repositoryOf(this.cfg, ns).name === repository && await admit(ns)) names.push(ns);
+      if (repositoryOf(this.cfg, ns).name === repository && await admit(ns)) {
+        names.push(ns);
+      }
     }
     // Empty, hidden and unconfigured repositories answer alike.
     if (names.length === 0) throw unknownName(repository);
-    const namespaces = await mapBounded(names, this.concurrency, async (name) => {
-      const [tags, revisions, uploads] = await Promise.all([
-        this.manifests.listTags(name, null, null),
-        this.svc.revisionCount(name),
-        this.svc.uploadCount(name),
-      ]);
-      return {
-        name,
-        tag_count: tags.tags.length,
-        manifest_count: revisions,
-        upload_count: uploads,
-      };
-    });
+    const namespaces = await mapBounded(
+      names,
+      this.concurrency,
+      async (name) => {
+        const [tags, revisions, uploads] = await Promise.all([
+          this.manifests.listTags(name, null, null),
+          this.svc.revisionCount(name),
+          this.svc.uploadCount(name),
+        ]);
+        return {
+          name,
+          tag_count: tags.tags.length,
+          manifest_count: revisions,
+          upload_count: uploads,
+        };
+      },
+    );
     const rc = this.cfg.repositories.get(repository);
-    const exclusions = rc?.immutableTagsExclusions ?? this.cfg.global.immutableTagsExclusions;
+    const exclusions = rc?.immutableTagsExclusions ??
+      this.cfg.global.immutableTagsExclusions;
     return {
       repository,
       namespaces,
@@ -172,13 +213,16 @@ export class SvcListings {
     };
   }
 
-  async revisions(ns: string): Promise<{ name: string; manifests: RevisionRow[] }> {
+  async revisions(
+    ns: string,
+  ): Promise<{ name: string; manifests: RevisionRow[] }> {
     const revs = await this.svc.revisions(ns);
     if (revs.length === 0) throw unknownName(ns);
     const pullTimes = this.cfg.global.updatePullTime;
-    const [all, sizes] = await Promise.all([
+    const [all, sizes, signed] = await Promise.all([
       this.svc.namespaceFacts(ns, pullTimes),
       this.facts?.facts(revs, this.concurrency) ?? null,
+      this.verdicts?.(ns, revs.map((r) => r.digest)) ?? null,
     ]);
     const facts = revs.map(({ digest, rec }) => {
       // A referrer is a leaf: its times belong to its subject's view, never reported.
@@ -194,8 +238,11 @@ export class SvcListings {
       };
     });
     const tagsOf = new Map(facts.map((f) => [f.digest, f.tags]));
-    const manifests = facts.map((f) => {
+    const manifests = facts.map((f, i) => {
       const row: RevisionRow = { digest: f.digest, tags: f.tags };
+      const sig = signed?.[i];
+      if (sig && sig.state !== "artifact") row.signature = sig.state;
+      if (sig && sig.heldTags.length > 0) row.held_tags = sig.heldTags;
       if (f.parents.length > 0) {
         row.parents = f.parents.map((p) => ({
           digest: p.digest,
@@ -219,7 +266,9 @@ export class SvcListings {
       if (!f.leaf && typeof f.rec.pushedAt === "number") {
         row.pushed_at = new Date(f.rec.pushedAt).toISOString();
       }
-      if (f.pulled !== null) row.last_pulled_at = new Date(f.pulled).toISOString();
+      if (f.pulled !== null) {
+        row.last_pulled_at = new Date(f.pulled).toISOString();
+      }
       const more = sizes?.get(f.digest);
       if (more) {
         row.size = more.size;
@@ -232,7 +281,12 @@ export class SvcListings {
 
   async uploads(
     ns: string,
-  ): Promise<{ name: string; uploads: { uuid: string; size: number; started_at: string }[] }> {
+  ): Promise<
+    {
+      name: string;
+      uploads: { uuid: string; size: number; started_at: string }[];
+    }
+  > {
     const uploads = (await this.svc.uploads(ns)).map(({ uuid, rec }) => ({
       uuid,
       size: rec.offset,
@@ -246,7 +300,11 @@ export class SvcListings {
     const o = this.cfg.ui.oidc;
     const provider = o ? this.cfg.auth.oidc.get(o.provider) : undefined;
     if (o && provider) {
-      out.oidc = { issuer: provider.issuer, client_id: o.clientId, scopes: o.scopes };
+      out.oidc = {
+        issuer: provider.issuer,
+        client_id: o.clientId,
+        scopes: o.scopes,
+      };
     }
     return out;
   }

@@ -142,6 +142,10 @@ export interface Revision {
   size?: number;
   /** a single-platform image's platform, from its config */
   platform?: { os: string; architecture: string; variant?: string };
+  /** where the repository verifies signatures: verified, unverified, held or unjudged */
+  signature?: "verified" | "unverified" | "held" | "unjudged";
+  /** tags a held image takes once released */
+  held_tags?: string[];
 }
 
 /** One record of GET /v2/_svc/audit (docs/api.md). */
@@ -161,4 +165,5 @@ export interface AuditRecord {
 }
 
 /** A namespace's path in API URLs: each segment escaped, the slashes kept. */
-export const nsPath = (ns: string) => ns.split("/").map(encodeURIComponent).join("/");
+export const nsPath = (ns: string) =>
+  ns.split("/").map(encodeURIComponent).join("/");

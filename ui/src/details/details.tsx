@@ -20,6 +20,8 @@ import { HistoryTab } from "./history_tab.tsx";
 import { OciTab } from "./oci_tab.tsx";
 import { type TabName, tabOf } from "./tabs.ts";
 import { VulnerabilitiesTab } from "./vulns_tab.tsx";
+import { HeldPage, SignatureFacts } from "../signatures.tsx";
+import { ApiError } from "../api.ts";
 
 function useHash(): string {
   const [hash, setHash] = useState(location.hash);
@@ -53,7 +55,20 @@ export function ManifestDetails(
       reference,
     ],
   );
-  if (error) return <PageError error={error} retry={reload} />;
+  if (error) {
+    const refusal = <PageError error={error} retry={reload} />;
+    // A held image (issue 34) says so: waiting for a signature, and why.
+    if (error instanceof ApiError && error.status === 403) {
+      return (
+        <HeldPage
+          namespace={namespace}
+          reference={reference}
+          fallback={refusal}
+        />
+      );
+    }
+    return refusal;
+  }
   if (!data) return <Loading />;
   const byTag = !reference.includes(":");
   const available = tabsOf(data.manifest);
@@ -65,9 +80,10 @@ export function ManifestDetails(
     : `${host}/${namespace}@${data.digest}`;
   const last = namespace.slice(namespace.lastIndexOf("/") + 1);
   const dockerLine = `docker pull ${pullRef}`;
-  const skopeoLine = `skopeo copy docker://${host}/${namespace}@${data.digest} oci:${last}:${
-    byTag ? reference : "image"
-  }`;
+  const skopeoLine =
+    `skopeo copy docker://${host}/${namespace}@${data.digest} oci:${last}:${
+      byTag ? reference : "image"
+    }`;
   const removeAll = async () => {
     try {
       const gone = await deleteWithCascade(namespace, data);
@@ -100,12 +116,15 @@ export function ManifestDetails(
       <dl class="facts">
         <dt>Digest</dt>
         <dd>
-          <code class="digest-full">{data.digest}</code> <CopyButton text={data.digest} />
+          <code class="digest-full">{data.digest}</code>{" "}
+          <CopyButton text={data.digest} />
         </dd>
         <dt>Media type</dt>
         <dd>
           <code>{data.mediaType}</code>
-          {data.manifest.artifactType && <span class="badge">{data.manifest.artifactType}</span>}
+          {data.manifest.artifactType && (
+            <span class="badge">{data.manifest.artifactType}</span>
+          )}
         </dd>
         <dt>Size</dt>
         <dd>
@@ -113,18 +132,23 @@ export function ManifestDetails(
             ? `${humanSize(data.size)} (index)`
             : `${humanSize(imageSize(data))} (manifest, config and layers)`}
         </dd>
+        <SignatureFacts namespace={namespace} reference={reference} />
         <dt>Pull</dt>
         <dd class="pull-lines">
-          <code>{dockerLine}</code> <CopyButton text={dockerLine} label="Copy docker line" />
+          <code>{dockerLine}</code>{" "}
+          <CopyButton text={dockerLine} label="Copy docker line" />
           <br />
-          <code>{skopeoLine}</code> <CopyButton text={skopeoLine} label="Copy skopeo line" />
+          <code>{skopeoLine}</code>{" "}
+          <CopyButton text={skopeoLine} label="Copy skopeo line" />
         </dd>
       </dl>
       <div class="actions">
         {available.includes("filesystem") && (
           <a
             class="button"
-            href={`${COMPARE_PATH}/${namespace}?from=${encodeURIComponent(reference)}`}
+            href={`${COMPARE_PATH}/${namespace}?from=${
+              encodeURIComponent(reference)
+            }`}
           >
             Compare with…
           </a>
@@ -153,7 +177,9 @@ export function ManifestDetails(
       </div>
       <div role="tabpanel" aria-label={TAB_LABEL[tab]}>
         {tab === "oci" && <OciTab namespace={namespace} fetched={data} />}
-        {tab === "history" && <HistoryTab namespace={namespace} reference={reference} />}
+        {tab === "history" && (
+          <HistoryTab namespace={namespace} reference={reference} />
+        )}
         {tab === "vulnerabilities" && (
           <VulnerabilitiesTab
             namespace={namespace}

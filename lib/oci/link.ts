@@ -46,14 +46,10 @@ function splitLink(s: string, sep: string, angles: boolean): string[] {
 /** A param value: a quoted-string unescaped, else the token as written; null when malformed. */
 function paramValue(v: string): string | null {
   if (!v.startsWith('"')) return v;
-  if (v.length < 2 || !v.endsWith('"')) return null;
-  let out = "";
-  for (let i = 1; i < v.length - 1; i++) {
-    if (v[i] === "\\") i++;
-    if (i >= v.length - 1) return null; // the closing quote was escaped
-    out += v[i];
-  }
-  return out;
+  let i = 1;
+  while (i < v.length && v[i] !== '"') i += v[i] === "\\" ? 2 : 1;
+  if (i !== v.length - 1) return null; // never closed, or text after the closing quote
+  return v.slice(1, -1).replace(/\\([\s\S])/g, "$1");
 }
 
 /**

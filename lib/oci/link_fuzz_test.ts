@@ -120,6 +120,7 @@ Deno.test("fuzz link: a megabyte header of any shape reads in linear time", asyn
     [",", (n) => ", ".repeat(n / 2)],
     ["links", (n) => '<a>; rel="prev", '.repeat(n / 17) + "<b>; rel=next"],
     ["rel=<", (n) => "<a>; rel=" + "<".repeat(n)],
+    ["rel escapes", (n) => '<a>; rel="' + "\\x".repeat(n / 2) + '"'],
   ];
   for (const [what, make] of shapes) {
     await assertLinear(`Link ${what}`, make, nextLinkTarget);

@@ -44,25 +44,19 @@ class Scanner {
     while (!this.end && TCHAR.test(this.c())) this.i++;
     return this.s.slice(start, this.i);
   }
-  /** Copies runs between escapes whole: a realm may be hundreds of kilobytes long. */
+  /**
+   * Finds the closing quote first, then unescapes in one native pass: built a character or an
+   * escape at a time, a 1 MB realm cost ~100 × a 64 KB one.
+   */
   quoted(): string {
-    this.i++; // opening quote
-    let out = "";
-    let run = this.i;
-    while (!this.end) {
-      const c = this.s[this.i];
-      if (c === '"') {
-        out += this.s.slice(run, this.i++);
-        return out;
-      }
-      if (c === "\\") {
-        out += this.s.slice(run, this.i++);
-        if (this.end) break;
-        run = this.i; // the escaped character opens the next run
-      }
-      this.i++;
+    const start = ++this.i; // past the opening quote
+    while (!this.end && this.c() !== '"') this.i += this.c() === "\\" ? 2 : 1;
+    if (this.end) {
+      this.i = this.s.length;
+      return this.fail("unterminated quoted string");
     }
-    return this.fail("unterminated quoted string");
+    const raw = this.s.slice(start, this.i++);
+    return raw.includes("\\") ? raw.replace(/\\([\s\S])/g, "$1") : raw;
   }
   /** Does an auth-param (`token BWS "="`) start here, rather than the next challenge? */
   atParam(): boolean {

@@ -2,13 +2,15 @@
 // and failed jobs of one queue (no queue opens `cache`), with retry, delete (two clicks), load
 // more and auto-refresh. The tables keep their columns in the page: a long subject or error wraps
 // in its column, an error past three lines folds (all of it on hover or "Show all"), and the row
-// actions stay in view; on a narrow screen each job is a block of labelled lines.
+// actions stay in view; on a narrow screen each job is a block of labelled lines. Above them, the
+// queue's long runs (a reindex, a rescan, a sync run) with done of total (progress.tsx).
 import { useEffect, useState } from "preact/hooks";
 import { apiFetch, checked, getJson } from "./api.ts";
 import { DeleteButton } from "./buttons.tsx";
 import { useInterval } from "./hooks.ts";
 import { JOBS_PATH, QUEUES } from "./route.ts";
 import { ErrorState, Loading } from "./states.tsx";
+import { LongRuns } from "./progress.tsx";
 
 interface Job {
   storage_key: string;
@@ -246,6 +248,7 @@ export function Jobs({ queue }: { queue: string }) {
         </label>
         <button type="button" onClick={refreshBoth}>Refresh now</button>
       </div>
+      <LongRuns queue={queue} auto={auto} />
       <h2>Pending and running</h2>
       <JobTable
         queue={queue}

@@ -1,10 +1,12 @@
 // `/_replication`: per downstream of each repository, whether it is in step (pending jobs, lag,
 // failed jobs, last success, last error, outcomes, what it supports), and per scheduled pull sync
-// its last run; from GET /v2/_svc/replication/status, refreshed every few seconds.
+// its last run and the progress of the one running; from GET /v2/_svc/replication/status,
+// refreshed every few seconds.
 import { type DownstreamStatus, getJson, type ReplicationStatus } from "./api.ts";
 import { useInterval, useLoad } from "./hooks.ts";
 import { JOBS_PATH } from "./route.ts";
 import { ErrorState, Loading } from "./states.tsx";
+import { RunBar, type RunProgress } from "./progress.tsx";
 
 /** The badge of a downstream's health; null when it is in step. */
 export function HealthBadge(
@@ -95,14 +97,24 @@ function Syncs({ syncs }: { syncs: Record<string, unknown>[] }) {
       ? JSON.stringify(v)
       : String(v);
   return (
-    <table class="list" data-syncs>
+    // On a narrow screen the table scrolls in its box: a keyboard reaches it too.
+    <table class="list" data-syncs tabIndex={0} aria-label="Scheduled pull syncs">
       <thead>
         <tr>
           {keys.map((k) => <th scope="col" key={k}>{k.replaceAll("_", " ")}</th>)}
         </tr>
       </thead>
       <tbody>
-        {syncs.map((s, i) => <tr key={i}>{keys.map((k) => <td key={k}>{cell(s[k])}</td>)}</tr>)}
+        {syncs.map((s, i) => (
+          <tr key={i}>
+            {keys.map((k) => (
+              <td key={k} data-sync-field={k}>
+                {/* A run in progress: tags checked of those to check, bytes fetched. */}
+                {k === "progress" ? (s[k] ? <RunBar run={s[k] as RunProgress} /> : "") : cell(s[k])}
+              </td>
+            ))}
+          </tr>
+        ))}
       </tbody>
     </table>
   );
@@ -123,7 +135,7 @@ export function Replication() {
       {data.downstreams.length === 0
         ? <p class="muted">No downstreams configured.</p>
         : (
-          <table class="list" data-downstreams>
+          <table class="list" data-downstreams tabIndex={0} aria-label="Downstreams">
             <thead>
               <tr>
                 <th scope="col">Downstream</th>

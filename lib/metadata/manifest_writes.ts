@@ -215,7 +215,13 @@ export async function commitManifest(
       const owned = w.requireBlobs && !rev.value
         ? await requireOwned(kv, ns, w.parsed.blobs)
         : null;
-      const pinned = w.pin ? await kv.get(w.pin.key) : null;
+      // The first attempt checks the pin as the judgement read it (no read: a moved pin fails
+      // the commit); a retry reads it and hands a moved one back to be judged again.
+      const pinned = !w.pin
+        ? null
+        : read
+        ? { key: w.pin.key, versionstamp: w.pin.versionstamp }
+        : await kv.get(w.pin.key);
       if (w.pin && pinned!.versionstamp !== w.pin.versionstamp) throw w.pin.stale();
       const op = kv.atomic();
       const budget = new CommitBudget();

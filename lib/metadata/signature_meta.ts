@@ -50,6 +50,19 @@ export interface SettleOutcome {
 export class SignatureMeta {
   constructor(private readonly kv: Deno.Kv) {}
 
+  /** A judgement's read: the revision, its verdict and the pin (sigver), in one round trip. */
+  async judgement(
+    ns: string,
+    digest: string,
+  ): Promise<{ rev: RevisionRecord | null; verdict: SignatureVerdict | null; pin: string | null }> {
+    const [rev, v, pin] = await this.kv.getMany<[RevisionRecord, SignatureVerdict, unknown]>([
+      K.rev(ns, digest),
+      K.sigVerdict(ns, digest),
+      K.sigVersion(ns, digest),
+    ]);
+    return { rev: rev.value, verdict: v.value, pin: pin.versionstamp };
+  }
+
   /** The gate's read of a pull: revision and verdict in one round trip. */
   async revisionWithVerdict(
     ns: string,
@@ -257,8 +270,13 @@ export class SignatureMeta {
         const released: string[] = [];
         if (was && !s.next.held && was.tags.length > 0) {
           const tags = was.tags.slice(0, HELD_TAGS_MAX);
-          const held = await getAll<HeldTag>(this.kv, tags.map((t) => K.heldTag(ns, t)));
-          const now = await getAll<TagRecord>(this.kv, tags.map((t) => K.tag(ns, t)));
+          // held tags and tags in one read (getMany rounds of 10)
+          const both = await getAll<HeldTag | TagRecord>(this.kv, [
+            ...tags.map((t) => K.heldTag(ns, t)),
+            ...tags.map((t) => K.tag(ns, t)),
+          ]);
+          const held = both.slice(0, tags.length) as Deno.KvEntryMaybe<HeldTag>[];
+          const now = both.slice(tags.length) as Deno.KvEntryMaybe<TagRecord>[];
           budget.checkOn(op, tagver);
           muts.push(set(K.tagver(ns), true));
           tags.forEach((tag, i) => {

@@ -13,6 +13,7 @@ import {
   indexVerdict,
   type PlatformVerdict,
   type SignatureArtifact,
+  type SignatureFormat,
   trustFingerprint,
   verifySubject,
 } from "../signatures/mod.ts";
@@ -380,10 +381,9 @@ export class Signatures {
           pin,
           next,
           fx,
-          events:
-            () => (planned = this.plan("image.held", ns, digest, next, cfg, {
-              expired: true,
-            })),
+          events: () => (planned = this.plan("image.held", ns, digest, next, cfg, {
+            expired: true,
+          })),
         });
       } finally {
         await fx.committed();
@@ -417,34 +417,27 @@ export class Signatures {
 
   /** Every signature artifact `digest` has in `ns`, bounded (ARTIFACTS_MAX, REFERRERS_SCANNED). */
   async artifactsOf(ns: string, digest: string): Promise<SignatureArtifact[]> {
-    const out: SignatureArtifact[] = [];
     const blob = (d: string, max: number) => this.d.blob(ns, d, max);
     const sigTag = cosignSignatureTag(digest);
-    if (sigTag) {
-      const t = await this.d.manifests.tag(ns, sigTag);
-      const rev = t ? await this.d.manifests.revision(ns, t.digest) : null;
-      if (t && rev) {
-        const manifest = await this.d.body(ns, t.digest, rev);
-        out.push({
-          format: "cosign-tag",
-          digest: t.digest,
-          manifest,
-          readBlob: blob,
-        });
-      }
-    }
-    for (
-      const r of await this.d.meta.referrersOf(ns, digest, REFERRERS_SCANNED)
-    ) {
-      if (out.length >= ARTIFACTS_MAX) break;
+    // The `.sig` tag and the referrers are looked up at once (two KV reads in flight).
+    const [tagged, referrers] = await Promise.all([
+      sigTag ? this.d.manifests.tag(ns, sigTag) : null,
+      this.d.meta.referrersOf(ns, digest, REFERRERS_SCANNED),
+    ]);
+    const wanted: { format: SignatureFormat; digest: string }[] = [];
+    if (tagged) wanted.push({ format: "cosign-tag", digest: tagged.digest });
+    for (const r of referrers) {
+      if (wanted.length >= ARTIFACTS_MAX) break;
       const format = referrerFormat(r.rec.artifactType, r.rec.mediaType);
-      if (!format) continue;
-      const rev = await this.d.manifests.revision(ns, r.digest);
-      if (!rev) continue;
-      const manifest = await this.d.body(ns, r.digest, rev);
-      out.push({ format, digest: r.digest, manifest, readBlob: blob });
+      if (format) wanted.push({ format, digest: r.digest });
     }
-    return out;
+    const found = await Promise.all(wanted.map(async (w) => {
+      const rev = await this.d.manifests.revision(ns, w.digest);
+      if (!rev) return null;
+      const manifest = await this.d.body(ns, w.digest, rev);
+      return { format: w.format, digest: w.digest, manifest, readBlob: blob };
+    }));
+    return found.filter((a) => a !== null);
   }
 
   /**
@@ -471,9 +464,7 @@ export class Signatures {
       own = {
         verified: false,
         signers: [],
-        reason: `signatures of ${digest} could not be checked: ${
-          (e as Error).message
-        }`,
+        reason: `signatures of ${digest} could not be checked: ${(e as Error).message}`,
         checkedAt: Date.now(),
       };
     } finally {
@@ -483,10 +474,7 @@ export class Signatures {
     if (parsed.children.length > CHILDREN_JUDGED_MAX) {
       return {
         ...own,
-        reason:
-          `${
-            own.reason ?? `no valid signature for ${digest}`
-          }; the index names more ` +
+        reason: `${own.reason ?? `no valid signature for ${digest}`}; the index names more ` +
           `than ${CHILDREN_JUDGED_MAX} manifests: sign the index itself`,
       };
     }
@@ -526,11 +514,7 @@ export class Signatures {
     const { ns, digest } = p;
     const repo = repositoryOf(this.d.cfg, ns).name;
     const fingerprint = this.fingerprint(cfg);
-    const pin = await this.d.meta.pin(ns, digest);
-    const { rev, verdict: previous } = await this.d.meta.revisionWithVerdict(
-      ns,
-      digest,
-    );
+    const { rev, verdict: previous, pin } = await this.d.meta.judgement(ns, digest);
     const before = rev ? previous : null;
     const now = Date.now();
     if (isArtifact(p.parsed, p.tags)) {
@@ -658,11 +642,7 @@ export class Signatures {
     const repo = repositoryOf(this.d.cfg, ns).name;
     const fingerprint = this.fingerprint(cfg);
     for (let round = 0; round < 5; round++) {
-      const pin = await this.d.meta.pin(ns, digest);
-      const { rev, verdict: prev } = await this.d.meta.revisionWithVerdict(
-        ns,
-        digest,
-      );
+      const { rev, verdict: prev, pin } = await this.d.meta.judgement(ns, digest);
       if (!rev) return null;
       let parsed: ParsedManifest | null = null;
       let bytes: Uint8Array | null = null;
@@ -788,9 +768,7 @@ export class Signatures {
       }
     }
     if (!parsed || parsed.children.length === 0) return;
-    const children = parsed.children.slice(0, CHILDREN_JUDGED_MAX).map((c) =>
-      c.digest
-    );
+    const children = parsed.children.slice(0, CHILDREN_JUDGED_MAX).map((c) => c.digest);
     const verdicts = await this.d.meta.verdicts(ns, children);
     for (const [i, v] of verdicts.entries()) {
       if (v?.state === "unverified") {
@@ -993,9 +971,8 @@ export class Signatures {
       verified: !!mode && v?.state === "verified",
       state: !mode ? "unjudged" : v?.state ?? "unjudged",
       held: mode === "enforce" && !!v?.held,
-      signers:
-        v?.signers.filter((s) => s.valid).map((s) => s.signer ?? s.artifact) ??
-          [],
+      signers: v?.signers.filter((s) => s.valid).map((s) => s.signer ?? s.artifact) ??
+        [],
     };
   }
 
@@ -1052,9 +1029,7 @@ export class Signatures {
       mode: cfg.mode,
       verified: v.state === "verified",
       reason: v.reason ?? null,
-      signers: v.signers.filter((s) => s.valid).map((s) =>
-        s.signer ?? s.artifact
-      ),
+      signers: v.signers.filter((s) => s.valid).map((s) => s.signer ?? s.artifact),
       held_tags: v.held?.tags ?? [],
       ...extra,
     };
@@ -1108,9 +1083,7 @@ function sameVerdict(a: SignatureVerdict, b: SignatureVerdict): boolean {
 
 /** RFC 7234's Warning header value for a served image that is not verified. */
 function warning(text: string): string {
-  return `299 - ${
-    JSON.stringify(text.replace(/[^\x20-\x7e]/g, "?").slice(0, 300))
-  }`;
+  return `299 - ${JSON.stringify(text.replace(/[^\x20-\x7e]/g, "?").slice(0, 300))}`;
 }
 
 function denied(

@@ -1,0 +1,116 @@
+// Verified before visible (issue 34, Performance): a push into an `enforce` repository with its
+// signature, and a pull of a verified image, side by side with a repository whose `[verify]` is
+// off, in one server and one run. Each round pushes one image and its cosign signature (blobs,
+// then the `.sig` manifest: the image is held, then released) into each repository, the two
+// interleaved so drift on a shared machine hits both alike; then 3,000 pulls by tag of the
+// verified images of each (8 clients at once, interleaved per request). The client does the
+// same work for both repositories: only the server's verification differs.
+// Run: deno run -A bench/signature_hold_bench.ts [pushes] [pulls]   (loopback only)
+import { startServer } from "../tests/helpers/server.ts";
+import { cosignSignature, makeKey, pushSignature, verifyToml } from "../tests/helpers/cosign.ts";
+import { distinctManifest, OCI_MANIFEST } from "../tests/helpers/oci_content.ts";
+
+const PUSHES = Number(Deno.args[0] ?? 300);
+const PULLS = Number(Deno.args[1] ?? 3000);
+const CLIENTS = 8;
+
+const key = await makeKey();
+const s = await startServer({
+  unchecked: true,
+  config: verifyToml("enf", "enforce", { ci: key }) + `[repository."off"]\n`,
+});
+
+function stats(ms: number[]) {
+  const xs = [...ms].sort((a, b) => a - b);
+  const q = (p: number) => xs[Math.min(xs.length - 1, Math.floor(p * xs.length))];
+  const mean = xs.reduce((a, b) => a + b, 0) / xs.length;
+  return { mean, p50: q(0.5), p90: q(0.9), p99: q(0.99) };
+}
+const fmt = (x: { mean: number; p50: number; p90: number; p99: number }) =>
+  `mean ${x.mean.toFixed(2)} ms, p50 ${x.p50.toFixed(2)}, p90 ${x.p90.toFixed(2)}, p99 ${
+    x.p99.toFixed(2)
+  }`;
+
+async function pushOne(repo: string, i: number): Promise<number> {
+  const ns = `${repo}/app`;
+  const image = await distinctManifest(`bench ${repo} ${i}`);
+  const sig = await cosignSignature(key, `bench/${ns}`, image.digest);
+  const t0 = performance.now();
+  const r = await fetch(`${s.url}/v2/${ns}/manifests/t${i}`, {
+    method: "PUT",
+    body: image.body as BodyInit,
+    headers: { "content-type": OCI_MANIFEST },
+  });
+  await r.body?.cancel();
+  if (r.status !== 201) throw new Error(`push ${repo} ${i}: ${r.status}`);
+  const q = await pushSignature(s, ns, sig);
+  await q.body?.cancel();
+  if (q.status !== 201) throw new Error(`signature ${repo} ${i}: ${q.status}`);
+  return performance.now() - t0;
+}
+
+try {
+  // warm-up: code paths, KV pages, connections
+  for (let i = 0; i < 20; i++) {
+    await pushOne("off", 100_000 + i);
+    await pushOne("enf", 100_000 + i);
+  }
+  const push: Record<string, number[]> = { off: [], enf: [] };
+  const t0 = performance.now();
+  for (let i = 0; i < PUSHES; i++) {
+    const order = i % 2 === 0 ? ["off", "enf"] : ["enf", "off"];
+    for (const repo of order) push[repo].push(await pushOne(repo, i));
+  }
+  const pushWall = performance.now() - t0;
+  // every enforce image is visible now (released by its signature)
+  const check = await fetch(`${s.url}/v2/enf/app/manifests/t${PUSHES - 1}`);
+  await check.body?.cancel();
+  if (check.status !== 200) throw new Error(`enforce image not released: ${check.status}`);
+
+  const pull: Record<string, number[]> = { off: [], enf: [] };
+  let next = 0;
+  const worker = async () => {
+    while (next < 2 * PULLS) {
+      const n = next++;
+      const repo = n % 2 === 0 ? "off" : "enf";
+      const tag = `t${(n >> 1) % PUSHES}`;
+      const t = performance.now();
+      const r = await fetch(`${s.url}/v2/${repo}/app/manifests/${tag}`, {
+        headers: { accept: OCI_MANIFEST },
+      });
+      await r.arrayBuffer();
+      if (r.status !== 200) throw new Error(`pull ${repo}:${tag}: ${r.status}`);
+      pull[repo].push(performance.now() - t);
+    }
+  };
+  const p0 = performance.now();
+  await Promise.all(Array.from({ length: CLIENTS }, worker));
+  const pullWall = performance.now() - p0;
+
+  const po = stats(push.off), pe = stats(push.enf);
+  const lo = stats(pull.off), le = stats(pull.enf);
+  console.log(`signature_hold_bench: ${PUSHES} pushes (image + cosign signature) per repository,`);
+  console.log(`  ${PULLS} pulls by tag per repository (${CLIENTS} clients, interleaved)`);
+  console.log(`push off     : ${fmt(po)}`);
+  console.log(`push enforce : ${fmt(pe)}  (held, then released by the signature)`);
+  console.log(
+    `push enforce / off: mean ${(pe.mean / po.mean).toFixed(3)}, p50 ${
+      (pe.p50 / po.p50).toFixed(3)
+    }`,
+  );
+  console.log(`pull off     : ${fmt(lo)}`);
+  console.log(`pull enforce : ${fmt(le)}  (verified: the verdict read with the revision)`);
+  console.log(
+    `pull enforce / off: mean ${(le.mean / lo.mean).toFixed(3)}, p50 ${
+      (le.p50 / lo.p50).toFixed(3)
+    }`,
+  );
+  console.log(
+    `wall: pushes ${(pushWall / 1000).toFixed(1)} s, pulls ${(pullWall / 1000).toFixed(1)} s (${
+      ((2 * PULLS) / (pullWall / 1000)).toFixed(0)
+    } pulls/s)`,
+  );
+} finally {
+  await s.stop();
+  await Deno.remove(s.dataDir, { recursive: true }).catch(() => {});
+}

@@ -99,6 +99,18 @@ Deno.test("extension listings map to their actions; names may contain _svc and r
       resource: "pulls",
     }],
     ["GET", "/v2/a/_svc/uploads/list", { name: "list-uploads", namespace: "a" }],
+    ["GET", `/v2/a/b/_svc/signatures/${D}`, {
+      name: "get-signatures",
+      namespace: "a/b",
+      reference: D,
+      digest: D,
+    }],
+    ["HEAD", "/v2/a/_svc/signatures/v1", {
+      name: "get-signatures",
+      namespace: "a",
+      reference: "v1",
+      tag: "v1",
+    }],
     ["GET", "/v2/my_svc/_svc/revisions/list", { name: "list-revisions", namespace: "my_svc" }],
     ["GET", "/v2/blobs/manifests/_svc/uploads/list", {
       name: "list-uploads",

@@ -133,6 +133,24 @@ Deno.test("verify enforce: holds, releases and who sees a held image", serverTes
       [["cosign-tag", "key:ci", true]],
     );
     assert.equal(ok.signers[0].artifact, sig.digest);
+
+    // Metrics count the verdicts, the hold, its refusals and its release.
+    const m = await (await req(s, "/metrics", { headers: basic("admin") })).text();
+    for (
+      const line of [
+        'wharf_signature_holds_total{repository="signed",event="held"} 1',
+        'wharf_signature_holds_total{repository="signed",event="released"} 1',
+        'wharf_signature_verdicts_total{repository="signed",result="verified"} 1',
+        'wharf_signature_verdicts_total{repository="signed",result="artifact"} 1',
+      ]
+    ) {
+      assert.ok(
+        m.includes(line),
+        `${line} in\n${m.split("\n").filter((l) => l.includes("signature")).join("\n")}`,
+      );
+    }
+    assert.match(m, /wharf_signature_holds_total\{repository="signed",event="denied"\} [1-9]/);
+    assert.match(m, /wharf_signature_verify_seconds_count [1-9]/);
   });
 });
 

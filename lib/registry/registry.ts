@@ -3,11 +3,7 @@
 // this; the layer index, reports, replication, sync and retention get their narrow dependencies
 // from the composition root (lib/services) instead of reaching through it.
 import type { Config } from "../config/mod.ts";
-import {
-  type BlobStore,
-  CorruptBlobError,
-  readVerified,
-} from "../storage/mod.ts";
+import { type BlobStore, CorruptBlobError, readVerified } from "../storage/mod.ts";
 import { Quarantine } from "./quarantine.ts";
 import { BlobMeta, ManifestMeta, UploadMeta } from "../metadata/mod.ts";
 import { PullMeta, SvcMeta, UpstreamChecks } from "../metadata/mod.ts";
@@ -94,9 +90,8 @@ export class Registry {
     this.#kv = kv;
     this.jobs = options.jobs ?? new JobQueues(kv, cfg.global.jobQueue);
     this.events = new Events(cfg, this.jobs, kv);
-    this.effects =
-      options.effects?.({ jobs: this.jobs, events: this.events }) ??
-        composeEffects([new EventEffects(this.events)]);
+    this.effects = options.effects?.({ jobs: this.jobs, events: this.events }) ??
+      composeEffects([new EventEffects(this.events)]);
     this.#usage = new UsageLedger(kv, quotaPolicy(() => cfg));
     const blobMeta = new BlobMeta(kv, this.#usage);
     const manifestMeta = new ManifestMeta(kv, this.#usage);
@@ -297,8 +292,7 @@ export class Registry {
     if (!rc) {
       return await this.blobs.read(ns, digest, rangeHeader, withBody, redirect);
     }
-    const served = (r: BlobRead) =>
-      this.pullThrough.served(rc, ns, digest, r, sent);
+    const served = (r: BlobRead) => this.pullThrough.served(rc, ns, digest, r, sent);
     try {
       return served(
         await this.blobs.read(ns, digest, rangeHeader, withBody, redirect),
@@ -320,9 +314,7 @@ export class Registry {
       withBody,
     );
     return served(
-      r === "linked"
-        ? await this.blobs.read(ns, digest, rangeHeader, withBody)
-        : r,
+      r === "linked" ? await this.blobs.read(ns, digest, rangeHeader, withBody) : r,
     );
   }
 

@@ -116,10 +116,14 @@ export class ClientIpResolver {
       const hop = forwardedFor.slice(comma + 1, end).trim();
       end = comma;
       if (hop === "") continue;
-      const ip = parseIp(hop);
-      if (!ip) return peer; // garbage in the chain: believe only the socket
-      if (!this.nets.some((n) => contains(n, ip))) return unbracket(hop);
-      first = hop;
+      const addr = withoutPort(hop);
+      const ip = parseIp(addr);
+      // An entry a trusted proxy wrote but nobody can read ("unknown"): the client behind it is
+      // unknown too. Not the proxy's own address, which a policy may trust; the unspecified
+      // address, which no sensible policy does.
+      if (!ip) return UNKNOWN_CLIENT;
+      if (!this.nets.some((n) => contains(n, ip))) return unbracket(addr);
+      first = addr;
     }
     // every hop trusted: the first, as the chain's origin
     return first === null ? peer : unbracket(first);
@@ -127,3 +131,17 @@ export class ClientIpResolver {
 }
 
 const unbracket = (hop: string) => hop.replace(/^\[|\]$/g, "");
+
+/** The client IP of a request whose forwarding chain names an address nobody can read. */
+export const UNKNOWN_CLIENT = "0.0.0.0";
+
+/**
+ * An entry without the port some gateways add (`203.0.113.7:5678`, `[2001:db8::1]:5678`); a bare
+ * IPv6 address, whose colons are its own, is left as it is.
+ */
+function withoutPort(hop: string): string {
+  const v4 = /^(\d{1,3}(?:\.\d{1,3}){3}):\d{1,5}$/.exec(hop);
+  if (v4) return v4[1];
+  const v6 = /^(\[[0-9A-Fa-f:.]+\]):\d{1,5}$/.exec(hop);
+  return v6 ? v6[1] : hop;
+}

@@ -57,8 +57,8 @@ Deno.test("terminal: one line rewritten in place, at most 4 times a second", () 
   assert.match(out[2], /^\rreindex: 200\/400 namespaces/);
   // The summary clears it for good.
   out.length = 0;
-  r.summary("reindex: 400 namespace(s); queued 3 in 4.0 s");
-  assert.deepEqual(out, ["\r\x1b[K", "reindex: 400 namespace(s); queued 3 in 4.0 s\n"]);
+  r.summary("reindex: 400 namespace(s), 3 layer(s) in 4.0 s; queued 3");
+  assert.deepEqual(out, ["\r\x1b[K", "reindex: 400 namespace(s), 3 layer(s) in 4.0 s; queued 3\n"]);
   r.sink({ unit: "namespaces", done: 400, total: 400 });
   assert.equal(out.length, 2, "nothing after the summary");
 });

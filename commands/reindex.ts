@@ -25,9 +25,9 @@ export function reindexCommand(cfg: Config, cli: Cli): Promise<number> {
         progress: p.sink,
       });
       p.summary(
-        `reindex: ${r.namespaces} namespace(s), ${r.layers} layer(s); ${
-          dryRun ? "would queue" : "queued"
-        } ${r.queued} in ${p.elapsedSecs().toFixed(1)} s`,
+        `reindex: ${r.namespaces} namespace(s), ${r.layers} layer(s) in ${
+          p.elapsedSecs().toFixed(1)
+        } s; ${dryRun ? "would queue" : "queued"} ${r.queued}`,
         { ...r, dry_run: dryRun },
       );
       return 0;

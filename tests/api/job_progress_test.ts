@@ -82,7 +82,7 @@ Deno.test({
       assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
       assert.match(
         new TextDecoder().decode(out.stdout),
-        /^reindex: 6 namespace\(s\), 48 layer\(s\); queued 48 in /m,
+        /^reindex: 6 namespace\(s\), 48 layer\(s\) in [\d.]+ s; queued 48$/m,
       );
 
       // One run throughout, its done never going back; seen part-way.

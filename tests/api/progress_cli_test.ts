@@ -122,9 +122,9 @@ Deno.test({
     withRegistry(async (s) => {
       const progress = new RegExp(`^reindex: \\d+/${NAMESPACES} namespaces \\(\\d+%\\) · `);
       const summary = new RegExp(
-        `^reindex: ${NAMESPACES} namespace\\(s\\), ${2 * NAMESPACES} layer\\(s\\); queued ${
+        `^reindex: ${NAMESPACES} namespace\\(s\\), ${
           2 * NAMESPACES
-        } in [\\d.]+ s$`,
+        } layer\\(s\\) in [\\d.]+ s; queued ${2 * NAMESPACES}$`,
       );
       const plain = assertPlain(
         await cli(s.configPath, ["reindex", "--force"], EVERY_STEP),
@@ -139,7 +139,7 @@ Deno.test({
       assert.equal(quick.code, 0, quick.stderr);
       assert.equal(lines(quick.stdout).filter((l) => progress.test(l)).length, 0, quick.stdout);
       assert.equal(lines(quick.stdout).filter((l) => l.startsWith("would index ")).length, 16);
-      assert.match(quick.stdout, /would queue 16 in [\d.]+ s\n$/);
+      assert.match(quick.stdout, /in [\d.]+ s; would queue 16\n$/);
 
       const json = assertJson(
         await cli(s.configPath, ["reindex", "--force", "--dry-run", "--json"], EVERY_STEP),
@@ -167,7 +167,7 @@ Deno.test({
 
       assertQuiet(
         await cli(s.configPath, ["reindex", "--force", "--dry-run", "--quiet"]),
-        /^reindex: 8 namespace\(s\), 16 layer\(s\); would queue 16 in [\d.]+ s$/,
+        /^reindex: 8 namespace\(s\), 16 layer\(s\) in [\d.]+ s; would queue 16$/,
       );
 
       // One namespace: its walk is 1 of 1.
@@ -504,7 +504,7 @@ Deno.test({
       );
       assert.match(
         out.replaceAll(CLEAR, "<clear>"),
-        /<clear>reindex: 8 namespace\(s\), 16 layer\(s\); would queue 16 in [\d.]+ s\r\n$/,
+        /<clear>reindex: 8 namespace\(s\), 16 layer\(s\) in [\d.]+ s; would queue 16\r\n$/,
       );
 
       const wrong = await cli(s.configPath, ["verify", "--json"]);

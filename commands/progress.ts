@@ -3,14 +3,15 @@
 // (lib/jobs/progress.ts); this renders it, in one of four modes:
 // - terminal (standard output is one): one line rewritten in place (\r), at most 4 times a
 //   second: done/total, bytes where bytes move, rate, time left;
-// - lines (standard output is a file or a pipe): the same line printed on its own every 10 s
-//   (WHARF_PROGRESS_INTERVAL_SECS changes it), so a log shows the run moving without a flood;
+// - lines (standard output is a file or a pipe): the same line printed on its own every 10 s, so
+//   a log shows the run moving without a flood;
 // - quiet (--quiet): nothing but the summary and errors;
 // - json (--json): one JSON object per line: `progress` events (the first at once, then at most
 //   one a second and one per phase change), `line` for what the command prints per item,
 //   `result` for a part's own summary (a sync entry, an ecosystem) and a last `summary` object
 //   with the summary line, the counts and the elapsed time.
-// Errors always go to standard error as plain lines.
+// WHARF_PROGRESS_INTERVAL_SECS sets the interval of every mode (0: every step). Errors always go
+// to standard error as plain lines.
 import type { ProgressSink, ProgressUpdate } from "../lib/jobs/mod.ts";
 
 export type ProgressMode = "terminal" | "lines" | "quiet" | "json";
@@ -34,7 +35,7 @@ export interface ReporterOptions {
   err?: (line: string) => void;
   /** ms; performance.now by default */
   now?: () => number;
-  /** plain lines and JSON events at most once per this (ms) */
+  /** the terminal line, plain lines and JSON events at most once per this (ms) */
   intervalMs?: number;
   /** the terminal's width, for the in-place line */
   columns?: () => number;
@@ -90,7 +91,11 @@ export class Reporter {
     this.err = opts.err ?? ((l) => console.error(l));
     this.now = opts.now ?? (() => performance.now());
     this.intervalMs = opts.intervalMs ??
-      (opts.mode === "json" ? JSON_EVERY_MS : opts.mode === "lines" ? LINES_EVERY_MS : 0);
+      (opts.mode === "json"
+        ? JSON_EVERY_MS
+        : opts.mode === "lines"
+        ? LINES_EVERY_MS
+        : REDRAW_EVERY_MS);
     this.columns = opts.columns ?? terminalColumns;
     this.t0 = this.now();
     // Plain lines start one interval in: a quick run prints its summary only.
@@ -119,7 +124,7 @@ export class Reporter {
     while (this.samples.length > 2 && t - this.samples[1].t > RATE_WINDOW_MS) this.samples.shift();
     switch (this.opts.mode) {
       case "terminal":
-        if (changed || t - this.shownAt >= REDRAW_EVERY_MS) this.draw(t);
+        if (changed || t - this.shownAt >= this.intervalMs) this.draw(t);
         break;
       case "lines":
         if (t - this.shownAt >= this.intervalMs) {
@@ -146,7 +151,7 @@ export class Reporter {
       case "terminal":
         this.clear();
         this.out(`${text}\n`);
-        if (this.last && !this.ended) this.draw(this.now());
+        this.redraw();
         return;
       default:
         this.out(`${text}\n`);
@@ -163,7 +168,7 @@ export class Reporter {
     }
     this.clear();
     this.out(`${text}\n`);
-    if (this.opts.mode === "terminal" && this.last && !this.ended) this.draw(this.now());
+    if (this.opts.mode === "terminal") this.redraw();
   }
 
   /** The command stops without a summary (an exception): the terminal line is cleared. */
@@ -176,7 +181,7 @@ export class Reporter {
   error(text: string): void {
     if (this.opts.mode === "terminal") this.clear();
     this.err(text);
-    if (this.opts.mode === "terminal" && this.last && !this.ended) this.draw(this.now());
+    if (this.opts.mode === "terminal") this.redraw();
   }
 
   /**
@@ -203,6 +208,16 @@ export class Reporter {
   /** Seconds since the reporter was made. */
   elapsedSecs(): number {
     return (this.now() - this.t0) / 1000;
+  }
+
+  /**
+   * The progress line again under lines printed above it, unless it was drawn within
+   * the interval (thousands of item lines then cost a write each, not three): the next update
+   * draws it.
+   */
+  private redraw(): void {
+    const t = this.now();
+    if (this.last && !this.ended && t - this.shownAt >= this.intervalMs) this.draw(t);
   }
 
   private draw(t: number): void {

@@ -49,12 +49,17 @@ Deno.test("terminal: one line rewritten in place, at most 4 times a second", () 
     /^reindex: 200\/400 namespaces \(50%\) · 200 layer\(s\) · 100 namespaces\/s · 2 s left$/,
   );
 
-  // An item line clears the progress line, scrolls above it, and the line comes back.
+  // An item line clears the progress line and scrolls above it; the line comes back at once
+  // when the last draw is REDRAW_EVERY_MS old, else with the next update.
   out.length = 0;
   r.line("index sha256:abc (team/app)");
-  assert.equal(out[0], "\r\x1b[K");
-  assert.equal(out[1], "index sha256:abc (team/app)\n");
-  assert.match(out[2], /^\rreindex: 200\/400 namespaces/);
+  assert.deepEqual(out, ["\r\x1b[K", "index sha256:abc (team/app)\n"]);
+  r.line("index sha256:def (team/app)");
+  assert.deepEqual(out.slice(2), ["index sha256:def (team/app)\n"], "nothing to clear");
+  clock.now += 250;
+  r.line("index sha256:123 (team/app)");
+  assert.equal(out[3], "index sha256:123 (team/app)\n");
+  assert.match(out[4], /^\rreindex: 200\/400 namespaces/);
   // The summary clears it for good.
   out.length = 0;
   r.summary("reindex: 400 namespace(s), 3 layer(s) in 4.0 s; queued 3");

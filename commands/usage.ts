@@ -10,7 +10,8 @@ const PROGRESS = `  -q, --quiet         print nothing but the summary line and e
   --json              print JSON lines instead: progress events, then a summary object
 
 Progress: on a terminal one line is rewritten in place (done/total, bytes, rate, time left);
-otherwise a plain line every 10 s (WHARF_PROGRESS_INTERVAL_SECS). It ends with a summary line.`;
+otherwise a plain line every 10 s (WHARF_PROGRESS_INTERVAL_SECS sets the interval). It ends
+with a summary line.`;
 
 export const COMMAND_HELP: Record<string, { summary: string; usage: string; body: string }> = {
   serve: {

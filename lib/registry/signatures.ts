@@ -167,11 +167,11 @@ export interface ImageFacts {
 export class Signatures {
   /** the trust re-check walk: the fingerprints it works toward, and where it is */
   #walk: {
-    goal: string;
+    goal: string | null;
     phase: "verdicts" | "unjudged" | "done";
     after: unknown;
   } = {
-    goal: "",
+    goal: null, // never walked: the first sweep walks whatever the trust is
     phase: "done",
     after: null,
   };
@@ -249,6 +249,10 @@ export class Signatures {
         if (cfg && e.verdict.fingerprint !== this.fingerprint(cfg)) {
           await this.reconsider(e.ns, e.digest);
           out.rechecked++;
+        } else if (!cfg && e.verdict.held) {
+          // The repository verifies nothing any more: what waited is shown, tags and all.
+          await this.unhold(e.ns, e.digest);
+          out.rechecked++;
         }
         if (++keys >= KEYS_PER_SWEEP || out.rechecked >= RECHECKS_PER_SWEEP) {
           return { ...out, more: true };
@@ -297,8 +301,13 @@ export class Signatures {
     digest: string,
   ): Promise<"released" | "rejected" | "kept" | "gone"> {
     const cfg = this.policyOf(ns);
-    const v = cfg ? await this.reconsider(ns, digest) : null;
-    if (!cfg || !v?.held || v.held.expired || v.held.until !== until) {
+    if (!cfg) {
+      await this.unhold(ns, digest);
+      await this.d.meta.forgetExpiry(until, ns, digest);
+      return "released";
+    }
+    const v = await this.reconsider(ns, digest);
+    if (!v?.held || v.held.expired || v.held.until !== until) {
       await this.d.meta.forgetExpiry(until, ns, digest);
       return v && !v.held ? "released" : "gone";
     }
@@ -349,6 +358,40 @@ export class Signatures {
       return "rejected";
     }
     return await this.keep(until, ns, digest, cfg);
+  }
+
+  /**
+   * A held image of a repository whose [verify] was turned off (or removed): released without
+   * a verdict, its waiting tags written, as a push there would now write them.
+   */
+  private async unhold(ns: string, digest: string): Promise<void> {
+    for (let round = 0; round < 5; round++) {
+      const { rev, verdict: cur, pin } = await this.d.meta.judgement(ns, digest);
+      if (!rev || !cur?.held) return;
+      const next: SignatureVerdict = { ...cur };
+      delete next.held;
+      const fx = await this.d.effects.begin({
+        kind: "image-release",
+        ns,
+        digest,
+        tags: cur.held.tags,
+      });
+      let out;
+      try {
+        out = await this.d.meta.settle({
+          ns,
+          digest,
+          pin,
+          next,
+          fx,
+          mayMove: (tag, existing) =>
+            !existing || existing.digest === digest || !this.d.isImmutable(ns, tag),
+        });
+      } finally {
+        await fx.committed();
+      }
+      if (out !== "stale") return;
+    }
   }
 
   /** on_expiry = "keep": the image stays held, its expiry noted (no further expiry). */

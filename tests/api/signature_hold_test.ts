@@ -423,3 +423,28 @@ Deno.test(
     }
   },
 );
+
+Deno.test(
+  "verify: turning enforce off shows what was held, its tags written",
+  serverTestOpts,
+  async () => {
+    const key = await makeKey();
+    await withServer({ config: verifyToml("signed", "enforce", { ci: key }) }, async (s) => {
+      const base = await Deno.readTextFile(s.configPath);
+      const image = await distinctManifest("turned off");
+      assert.equal((await putManifest(s, NS, "v1", image.body)).status, 201);
+      await expectDenied(await get(s, "v1"), image.digest);
+      await reload(s, base.replace('mode = "enforce"', 'mode = "off"'));
+      await until("v1 served", async () => {
+        const r = await get(s, "v1");
+        await r.body?.cancel();
+        return r.status === 200;
+      }).catch((e) => {
+        console.log(s.output());
+        throw e;
+      });
+      const list = await (await req(s, `/v2/${NS}/tags/list`)).json();
+      assert.deepEqual(list.tags, ["v1"]);
+    });
+  },
+);

@@ -283,7 +283,7 @@ export class Manifests {
     w.held = plan.held;
     w.head = plan.head;
     w.perTag = plan.perTag;
-    w.pin = {
+    w.pin = plan.pin === undefined ? undefined : {
       key: this.signing!.pinKey(w.ns, w.digest),
       versionstamp: plan.pin,
       stale: () => new StaleJudgement(),

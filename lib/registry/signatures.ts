@@ -120,7 +120,8 @@ const KEYS_PER_SWEEP = 5000;
 
 /** What a push commits for its verdict (Manifests.put hands it to the commit). */
 export interface PushPlan {
-  pin: string | null;
+  /** sigver as the judgement read it; undefined: nothing to pin (an artifact) */
+  pin: string | null | undefined;
   /** the tags the push writes now: none while held (they wait in the verdict) */
   tags: string[];
   held: boolean;
@@ -557,10 +558,9 @@ export class Signatures {
     const { ns, digest } = p;
     const repo = repositoryOf(this.d.cfg, ns).name;
     const fingerprint = this.fingerprint(cfg);
-    const { rev, verdict: previous, pin } = await this.d.meta.judgement(ns, digest);
-    const before = rev ? previous : null;
     const now = Date.now();
     if (isArtifact(p.parsed, p.tags)) {
+      // Its verdict is its kind, whatever else lands: nothing to read, nothing to pin.
       const v: SignatureVerdict = {
         state: "artifact",
         fingerprint,
@@ -569,7 +569,7 @@ export class Signatures {
       };
       const subjects = signedSubjects(p.parsed, p.tags);
       return {
-        pin,
+        pin: undefined,
         tags: p.tags,
         held: false,
         head: [
@@ -582,6 +582,8 @@ export class Signatures {
         observe: () => this.d.observe?.verdict(repo, "artifact"),
       };
     }
+    const { rev, verdict: previous, pin } = await this.d.meta.judgement(ns, digest);
+    const before = rev ? previous : null;
     const reuse = before && before.fingerprint === fingerprint &&
       before.state === "verified";
     const judged: Judged = reuse

@@ -100,6 +100,15 @@ export class SignatureMeta {
     return (await this.kv.get(K.sigVersion(ns, digest))).versionstamp;
   }
 
+  /** Tags naming `digest` in `ns`, at most `limit`. */
+  async tagsOf(ns: string, digest: string, limit: number): Promise<string[]> {
+    const out: string[] = [];
+    for await (const e of this.kv.list({ prefix: K.tagrevs(ns, digest) }, { limit })) {
+      out.push(e.key[3] as string);
+    }
+    return out;
+  }
+
   /** The indexes of `ns` naming `child`, at most `limit`. */
   async parentsOf(ns: string, child: string, limit: number): Promise<string[]> {
     const out: string[] = [];

@@ -7,8 +7,11 @@ import type { PusherRecord, SignatureVerdict } from "../metadata/mod.ts";
 
 /** cosign's tag-based signature of `sha256:<hex>` (skopeo and podman write the same). */
 export const COSIGN_SIG_TAG = /^sha256-([0-9a-f]{64})\.sig$/;
-/** cosign's tags beside an image: signatures, attestations, SBOMs. */
-const COSIGN_ARTIFACT_TAG = /^sha256-([0-9a-f]{64})\.(sig|att|sbom)$/;
+/**
+ * cosign's tags beside an image (signatures, attestations, SBOMs) and the OCI referrers fallback
+ * tag (`sha256-<hex>`, an index of an image's referrers).
+ */
+const COSIGN_ARTIFACT_TAG = /^sha256-([0-9a-f]{64})(\.(sig|att|sbom))?$/;
 const SIMPLE_SIGNING = "application/vnd.dev.cosign.simplesigning.v1+json";
 const DSSE = "application/vnd.dsse.envelope.v1+json";
 const BUNDLE_PREFIX = "application/vnd.dev.sigstore.bundle";

@@ -701,7 +701,11 @@ export class Signatures {
         return prev;
       }
       let next: SignatureVerdict;
-      if (parsed && isArtifact(parsed, [])) {
+      // An index is an artifact by its tag only (the referrers fallback tag, `sha256-<hex>`).
+      const tags = parsed && parsed.children.length > 0
+        ? await this.d.meta.tagsOf(ns, digest, 16)
+        : [];
+      if (parsed && isArtifact(parsed, tags)) {
         next = {
           state: "artifact",
           fingerprint,

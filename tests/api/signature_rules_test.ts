@@ -215,3 +215,32 @@ Deno.test(
     });
   },
 );
+
+Deno.test(
+  "verify: the referrers fallback tag and cosign's .att tag are never held",
+  serverTestOpts,
+  async () => {
+    const key = await makeKey();
+    await withServer({ config: verifyToml("f", "enforce", { ci: key }) }, async (s) => {
+      const image = await distinctManifest("subject");
+      const att = await distinctManifest("attestation");
+      const fallback = imageIndex([{
+        mediaType: OCI_MANIFEST,
+        digest: att.digest,
+        size: att.body.length,
+      }]);
+      const hex = image.digest.slice("sha256:".length);
+      for (
+        const [tag, body, type] of [
+          [`sha256-${hex}.att`, att.body, OCI_MANIFEST],
+          [`sha256-${hex}`, fallback, OCI_INDEX],
+        ] as const
+      ) {
+        const r = await putManifest(s, "f/app", tag, body, type);
+        assert.equal(r.status, 201, await r.text());
+        assert.equal(r.headers.get("warning"), null, tag);
+        assert.equal(await status(s, "f/app", tag), 200, tag);
+      }
+    });
+  },
+);

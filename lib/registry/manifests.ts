@@ -248,7 +248,14 @@ export class Manifests {
           break;
         } catch (e) {
           // A signature of this digest landed while the push was judged: judge it again.
-          if (!(e instanceof StaleJudgement) || round + 1 >= JUDGE_ROUNDS) throw e;
+          if (!(e instanceof StaleJudgement)) throw e;
+          if (round + 1 >= JUDGE_ROUNDS) {
+            throw new RegistryError(
+              "INTERNAL_ERROR",
+              `signatures of ${digest} kept arriving while the push was judged: retry`,
+              { status: 503, headers: { "Retry-After": "1" } },
+            );
+          }
         }
       }
     } finally {

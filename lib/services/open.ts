@@ -26,8 +26,8 @@ import { Reports } from "../scan/mod.ts";
 import { countOutbox, OutboxDrainer } from "../events/mod.ts";
 import { log } from "../log.ts";
 import { allWriteEffects } from "./write_effects.ts";
-import { startHealing } from "./heal.ts";
 import { reportIntegrity } from "./verifier.ts";
+import { startHealing } from "./heal.ts";
 
 /**
  * - `serve`: HTTP and the job queues in one process; everything instrumented, queues drained,

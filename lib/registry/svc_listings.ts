@@ -84,8 +84,7 @@ export interface UiConfig {
   oidc?: { issuer: string; client_id: string; scopes: string };
 }
 
-const unknownName = (what: string) =>
-  new RegistryError("NAME_UNKNOWN", truncate(what));
+const unknownName = (what: string) => new RegistryError("NAME_UNKNOWN", truncate(what));
 
 export class SvcListings {
   private readonly facts: RevisionFactsCache | null;

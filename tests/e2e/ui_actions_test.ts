@@ -177,6 +177,33 @@ Deno.test({
     }),
 });
 
+Deno.test({
+  ...base,
+  name: "ui in chromium: deleting an immutable tag shows the server's reason, and the tag stays",
+  fn: () =>
+    withServer({
+      config: "[ui]\nenabled = true\n[global]\nimmutable_tags = true\n",
+    }, async (s) => {
+      const ns = "team/frozen";
+      const img = await distinctManifest("frozen");
+      await putManifestOk(s, ns, "v1", img.body);
+      const browser = await launch();
+      try {
+        const page = await browser.newPage();
+        await page.goto(`${s.url}/${ns}:v1`);
+        await page.click("button.delete:has-text('tag')");
+        await page.click("button.delete:has-text('tag')");
+        const notice = page.locator("p.notice[role=status]");
+        await notice.waitFor();
+        // the 409's detail names the tag and why, not only "denied"
+        assert.match(await notice.innerText(), /Delete failed: .*v1.*immutable/i);
+        assert.equal(await status(s, ns, "v1"), 200);
+      } finally {
+        await browser.close();
+      }
+    }),
+});
+
 function startWorker(configPath: string): Deno.ChildProcess {
   return wharfCommand(["worker", "--queue", "cache", "-c", configPath], {
     stdout: "piped",

@@ -165,5 +165,4 @@ export interface AuditRecord {
 }
 
 /** A namespace's path in API URLs: each segment escaped, the slashes kept. */
-export const nsPath = (ns: string) =>
-  ns.split("/").map(encodeURIComponent).join("/");
+export const nsPath = (ns: string) => ns.split("/").map(encodeURIComponent).join("/");

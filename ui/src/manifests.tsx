@@ -90,9 +90,7 @@ export function Manifests({ namespace }: { namespace: string }) {
     if (!data) return [];
     const f = filter.trim().toLowerCase();
     const hit = (r: Revision) =>
-      !f || r.digest.includes(f) || r.tags.some((t) =>
-        t.toLowerCase().includes(f)
-      ) ||
+      !f || r.digest.includes(f) || r.tags.some((t) => t.toLowerCase().includes(f)) ||
       (derived.platforms.get(r.digest) ?? []).some((p) => p.includes(f)) ||
       (derived.artifactTypes.get(r.digest) ?? "").toLowerCase().includes(f);
     const key = (r: Revision) =>
@@ -106,9 +104,7 @@ export function Manifests({ namespace }: { namespace: string }) {
     const newestFirst = sort === "pushed" || sort === "pulled";
     return data.filter(hit).sort((a, b) => {
       const x = key(a), y = key(b);
-      return newestFirst
-        ? (x < y ? 1 : x > y ? -1 : 0)
-        : (x < y ? -1 : x > y ? 1 : 0);
+      return newestFirst ? (x < y ? 1 : x > y ? -1 : 0) : (x < y ? -1 : x > y ? 1 : 0);
     });
   }, [data, filter, sort, derived]);
   const visible = shown.slice(0, limit);
@@ -122,8 +118,7 @@ export function Manifests({ namespace }: { namespace: string }) {
   return (
     <section aria-labelledby="m-title">
       <nav class="crumbs" aria-label="Breadcrumb">
-        <a href="/">Repositories</a> / <a href={`/${repo}`}>{repo}</a> /{" "}
-        <span>{namespace}</span>
+        <a href="/">Repositories</a> / <a href={`/${repo}`}>{repo}</a> / <span>{namespace}</span>
       </nav>
       <h1 id="m-title">{namespace}</h1>
       <div class="tools">
@@ -143,8 +138,7 @@ export function Manifests({ namespace }: { namespace: string }) {
           Sort{" "}
           <select
             value={sort}
-            onChange={(e) =>
-              setSort((e.target as HTMLSelectElement).value as SortKey)}
+            onChange={(e) => setSort((e.target as HTMLSelectElement).value as SortKey)}
           >
             <option value="pushed">newest push</option>
             <option value="pulled">newest pull</option>
@@ -160,9 +154,7 @@ export function Manifests({ namespace }: { namespace: string }) {
           ? <button type="button" onClick={computeTotal}>Total size</button>
           : (
             <span data-total>
-              {total === "busy"
-                ? "Adding up…"
-                : `Total: ${humanSize(total)} in distinct blobs`}
+              {total === "busy" ? "Adding up…" : `Total: ${humanSize(total)} in distinct blobs`}
             </span>
           )}
       </div>
@@ -189,9 +181,7 @@ export function Manifests({ namespace }: { namespace: string }) {
             return (
               <tr key={r.digest} data-digest={r.digest}>
                 <td>
-                  {r.tags.map((t) => (
-                    <a key={t} class="tag" href={`/${namespace}:${t}`}>{t}</a>
-                  ))}
+                  {r.tags.map((t) => <a key={t} class="tag" href={`/${namespace}:${t}`}>{t}</a>)}
                   {(r.held_tags ?? []).map((t) => (
                     <a
                       key={t}
@@ -220,9 +210,7 @@ export function Manifests({ namespace }: { namespace: string }) {
                   {r.pushed_at ? new Date(r.pushed_at).toLocaleString() : ""}
                 </td>
                 <td>
-                  {r.last_pulled_at
-                    ? new Date(r.last_pulled_at).toLocaleString()
-                    : ""}
+                  {r.last_pulled_at ? new Date(r.last_pulled_at).toLocaleString() : ""}
                 </td>
                 <td>
                   <CopyButton text={line} label="Copy pull line" />
@@ -237,8 +225,7 @@ export function Manifests({ namespace }: { namespace: string }) {
           type="button"
           onClick={() => setLimit(limit + WINDOW)}
         >
-          Show {Math.min(WINDOW, shown.length - limit)} more of{" "}
-          {shown.length - limit}
+          Show {Math.min(WINDOW, shown.length - limit)} more of {shown.length - limit}
         </button>
       )}
     </section>

@@ -39,9 +39,7 @@ export async function fetchSignatures(
 ): Promise<SignatureStatus | null> {
   try {
     return await getJson<SignatureStatus>(
-      `/v2/${nsPath(namespace)}/_svc/signatures/${
-        encodeURIComponent(reference)
-      }`,
+      `/v2/${nsPath(namespace)}/_svc/signatures/${encodeURIComponent(reference)}`,
     );
   } catch (e) {
     if (e instanceof ApiError && [400, 401, 403, 404].includes(e.status)) {
@@ -59,9 +57,7 @@ export function SignatureBadge({ state }: { state?: string }) {
     : state === "unjudged"
     ? "not verified yet"
     : state;
-  return (
-    <span class={`badge sig sig-${state}`} data-signature={state}>{label}</span>
-  );
+  return <span class={`badge sig sig-${state}`} data-signature={state}>{label}</span>;
 }
 
 /** The image page's Signatures row (nothing where the repository verifies nothing). */
@@ -98,9 +94,7 @@ export function SignatureFacts(
         {data.checked_at && (
           <p class="muted">
             checked {new Date(data.checked_at).toLocaleString()}
-            {data.current
-              ? ""
-              : " under trust since changed (being checked again)"}
+            {data.current ? "" : " under trust since changed (being checked again)"}
           </p>
         )}
       </dd>
@@ -120,8 +114,7 @@ function Signers({ rows }: { rows: SignerRow[] }) {
           <span class={s.valid ? "ok" : "bad"}>
             {s.valid ? "valid" : "not valid"}
           </span>{" "}
-          <code>{s.signer ?? "unknown signer"}</code>{" "}
-          <span class="muted">({s.format})</span>
+          <code>{s.signer ?? "unknown signer"}</code> <span class="muted">({s.format})</span>
           {s.reason && <span class="muted">: {s.reason}</span>}
         </li>
       ))}
@@ -157,8 +150,7 @@ export function HeldPage(
       </h1>
       <p class="notice" role="status">
         <SignatureBadge state="held" />
-        This image is held: it is served only once a signature by a trusted key
-        verifies.
+        This image is held: it is served only once a signature by a trusted key verifies.
       </p>
       <dl class="facts">
         <dt>Digest</dt>
@@ -171,8 +163,7 @@ export function HeldPage(
           <>
             <dt>Held</dt>
             <dd>
-              since {new Date(data.hold.since).toLocaleString()},{" "}
-              {data.hold.expired
+              since {new Date(data.hold.since).toLocaleString()}, {data.hold.expired
                 ? "its hold ran out (kept held)"
                 : `until ${new Date(data.hold.until).toLocaleString()}`}
               {data.hold.tags.length > 0 &&

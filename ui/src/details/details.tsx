@@ -80,10 +80,9 @@ export function ManifestDetails(
     : `${host}/${namespace}@${data.digest}`;
   const last = namespace.slice(namespace.lastIndexOf("/") + 1);
   const dockerLine = `docker pull ${pullRef}`;
-  const skopeoLine =
-    `skopeo copy docker://${host}/${namespace}@${data.digest} oci:${last}:${
-      byTag ? reference : "image"
-    }`;
+  const skopeoLine = `skopeo copy docker://${host}/${namespace}@${data.digest} oci:${last}:${
+    byTag ? reference : "image"
+  }`;
   const removeAll = async () => {
     try {
       const gone = await deleteWithCascade(namespace, data);
@@ -92,7 +91,7 @@ export function ManifestDetails(
         `Deleted ${gone.length} manifest${gone.length === 1 ? "" : "s"}.`,
       );
     } catch (e) {
-      setNotice(`Delete failed: ${e instanceof Error ? e.message : e}`);
+      setNotice(`Delete failed: ${failure(e)}`);
     }
   };
   const removeTag = async () => {
@@ -100,7 +99,7 @@ export function ManifestDetails(
       await deleteTag(namespace, reference);
       navigate(`/${namespace}`);
     } catch (e) {
-      setNotice(`Delete failed: ${e instanceof Error ? e.message : e}`);
+      setNotice(`Delete failed: ${failure(e)}`);
     }
   };
   return (
@@ -116,15 +115,12 @@ export function ManifestDetails(
       <dl class="facts">
         <dt>Digest</dt>
         <dd>
-          <code class="digest-full">{data.digest}</code>{" "}
-          <CopyButton text={data.digest} />
+          <code class="digest-full">{data.digest}</code> <CopyButton text={data.digest} />
         </dd>
         <dt>Media type</dt>
         <dd>
           <code>{data.mediaType}</code>
-          {data.manifest.artifactType && (
-            <span class="badge">{data.manifest.artifactType}</span>
-          )}
+          {data.manifest.artifactType && <span class="badge">{data.manifest.artifactType}</span>}
         </dd>
         <dt>Size</dt>
         <dd>
@@ -135,20 +131,16 @@ export function ManifestDetails(
         <SignatureFacts namespace={namespace} reference={reference} />
         <dt>Pull</dt>
         <dd class="pull-lines">
-          <code>{dockerLine}</code>{" "}
-          <CopyButton text={dockerLine} label="Copy docker line" />
+          <code>{dockerLine}</code> <CopyButton text={dockerLine} label="Copy docker line" />
           <br />
-          <code>{skopeoLine}</code>{" "}
-          <CopyButton text={skopeoLine} label="Copy skopeo line" />
+          <code>{skopeoLine}</code> <CopyButton text={skopeoLine} label="Copy skopeo line" />
         </dd>
       </dl>
       <div class="actions">
         {available.includes("filesystem") && (
           <a
             class="button"
-            href={`${COMPARE_PATH}/${namespace}?from=${
-              encodeURIComponent(reference)
-            }`}
+            href={`${COMPARE_PATH}/${namespace}?from=${encodeURIComponent(reference)}`}
           >
             Compare with…
           </a>
@@ -177,9 +169,7 @@ export function ManifestDetails(
       </div>
       <div role="tabpanel" aria-label={TAB_LABEL[tab]}>
         {tab === "oci" && <OciTab namespace={namespace} fetched={data} />}
-        {tab === "history" && (
-          <HistoryTab namespace={namespace} reference={reference} />
-        )}
+        {tab === "history" && <HistoryTab namespace={namespace} reference={reference} />}
         {tab === "vulnerabilities" && (
           <VulnerabilitiesTab
             namespace={namespace}
@@ -202,4 +192,10 @@ export function ManifestDetails(
       </div>
     </section>
   );
+}
+
+/** Why a request failed, with the server's reason (an immutable tag names itself there). */
+function failure(e: unknown): string {
+  if (e instanceof ApiError && e.detail) return `${e.message}: ${e.detail}`;
+  return e instanceof Error ? e.message : String(e);
 }

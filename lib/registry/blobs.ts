@@ -58,9 +58,11 @@ export class Blobs {
     rangeHeader: string | null,
     withBody: boolean,
     redirect = false,
+    /** false: a BLOB_UNKNOWN need not say why (a pull-through read fetches it instead) */
+    explain = true,
   ): Promise<BlobRead> {
     const link = await this.meta.link(ns, digest);
-    if (!link) return await this.readManifestAsBlob(ns, digest, rangeHeader, withBody);
+    if (!link) return await this.readManifestAsBlob(ns, digest, rangeHeader, withBody, explain);
     const range = resolveRange(rangeHeader, link.size);
     if (!withBody || range.kind === "unsatisfiable") return { size: link.size, range };
     // The client sends its Range again to the presigned URL, which S3 answers itself. Only a
@@ -128,9 +130,12 @@ export class Blobs {
     digest: string,
     rangeHeader: string | null,
     withBody: boolean,
+    explain = true,
   ) {
     const rev = await this.manifests.revision(ns, digest);
-    if (!rev) throw await this.unknown(digest);
+    if (!rev) {
+      throw explain ? await this.unknown(digest) : new RegistryError("BLOB_UNKNOWN", digest);
+    }
     const range = resolveRange(rangeHeader, rev.size);
     if (!withBody || range.kind === "unsatisfiable") return { size: rev.size, range };
     const body = await this.integrity.manifestBody(ns, digest, rev);

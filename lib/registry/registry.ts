@@ -294,8 +294,9 @@ export class Registry {
     }
     const served = (r: BlobRead) => this.pullThrough.served(rc, ns, digest, r, sent);
     try {
+      // A miss goes to the upstream: its BLOB_UNKNOWN is not answered, so it need not say why.
       return served(
-        await this.blobs.read(ns, digest, rangeHeader, withBody, redirect),
+        await this.blobs.read(ns, digest, rangeHeader, withBody, redirect, false),
       );
     } catch (e) {
       // Rotten bytes were quarantined (and unlinked) by the read: the upstream has them right.

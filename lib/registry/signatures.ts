@@ -229,12 +229,15 @@ export class Signatures {
       rechecked: 0,
       more: false,
     };
+    const goal = this.trustGoal();
+    // Nothing verifies, and the walk since that became so is done (it showed what was held):
+    // no hold can be due, nothing is to judge. A registry without [verify] pays nothing here.
+    if (goal === "" && this.#walk.goal === "" && this.#walk.phase === "done") return out;
     for (const due of await this.d.meta.dueHolds(now, EXPIRIES_PER_SWEEP)) {
       const r = await this.expire(due.until, due.ns, due.digest);
       if (r === "rejected") out.rejected++;
       else if (r === "kept") out.expired++;
     }
-    const goal = this.trustGoal();
     if (goal !== this.#walk.goal) {
       this.#walk = { goal, phase: "verdicts", after: null };
     }
@@ -259,7 +262,8 @@ export class Signatures {
           return { ...out, more: true };
         }
       }
-      this.#walk = { goal, phase: "unjudged", after: null };
+      // With nothing verifying there is no revision to judge (the walk would list them all).
+      this.#walk = { goal, phase: goal === "" ? "done" : "unjudged", after: null };
     }
     if (this.#walk.phase === "unjudged") {
       const after = this.#walk.after as [string, string] | null;

@@ -52,6 +52,9 @@ Deno.test("pull-through: the work of one 200 KiB blob, cold and warm", serverTes
       config: `[global.job_queue]\npoll_interval_ms = 600000\n[repository."hub"]\n` +
         `[[repository."hub".upstream]]\nurl = "${up.url}"\n`,
     }, async (s) => {
+      // The startup passes (the signature sweep's first walk of verdicts, a second in) are not
+      // a pull's work: counting starts after them.
+      await new Promise((r) => setTimeout(r, 2000));
       const pull = async () => {
         const r = await req(s, `/v2/hub/library/small/blobs/${digest}`);
         assert.equal(r.status, 200);
@@ -81,7 +84,8 @@ Deno.test("pull-through: the work of one 200 KiB blob, cold and warm", serverTes
         "blob_store.commitUpload": 1,
       });
       // Before and after: the route's read of the link, then the bytes.
-      within("warm", await work(s, pull), { "kv.get": 1, "blob_store.read": 1 });
+      // A blob this small is read whole and checked against its digest (issue 38).
+      within("warm", await work(s, pull), { "kv.get": 1, "blob_store.readAll": 1 });
     });
   } finally {
     await up.close();

@@ -96,7 +96,8 @@ async function populate(s: TestServer): Promise<Fixture> {
   await pushImage(s.url, "team/app", "v1");
   await pushImage(s.url, "team/app", "latest");
   await pushImage(s.url, "team/secret", "s1");
-  const gone = await pushImage(s.url, "team/empty", "tmp");
+  // team is immutable; a dev-* tag is excluded, so its manifest may be deleted (issue 35)
+  const gone = await pushImage(s.url, "team/empty", "dev-tmp");
   const del = await req(s, `/v2/team/empty/manifests/${gone.digest}`, { method: "DELETE" });
   assert.equal(del.status, 202);
   await pushImage(s.url, "lib/x", "1.0");

@@ -88,7 +88,10 @@ Deno.test({
         await new Promise((r) => setTimeout(r, 500));
         assert.equal(await page.locator('header nav a:has-text("Audit")').count(), 0);
         await page.goto(`${s.url}/_audit`);
-        await page.waitForSelector(".error[data-status='404']");
+        // the page says the trail is off and which key turns it on, instead of "Not found"
+        const off = page.locator("[data-audit-off]");
+        await off.waitFor();
+        assert.match(await off.innerText(), /\[global\.audit\] enabled = true/);
       } finally {
         await browser.close();
       }

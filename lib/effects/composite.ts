@@ -63,6 +63,3 @@ export function composeEffects(subscribers: EffectSubscriber[]): WriteEffects {
     },
   };
 }
-
-/** A write that causes nothing anywhere. */
-export const NO_EFFECTS: WriteEffects = composeEffects([]);

@@ -9,5 +9,5 @@ export type {
   WriteEffects,
   WriteScope,
 } from "./write_effects.ts";
-export { composeEffects, NO_EFFECTS } from "./composite.ts";
+export { composeEffects } from "./composite.ts";
 export type { WriteFact, WriteFacts } from "../metadata/mod.ts";

@@ -26,20 +26,3 @@ export async function hasAny(kv: Deno.Kv, prefix: Deno.KvKey): Promise<boolean> 
   for await (const _ of kv.list({ prefix }, { limit: 1 })) return true;
   return false;
 }
-
-/** Writes independent set mutations in commits of at most `batch` (KV allows 1,000 per commit). */
-export async function setInBatches(
-  kv: Deno.Kv,
-  entries: [Deno.KvKey, unknown][],
-  batch = 500,
-): Promise<void> {
-  for (let i = 0; i < entries.length; i += batch) {
-    const op = kv.atomic();
-    for (const [k, v] of entries.slice(i, i + batch)) op.set(k, v);
-    const r = await op.commit();
-    if (!r.ok) throw new Error("batched KV write failed");
-  }
-}
-
-/** KV's atomic limits; a change larger than this is split (see manifests.ts). */
-export const MAX_MUTATIONS = 900;

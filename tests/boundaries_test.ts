@@ -13,7 +13,9 @@ const ALLOWED: Record<string, string[]> = {
   streams: ["oci"],
   http: ["streams"],
   storage: ["oci", "config", "streams", "http"],
-  metadata: ["oci", "config"],
+  // The KV platform (lib/kv): keys, limits, the commit-retry loop, opening the KV.
+  kv: ["oci"],
+  metadata: ["oci", "config", "kv"],
   // What a write causes (lib/effects): below every subscriber, above the metadata writes' port.
   effects: ["oci", "config", "metadata"],
   jobs: ["oci", "config", "metadata"],

@@ -1,4 +1,4 @@
-// lib/metadata/keys.ts is the KV layout's map only if no key is built anywhere else. Two nets:
+// lib/kv/keys.ts is the KV layout's map only if no key is built anywhere else. Two nets:
 // a static scan of the code for key-shaped array literals outside keys.ts, and the guard every
 // strict KV (the servers under test) runs under, which refuses a key keys.ts does not list.
 import assert from "node:assert/strict";
@@ -45,7 +45,7 @@ async function keysBuiltOutside(): Promise<{ found: string[]; scanned: number }>
   const files = SOURCES.map((d) => tsFiles(join(ROOT, d)));
   for (const path of [join(ROOT, "main.ts"), ...(await Promise.all(files.map(collect))).flat()]) {
     const rel = relative(ROOT, path);
-    if (rel === "lib/metadata/keys.ts" || /_test\.ts$/.test(rel)) continue;
+    if (rel === "lib/kv/keys.ts" || /_test\.ts$/.test(rel)) continue;
     scanned++;
     const src = code(await Deno.readTextFile(path));
     for (const m of src.matchAll(STRING_LED)) {
@@ -61,7 +61,7 @@ async function keysBuiltOutside(): Promise<{ found: string[]; scanned: number }>
 
 const collect = (it: AsyncGenerator<string>) => Array.fromAsync(it);
 
-Deno.test("no module builds a KV key outside lib/metadata/keys.ts", async () => {
+Deno.test("no module builds a KV key outside lib/kv/keys.ts", async () => {
   const { found, scanned } = await keysBuiltOutside();
   assert.ok(scanned > 200, `scanned only ${scanned} files`);
   assert.deepEqual(found, []);
@@ -151,7 +151,7 @@ Deno.test("the key guard refuses every access to a key keys.ts does not list", (
     assert.throws(() => kv.atomic().sum(stray, 1n), UnlistedKeyError);
     assert.throws(() => kv.atomic().mutate({ type: "delete", key: stray }), UnlistedKeyError);
     assert.equal(seen.length, 12);
-    assert.match(seen[0], /outside lib\/metadata\/keys\.ts: "stray"/);
+    assert.match(seen[0], /outside lib\/kv\/keys\.ts: "stray"/);
     // Nothing reached the KV.
     assert.equal((await raw.get(stray)).versionstamp, null);
   }));
@@ -183,7 +183,7 @@ Deno.test("strict mode (WHARF_STRICT_KV_LIMITS=1) guards keys as well as limits"
       await kv.set(K.ns("a"), { at: 1 });
       await assert.rejects(kv.get(["stray"]), UnlistedKeyError);
       assert.equal(printed.length, 1);
-      assert.match(printed[0], /^KV LIMIT VIOLATION: key outside lib\/metadata\/keys\.ts/);
+      assert.match(printed[0], /^KV LIMIT VIOLATION: key outside lib\/kv\/keys\.ts/);
     } finally {
       console.error = error;
       if (before === undefined) Deno.env.delete("WHARF_STRICT_KV_LIMITS");

@@ -1,4 +1,4 @@
-// The audit trail: records under audit/<time key> (lib/metadata/keys.ts), newest listed first.
+// The audit trail: records under audit/<time key> (lib/kv/keys.ts), newest listed first.
 // A write's record is planned into the write's own commit (`plan`, through lib/events' planning
 // step), so an acknowledged write always has its record; acts whose writes are not built here
 // (job admin, runs, reloads, tokens) get a commit of their own right after (`record`). Denials

@@ -2,7 +2,7 @@
 // overflow the 80 KiB of keys a commit may set if batched by count; forgetLayer removes exactly
 // what writeFileIndex wrote.
 import assert from "node:assert/strict";
-import { enforceKvLimits, keySize } from "../metadata/kv_limits.ts";
+import { enforceKvLimits, keySize } from "../kv/mod.ts";
 import {
   fileIndexCurrent,
   fileIndexDoneKey,

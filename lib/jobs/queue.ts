@@ -1,4 +1,4 @@
-// One durable queue over KV records (DESIGN.md Jobs; keys in lib/metadata/keys.ts). The records
+// One durable queue over KV records (DESIGN.md Jobs; keys in lib/kv/keys.ts). The records
 // are the only truth:
 // - pending jobs live under job/<q>/q/<storage key>, ordered by their not-before time;
 // - job/<q>/lock/<lock key> points at the one unclaimed pending job of a lock key, so a

@@ -1,9 +1,14 @@
 // Blob ownership: which namespaces may read which digests.
 import { RegistryError } from "../oci/mod.ts";
-import { type BlobRecord, K, type LinkRecord } from "./keys.ts";
-import { getAll, hasAny } from "./kv_util.ts";
-import { addJobs } from "./kv_limits.ts";
-import { commitWithRetry } from "./commit_retry.ts";
+import {
+  addJobs,
+  type BlobRecord,
+  commitWithRetry,
+  getAll,
+  hasAny,
+  K,
+  type LinkRecord,
+} from "../kv/mod.ts";
 import type { WriteFacts } from "./write_facts.ts";
 import { checkNotReclaiming, explainConflict, reclaimingError } from "./reclaim.ts";
 import type { UsageLedger, UsagePlan } from "./usage.ts";

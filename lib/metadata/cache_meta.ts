@@ -2,7 +2,7 @@
 // namespaces with when each was fetched and last pulled, and the pull stamp the cache keeps
 // itself (a blind atomic max, as pull history's) whether or not pull history is on. The stamp is
 // also the lease that keeps an image in use by any process on the KV from being evicted.
-import { K, type RevisionRecord } from "./keys.ts";
+import { K, type RevisionRecord } from "../kv/mod.ts";
 
 /** Stamps to a commit: far under the 1,000 mutations and 800 KiB a commit may hold. */
 const TOUCH_BATCH = 100;

@@ -16,9 +16,17 @@
 // - a delete drops tags first (a revision with fewer tags is a state clients can see anyway),
 //   then the revision, then the references derived from its body.
 import { type ParsedManifest, type Platform, RegistryError } from "../oci/mod.ts";
-import { K, type ReferrerRecord, type RevisionRecord, type TagRecord } from "./keys.ts";
-import { getAll } from "./kv_util.ts";
-import { CommitBudget, commitInBatches, type PlannedMutation } from "./kv_limits.ts";
+import {
+  CommitBudget,
+  commitInBatches,
+  commitWithRetry,
+  getAll,
+  K,
+  type PlannedMutation,
+  type ReferrerRecord,
+  type RevisionRecord,
+  type TagRecord,
+} from "../kv/mod.ts";
 import {
   type BytesPlaced,
   requireOwned,
@@ -26,7 +34,6 @@ import {
   RESERVED_WRITE_ATTEMPTS,
 } from "./blobs.ts";
 import type { UsageLedger, UsagePlan } from "./usage.ts";
-import { commitWithRetry } from "./commit_retry.ts";
 import type { WriteFacts } from "./write_facts.ts";
 
 /** A push naming at most this many tags checks each tag key; more are guarded by tagver. */

@@ -1,8 +1,7 @@
 // Manifest revisions, tags and the indexes derived from them: reads here, writes (push and
 // delete, planned within KV's limits) in manifest_writes.ts.
 import type { WriteFacts } from "./write_facts.ts";
-import { K, type ReferrerRecord, type RevisionRecord, type TagRecord } from "./keys.ts";
-import { listAll } from "./kv_util.ts";
+import { K, listAll, type ReferrerRecord, type RevisionRecord, type TagRecord } from "../kv/mod.ts";
 import {
   commitManifest,
   deleteRevision,

@@ -4,9 +4,15 @@
 // into chunk records and trims them to max_pulls / max_age_secs (always keeping the newest).
 // Readers merge both into one timeline, newest first.
 import type { Config } from "../config/mod.ts";
-import { K, type PullChunk, type PullEntry } from "./keys.ts";
-import { listAll } from "./kv_util.ts";
-import { CommitBudget, commitInBatches, type PlannedMutation } from "./kv_limits.ts";
+import {
+  CommitBudget,
+  commitInBatches,
+  K,
+  listAll,
+  type PlannedMutation,
+  type PullChunk,
+  type PullEntry,
+} from "../kv/mod.ts";
 
 /** Longer client names are cut: a chunk of CHUNK_ENTRIES (UTF-16 in the worst case) stays under KV's 64 KiB value. */
 export const CLIENT_MAX = 256;

@@ -1,7 +1,7 @@
 import { openTestKv } from "../../tests/helpers/kv.ts";
 import assert from "node:assert/strict";
 import { defaultConfig } from "../config/schema.ts";
-import { K, type PullChunk } from "./keys.ts";
+import { K, type PullChunk } from "../kv/mod.ts";
 import { CLIENT_MAX, PullMeta, sweepPullHistory } from "./pulls.ts";
 
 const D = `sha256:${"a".repeat(64)}`;

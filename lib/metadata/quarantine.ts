@@ -5,13 +5,13 @@
 // one commit per namespace, each checking that no writer has placed the digest again since.
 import {
   type BlobRecord,
+  commitWithRetry,
   K,
   type LinkRecord,
   QUARANTINE_NAMESPACES_KEPT,
   type QuarantineRecord,
   type ReclaimMarker,
-} from "./keys.ts";
-import { commitWithRetry } from "./commit_retry.ts";
+} from "../kv/mod.ts";
 import type { UsageLedger } from "./usage.ts";
 
 export type UnlinkOutcome = "unlinked" | "gone" | "restored";

@@ -11,7 +11,7 @@
 // A marker outlives its scrub only if that scrub died between 1 and 3; writers lift a marker
 // older than STALE_MARKER_MS (the next scrub also finishes or lifts it).
 import { RegistryError } from "../oci/mod.ts";
-import { K, type ReclaimMarker } from "./keys.ts";
+import { K, type ReclaimMarker } from "../kv/mod.ts";
 
 // A live claim lasts one reclamation (a few KV round trips and one unlink: milliseconds), so a
 // minute means its scrub died; a server killed mid-scrub should not refuse pushes for longer.

@@ -1,8 +1,7 @@
 // The KV side of scrub: full scans of the reference keys, derived-key repairs, idle upload
 // sessions, emptied namespaces and the one-scrub-at-a-time lease. Every change is a commit
 // guarded by the versionstamp scrub read, so a concurrent writer always wins.
-import { type BlobRecord, K, type UploadRecord } from "./keys.ts";
-import { hasAny } from "./kv_util.ts";
+import { type BlobRecord, hasAny, K, type UploadRecord } from "../kv/mod.ts";
 
 /** A scrub renews its lease every LEASE_MS / 4; one that died frees it within LEASE_MS. */
 export const LEASE_MS = 2 * 60_000;

@@ -8,18 +8,19 @@
 // many-tag push is) and the held-tag and expiry records dropped, with the jobs and events the
 // write effects plan for it. HELD_TAGS_MAX keeps it inside KV's limits.
 import {
+  CommitBudget,
+  commitWithRetry,
+  getAll,
   HELD_TAGS_MAX,
   type HeldTag,
   K,
+  type PlannedMutation,
   type ReferrerRecord,
   type RevisionRecord,
   type SignatureVerdict,
   type TagRecord,
-} from "./keys.ts";
-import { CommitBudget, type PlannedMutation } from "./kv_limits.ts";
-import { commitWithRetry } from "./commit_retry.ts";
+} from "../kv/mod.ts";
 import { tagMutations } from "./manifest_writes.ts";
-import { getAll } from "./kv_util.ts";
 import type { WriteFacts } from "./write_facts.ts";
 
 const set = (key: Deno.KvKey, value: unknown): PlannedMutation => ({ kind: "set", key, value });

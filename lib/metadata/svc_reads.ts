@@ -1,8 +1,13 @@
 // Reads behind the `/v2/_svc/` listings (SPEC §Extension endpoints): the category index, full
 // counts per namespace, revisions with their parents, and upload sessions. Read-only.
 import type { Platform } from "../oci/mod.ts";
-import { K, type ReferrerRecord, type RevisionRecord, type UploadRecord } from "./keys.ts";
-import { listAll } from "./kv_util.ts";
+import {
+  K,
+  listAll,
+  type ReferrerRecord,
+  type RevisionRecord,
+  type UploadRecord,
+} from "../kv/mod.ts";
 
 export class SvcMeta {
   constructor(private readonly kv: Deno.Kv) {}

@@ -1,5 +1,5 @@
 // How many upload sessions are recorded, for the metrics gauge: read at scrape time.
-import { K } from "./keys.ts";
+import { K } from "../kv/mod.ts";
 
 /** Scrapes stop counting here, so a flood of abandoned sessions cannot make /metrics slow
  * (10k keys list in ~30 ms); the gauge then reads as the cap. */

@@ -1,5 +1,5 @@
 // Upload session records. Bytes live in the blob store under the session's uuid.
-import { K, type UploadRecord } from "./keys.ts";
+import { addJobs, commitWithRetry, K, type UploadRecord } from "../kv/mod.ts";
 import { checkNotReclaiming, reclaimingError } from "./reclaim.ts";
 import {
   type BytesPlaced,
@@ -10,9 +10,7 @@ import {
   reservationAfterConflict,
   RESERVED_WRITE_ATTEMPTS,
 } from "./blobs.ts";
-import { addJobs } from "./kv_limits.ts";
 import type { UsageLedger, UsagePlan } from "./usage.ts";
-import { commitWithRetry } from "./commit_retry.ts";
 import type { WriteFacts } from "./write_facts.ts";
 
 /** Thrown out of the retry loop when every attempt conflicted (the session is then dropped). */

@@ -1,7 +1,7 @@
 // When each cached tag of a pull-through namespace was last confirmed against its upstream, so
 // a repository's revalidate_secs can skip the upstream HEAD for a tag checked that recently.
 // Advisory: a lost or stale record only costs one more HEAD. Blind writes, no guard needed.
-import { K, type UpstreamCheck } from "./keys.ts";
+import { K, type UpstreamCheck } from "../kv/mod.ts";
 
 export class UpstreamChecks {
   constructor(private readonly kv: Deno.Kv) {}

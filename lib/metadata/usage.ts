@@ -17,10 +17,7 @@
 // covered by its reservations. So the quota holds across processes sharing a KV as well; two
 // processes pushing into one repository at once take the key over in turn (conflicts, retried).
 import { RegistryError } from "../oci/mod.ts";
-import { K } from "./keys.ts";
-import { getAll } from "./kv_util.ts";
-import { commitWithRetry } from "./commit_retry.ts";
-import type { CommitBudget } from "./kv_limits.ts";
+import { type CommitBudget, commitWithRetry, getAll, K } from "../kv/mod.ts";
 
 /** Where a namespace's bytes count, and the limit there. */
 export interface QuotaPolicy {

@@ -1,7 +1,6 @@
 import assert from "node:assert/strict";
 import { openTestKv } from "../../tests/helpers/kv.ts";
-import { commitRetryCounts } from "./commit_retry.ts";
-import { K, type LinkRecord } from "./keys.ts";
+import { commitRetryCounts, K, type LinkRecord } from "../kv/mod.ts";
 import { UsageMeta, usageValue } from "./usage.ts";
 
 const REPO = "team";

@@ -1,7 +1,7 @@
 // The KV side of `verify` (lib/registry/verify.ts): one pass at a time (a lease, renewed while it
 // runs), and the cursor an interrupted pass goes on from, per scope ("" for every blob, or one
 // namespace). The walk itself reads blob/, link/ and rev/ in key order.
-import { K, type VerifyCursor, type VerifyLease } from "./keys.ts";
+import { K, type VerifyCursor, type VerifyLease } from "../kv/mod.ts";
 
 /**
  * A pass renews its lease every VERIFY_LEASE_MS / 4 (a KV write every 2.5 s); one that died frees

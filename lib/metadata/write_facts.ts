@@ -3,8 +3,7 @@
 // while they build a commit and add whatever mutations the listeners plan for it to that same
 // atomic commit, so a job or event exists exactly when its cause was committed.
 import type { ParsedManifest } from "../oci/mod.ts";
-import type { TagRecord } from "./keys.ts";
-import type { PlannedMutation } from "./kv_limits.ts";
+import type { PlannedMutation, TagRecord } from "../kv/mod.ts";
 
 /** One thing a write did, stated while its commit is built. */
 export type WriteFact =

@@ -1,7 +1,7 @@
 // Another process holding a KV file's SQLite write lock (an operator's sqlite3 shell inside a
 // transaction, a stuck tool): the way found to make a running server's KV refuse writes as root,
 // where file modes are ignored and a file's or mount's read-only flag does not reach descriptors
-// already open (lib/metadata/kv_faults.ts). Reads go on meanwhile (WAL).
+// already open (lib/kv/kv_faults.ts). Reads go on meanwhile (WAL).
 
 const HOLDER = `
 import { DatabaseSync } from "node:sqlite";

@@ -1,5 +1,5 @@
-// A Deno.Kv that reports operation latency to a callback; metadata code uses it like the real
-// one. main.ts wires the callback to the metrics module (metadata does not import it).
+// A Deno.Kv that reports operation latency to a callback; every KV user uses it like the real
+// one. lib/services wires the callback to the metrics module (lib/kv does not import it).
 
 export type ObserveOp = (op: string, seconds: number) => void;
 

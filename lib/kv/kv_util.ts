@@ -1,4 +1,4 @@
-// Small Deno KV helpers shared by the metadata modules.
+// Small Deno KV read helpers shared by the modules that keep records.
 
 /** `kv.getMany` takes at most 10 keys; this takes any number, keeping order. */
 export async function getAll<T>(kv: Deno.Kv, keys: Deno.KvKey[]): Promise<Deno.KvEntryMaybe<T>[]> {

@@ -12,7 +12,7 @@ export function unlistedKey(key: Deno.KvKey | undefined): string | null {
   if (key === undefined || key.length === 0) return null;
   const head = key[0];
   if (typeof head === "string" && KEY_PREFIXES.has(head)) return null;
-  return `key outside lib/metadata/keys.ts: ${JSON.stringify(String(head)).slice(0, 80)}/…`;
+  return `key outside lib/kv/keys.ts: ${JSON.stringify(String(head)).slice(0, 80)}/…`;
 }
 
 /**

@@ -25,7 +25,7 @@
 //   scrublock                             → { at, holder }  one scrub at a time (lease)
 //   writeprobe                            → never written   checked absent by a commit that tells
 //                                                           whether a KV file can be written
-//                                                           (lib/metadata/open.ts)
+//                                                           (lib/kv/open.ts)
 //   quarantine/<digest>                   → QuarantineRecord its stored bytes did not hash to the
 //                                                           digest: out of serving (lib/registry/
 //                                                           quarantine.ts), unlinked, refetched

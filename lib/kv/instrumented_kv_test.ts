@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { countUploadSessions, instrumentKv } from "./mod.ts";
+import { instrumentKv } from "./instrumented_kv.ts";
 
 async function withKv(fn: (kv: Deno.Kv) => Promise<void>): Promise<void> {
   const dir = await Deno.makeTempDir();
@@ -48,14 +48,5 @@ Deno.test("instrumentKv times each operation and passes everything through", asy
     const reader = w.getReader();
     assert.equal((await reader.read()).value?.[0].value, "y");
     await reader.cancel();
-  });
-});
-
-Deno.test("countUploadSessions counts upload keys up to a cap", async () => {
-  await withKv(async (kv) => {
-    for (let i = 0; i < 7; i++) await kv.set(["upload", "ns", `u${i}`], { offset: 0 });
-    await kv.set(["uploadx"], 1);
-    assert.equal(await countUploadSessions(kv), 7);
-    assert.equal(await countUploadSessions(kv, 5), 5);
   });
 });

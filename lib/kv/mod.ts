@@ -1,0 +1,36 @@
+// The KV platform every folder that keeps records in Deno KV stands on: every key (keys.ts draws
+// the whole layout and lists every first key part; key_guard.ts refuses any other under strict
+// mode), opening the KV with the wrappers every process needs (open.ts: the busy retry,
+// kv_busy.ts, and the strict limits), the commit limits (kv_limits.ts), the one commit-retry
+// loop (commit_retry.ts), the KV's fault answers (kv_faults.ts), the timing wrapper
+// (instrumented_kv.ts) and small read helpers (kv_util.ts). The records themselves belong to
+// their owners (lib/metadata for the registry's, lib/jobs, lib/events, …).
+export * from "./keys.ts";
+export { openMetadata } from "./open.ts";
+export { instrumentKv, type ObserveOp as ObserveKvOp } from "./instrumented_kv.ts";
+export {
+  addJobs,
+  addPlanned,
+  CommitBudget,
+  commitInBatches,
+  enforceKvLimits,
+  keySize,
+  KV_LIMIT_MARKER,
+  KV_LIMITS,
+  KvLimitError,
+  type PlannedMutation,
+  strictIfRequested,
+  valueSize,
+} from "./kv_limits.ts";
+export { BUSY_BOUND_MS, type KvWriteWatch, withBusyRetry } from "./kv_busy.ts";
+export { kvFaultAnswer, type KvFaultKind } from "./kv_faults.ts";
+export { enforceListedKeys, unlistedKey, UnlistedKeyError } from "./key_guard.ts";
+export {
+  type Attempt,
+  commitRetryCounts,
+  commitWithRetry,
+  conflictPause,
+  DEFAULT_COMMIT_ATTEMPTS,
+  type RetryOptions,
+} from "./commit_retry.ts";
+export { getAll, hasAny, listAll } from "./kv_util.ts";

@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { JobQueues } from "../lib/jobs/mod.ts";
 import { defaultJobQueue } from "../lib/config/mod.ts";
-import { withBusyRetry } from "../lib/metadata/mod.ts";
+import { withBusyRetry } from "../lib/kv/mod.ts";
 
 const ROOT = fileURLToPath(new URL("../", import.meta.url));
 const N = Deno.args.includes("--small") ? 1_000 : 10_000;

@@ -2,7 +2,8 @@
 // with wrk. Run: deno run -A --unstable-kv bench/metrics_bench.ts on|off [blobMiB]
 // Prints `ready <port> <manifest path> <blob path>` once an image is pushed; serves until killed.
 import { defaultConfig } from "../lib/config/mod.ts";
-import { countUploadSessions, instrumentKv, openMetadata } from "../lib/metadata/mod.ts";
+import { instrumentKv, openMetadata } from "../lib/kv/mod.ts";
+import { countUploadSessions } from "../lib/metadata/mod.ts";
 import { type BlobStore, FsBlobStore, InstrumentedBlobStore } from "../lib/storage/mod.ts";
 import { Metrics } from "../lib/metrics/mod.ts";
 import { Registry } from "../lib/registry/mod.ts";

@@ -3,7 +3,7 @@
 // apps share one KV file and blob dir, and batches alternate between them.
 // Run: deno run -A --unstable-kv bench/metrics_overhead.ts
 import { defaultConfig } from "../lib/config/mod.ts";
-import { instrumentKv, openMetadata } from "../lib/metadata/mod.ts";
+import { instrumentKv, openMetadata } from "../lib/kv/mod.ts";
 import { type BlobStore, FsBlobStore, InstrumentedBlobStore } from "../lib/storage/mod.ts";
 import { Metrics } from "../lib/metrics/mod.ts";
 import { Registry } from "../lib/registry/mod.ts";

@@ -5,7 +5,7 @@ import { createHash } from "node:crypto";
 import { join } from "node:path";
 import { defaultConfig } from "../lib/config/mod.ts";
 import { FsBlobStore } from "../lib/storage/mod.ts";
-import { openMetadata } from "../lib/metadata/mod.ts";
+import { openMetadata } from "../lib/kv/mod.ts";
 import { formatSummary, Registry, Scrubber } from "../lib/registry/mod.ts";
 import { allWriteEffects } from "../lib/services/mod.ts";
 

@@ -11,7 +11,7 @@ import {
   KEY_PREFIXES,
   strictIfRequested,
   UnlistedKeyError,
-} from "../lib/metadata/mod.ts";
+} from "../lib/kv/mod.ts";
 
 const ROOT = fileURLToPath(new URL("../", import.meta.url));
 /** Where Wharf's own code lives (tests build raw keys on purpose, and are not scanned). */

@@ -6,7 +6,7 @@
 // max_denials_per_minute records a minute per process and counts the rest in the next one.
 import type { Config } from "../config/mod.ts";
 import { isStorageKey, storageKey } from "../jobs/mod.ts";
-import { K, type PlannedMutation } from "../metadata/mod.ts";
+import { K, type PlannedMutation } from "../kv/mod.ts";
 import { log } from "../log.ts";
 import { currentAuditContext, withAuditContext } from "./context.ts";
 import { type AuditFields, type AuditRecord, buildRecord } from "./record.ts";

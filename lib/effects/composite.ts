@@ -1,6 +1,7 @@
 // Fans a write out to a list of subscribers and keeps, per subscriber, only what the commits
 // that landed carried.
-import type { PlannedMutation, WriteFact } from "../metadata/mod.ts";
+import type { PlannedMutation } from "../kv/mod.ts";
+import type { WriteFact } from "../metadata/mod.ts";
 import type { WriteIntent } from "./intent.ts";
 import type {
   EffectSubscriber,

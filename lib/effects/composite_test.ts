@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
-import type { PlannedMutation, WriteFact } from "../metadata/mod.ts";
+import type { PlannedMutation } from "../kv/mod.ts";
+import type { WriteFact } from "../metadata/mod.ts";
 import { composeEffects } from "./composite.ts";
 import type { EffectSubscriber, Outcome, WriteIntent } from "./mod.ts";
 

@@ -2,7 +2,8 @@
 // to the metadata write as its one `effects` argument (WriteFacts), and ends with one
 // `committed()`. Subscribers (events, replication, index, scan) live in their own folders and
 // are composed once (lib/services/write_effects.ts).
-import type { PlannedMutation, WriteFact, WriteFacts } from "../metadata/mod.ts";
+import type { PlannedMutation } from "../kv/mod.ts";
+import type { WriteFact, WriteFacts } from "../metadata/mod.ts";
 import type { WriteIntent } from "./intent.ts";
 
 /** A fact whose mutations were committed. */

@@ -10,7 +10,7 @@ import { type Config, type EventKind, type EventWebhookConfig } from "../config/
 import { repositoryOf } from "../config/mod.ts";
 import type { JobContext, JobQueues } from "../jobs/mod.ts";
 import { PermanentJobError } from "../jobs/mod.ts";
-import type { PlannedMutation } from "../metadata/mod.ts";
+import type { PlannedMutation } from "../kv/mod.ts";
 import { RegistryError } from "../oci/mod.ts";
 import { log } from "../log.ts";
 import {

@@ -12,7 +12,7 @@
 // mid-batch leaves them in place and its lease runs out; delivery is at least once.
 import type { Config, EventWebhookConfig, JobQueueConfig } from "../config/mod.ts";
 import { failedKey, type JobRecord, storageKey } from "../jobs/mod.ts";
-import { K, type PlannedMutation } from "../metadata/mod.ts";
+import { K, type PlannedMutation } from "../kv/mod.ts";
 import { log } from "../log.ts";
 import { deliver } from "./deliver.ts";
 import type { WharfEvent } from "./event.ts";

@@ -5,8 +5,14 @@
 // had) is emitted in a commit of its own.
 import { parseDigest } from "../oci/mod.ts";
 import type { EventKind } from "../config/mod.ts";
-import type { PlannedMutation, WriteFact } from "../metadata/mod.ts";
-import type { EffectSubscriber, Outcome, SubscriberScope, WriteIntent } from "../effects/mod.ts";
+import type { PlannedMutation } from "../kv/mod.ts";
+import type {
+  EffectSubscriber,
+  Outcome,
+  SubscriberScope,
+  WriteFact,
+  WriteIntent,
+} from "../effects/mod.ts";
 import type { Events } from "./emitter.ts";
 import type { EventFields, WharfEvent } from "./event.ts";
 

@@ -2,7 +2,7 @@
 // are, so their progress has a total and a time left: the category index is counted first (one
 // listing, ~3 ms per thousand names), then walked in the same order. A namespace emptied since
 // its last write is walked too and yields no revision, so the count and the walk agree.
-import { K } from "../metadata/mod.ts";
+import { K } from "../kv/mod.ts";
 
 export interface WalkStep {
   ns: string;

@@ -7,7 +7,8 @@
 // reclaimed layer drops out of the answers at once.
 import { createHash } from "node:crypto";
 import { type IndexRecord, type LayerReader, listed } from "./layer_store.ts";
-import { BlobMeta, type FileIndexFamily, K, KV_LIMITS, ManifestMeta } from "../metadata/mod.ts";
+import { type FileIndexFamily, K, KV_LIMITS } from "../kv/mod.ts";
+import { BlobMeta, ManifestMeta } from "../metadata/mod.ts";
 import { utf8Length } from "./utf8.ts";
 
 export type SearchField = "sha256" | "path" | "name";

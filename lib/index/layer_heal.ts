@@ -4,7 +4,7 @@
 // included, and so are the index jobs dead-lettered so. Bounded: `limit` layers a pass, and a
 // layer (or job) healed MAX_HEALS times is left alone (`reindex`, or a request for its entries,
 // still queues it).
-import { K } from "../metadata/mod.ts";
+import { K } from "../kv/mod.ts";
 import type { BlobMeta } from "../metadata/mod.ts";
 import type { JobQueue } from "../jobs/mod.ts";
 import { INDEX_KIND, indexLayerJob } from "./layer_jobs.ts";

@@ -4,7 +4,7 @@
 // so a re-index never changes files a reader of the current record is using.
 import type { BlobStore } from "../storage/mod.ts";
 import { RegistryError } from "../oci/mod.ts";
-import { K } from "../metadata/mod.ts";
+import { K } from "../kv/mod.ts";
 import {
   type CheckpointRef,
   compressedRange,

@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import { defaultConfig } from "../config/mod.ts";
 import { JobQueues } from "../jobs/mod.ts";
-import { K } from "../metadata/mod.ts";
+import { K } from "../kv/mod.ts";
 import { RegistryError } from "../oci/mod.ts";
 import { openBlobStore } from "../storage/mod.ts";
 import { openTestKv, type TestKv } from "../../tests/helpers/kv.ts";

@@ -8,8 +8,14 @@
 // nothing a repeat would have added.
 import type { Config } from "../config/mod.ts";
 import type { JobQueues } from "../jobs/mod.ts";
-import type { PlannedMutation, WriteFact } from "../metadata/mod.ts";
-import type { EffectSubscriber, Outcome, SubscriberScope, WriteIntent } from "../effects/mod.ts";
+import type { PlannedMutation } from "../kv/mod.ts";
+import type {
+  EffectSubscriber,
+  Outcome,
+  SubscriberScope,
+  WriteFact,
+  WriteIntent,
+} from "../effects/mod.ts";
 import { INDEX_JOBS_IN_COMMIT, indexesOnPush, indexLayerJob, tarLayers } from "./layer_jobs.ts";
 
 /** How long a queued layer is not queued again by this process. */

@@ -7,7 +7,7 @@
 //   written when the run starts, at most every WRITE_EVERY_MS while it moves and when it ends:
 //   never on a request's path. The newest KEEP_PER_KIND runs of each kind are kept.
 import type { QueueName } from "../config/mod.ts";
-import { K } from "../metadata/mod.ts";
+import { K } from "../kv/mod.ts";
 import { log } from "../log.ts";
 import { isStorageKey, type JobBatch, storageKey } from "./record.ts";
 

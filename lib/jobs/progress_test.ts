@@ -6,7 +6,7 @@ import * as assert from "node:assert/strict";
 import { openTestKv } from "../../tests/helpers/kv.ts";
 import { defaultJobQueue, type JobQueueConfig } from "../config/mod.ts";
 import { JobQueues, KEEP_PER_KIND, Runs, STALL_MS, WRITE_EVERY_MS } from "./mod.ts";
-import { K } from "../metadata/mod.ts";
+import { K } from "../kv/mod.ts";
 
 const CFG: JobQueueConfig = { ...defaultJobQueue(), maxAttempts: 2, leaseSecs: 30 };
 

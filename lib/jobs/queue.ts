@@ -11,7 +11,7 @@
 // - a job of a batch (progress.ts) is counted in the commit that settles it: one blind sum.
 // Every commit here carries at most 2 checks and 5 mutations.
 import type { JobQueueConfig, QueueName } from "../config/mod.ts";
-import { commitWithRetry, K, type PlannedMutation, valueSize } from "../metadata/mod.ts";
+import { commitWithRetry, K, type PlannedMutation, valueSize } from "../kv/mod.ts";
 import { JobTooLargeError, NotAJobError } from "./errors.ts";
 import { countBatchJob } from "./progress.ts";
 import {

@@ -3,7 +3,7 @@
 // bounded `list` up to "now" finds exactly the due jobs, and the admin API's `not_before`
 // is decoded from the key rather than stored twice.
 import type { QueueName } from "../config/mod.ts";
-import { K } from "../metadata/mod.ts";
+import { K } from "../kv/mod.ts";
 
 export interface JobRecord {
   id: string;

@@ -3,7 +3,8 @@
 // and a blob delete racing each other must not both succeed; both interleavings are forced here.
 import assert from "node:assert/strict";
 import { RegistryError } from "../oci/errors.ts";
-import { BlobMeta, K, ManifestMeta, type ManifestWrite, NO_FACTS } from "./mod.ts";
+import { K } from "../kv/mod.ts";
+import { BlobMeta, ManifestMeta, type ManifestWrite, NO_FACTS } from "./mod.ts";
 import { openTestKv } from "../../tests/helpers/kv.ts";
 
 const NS = "race/ns";

@@ -2,7 +2,8 @@
 // manifests referencing it and the indexes over those, bounded), stamps in batches within the
 // KV limits, and a stamp read back.
 import assert from "node:assert/strict";
-import { CacheMeta, K } from "./mod.ts";
+import { K } from "../kv/mod.ts";
+import { CacheMeta } from "./mod.ts";
 import { openTestKv } from "../../tests/helpers/kv.ts";
 
 const NS = "hub/x";

@@ -2,7 +2,8 @@
 // land after a write to that entry: the eviction's judgment and its delete are one check.
 import assert from "node:assert/strict";
 import { openTestKv } from "../../tests/helpers/kv.ts";
-import { K, ManifestMeta, type ManifestWrite, NO_FACTS } from "./mod.ts";
+import { K } from "../kv/mod.ts";
+import { ManifestMeta, type ManifestWrite, NO_FACTS } from "./mod.ts";
 
 const NS = "evict/ns";
 const DIGEST = `sha256:${"a".repeat(64)}`;

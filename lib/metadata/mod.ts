@@ -2,7 +2,6 @@
 // quarantine, verify and scrub state, signature verdicts and the pull-through cache's records,
 // each written in one atomic commit on the KV platform (lib/kv: keys, limits, the commit-retry
 // loop), and the facts those writes state for their effects (write_facts.ts).
-export * from "../kv/mod.ts";
 export { BlobMeta, type LinkRead } from "./blobs.ts";
 export { ManifestMeta, type ManifestWrite } from "./manifests.ts";
 export { type Settle, type SettleOutcome, SignatureMeta } from "./signature_meta.ts";

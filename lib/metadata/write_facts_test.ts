@@ -2,7 +2,8 @@
 // so the facts (and the jobs planned for them) of lost attempts must not count.
 import assert from "node:assert/strict";
 import { openTestKv } from "../../tests/helpers/kv.ts";
-import { K, ManifestMeta, type ManifestWrite } from "./mod.ts";
+import { K } from "../kv/mod.ts";
+import { ManifestMeta, type ManifestWrite } from "./mod.ts";
 import type { WriteFact, WriteFacts } from "./write_facts.ts";
 
 const NS = "facts/ns";

@@ -14,7 +14,7 @@
 // capacity + sync_interval × rate. Every admitted take is charged at the next settle, so
 // the excess is paid back: the identity is refused until its bucket has refilled past it.
 // Batching the reads changes none of this: a stale bucket's request still waits for its read.
-import { commitWithRetry, conflictPause, K } from "../metadata/mod.ts";
+import { commitWithRetry, conflictPause, K } from "../kv/mod.ts";
 import { type Bucket, merge, take, tokensLeft, type Verdict } from "./gcra.ts";
 
 interface Entry {

@@ -7,7 +7,8 @@ import {
   countIntegrityFailure,
   mismatch,
 } from "../storage/mod.ts";
-import type { BlobMeta, ManifestMeta, RevisionRecord } from "../metadata/mod.ts";
+import type { RevisionRecord } from "../kv/mod.ts";
+import type { BlobMeta, ManifestMeta } from "../metadata/mod.ts";
 import type { WriteEffects } from "../effects/mod.ts";
 import type { Quarantine } from "./quarantine.ts";
 import { log } from "../log.ts";

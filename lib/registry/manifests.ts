@@ -18,14 +18,8 @@ import {
 } from "../storage/mod.ts";
 import type { Quarantine } from "./quarantine.ts";
 import { log } from "../log.ts";
-import {
-  type BlobMeta,
-  INLINE_MANIFEST_MAX,
-  type ManifestMeta,
-  type ManifestWrite,
-  type RevisionRecord,
-  type TagRecord,
-} from "../metadata/mod.ts";
+import { INLINE_MANIFEST_MAX, type RevisionRecord, type TagRecord } from "../kv/mod.ts";
+import { type BlobMeta, type ManifestMeta, type ManifestWrite } from "../metadata/mod.ts";
 import type { UsageLedger } from "../metadata/mod.ts";
 import type { WriteEffects } from "../effects/mod.ts";
 import type { PushPlan, Signatures } from "./signatures.ts";

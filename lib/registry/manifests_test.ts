@@ -4,7 +4,7 @@ import { openTestKv } from "../../tests/helpers/kv.ts";
 import assert from "node:assert/strict";
 import { buildConfig } from "../config/mod.ts";
 import { FsBlobStore } from "../storage/mod.ts";
-import { K } from "../metadata/mod.ts";
+import { K } from "../kv/mod.ts";
 import { Registry } from "./mod.ts";
 import { allWriteEffects } from "../services/mod.ts";
 

@@ -19,12 +19,8 @@ import {
   truncate,
 } from "../oci/mod.ts";
 import { type Config, type RepositoryConfig, repositoryOf } from "../config/mod.ts";
-import {
-  type BlobMeta,
-  NO_FACTS,
-  type RevisionRecord,
-  type UpstreamChecks,
-} from "../metadata/mod.ts";
+import { type RevisionRecord } from "../kv/mod.ts";
+import { type BlobMeta, NO_FACTS, type UpstreamChecks } from "../metadata/mod.ts";
 import { type JobContext, type JobQueues, PermanentJobError } from "../jobs/mod.ts";
 import {
   isUpstreamError,

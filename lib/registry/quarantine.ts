@@ -14,12 +14,8 @@
 // Manifest bodies kept in KV have no bytes to move: their record only notes them, and every
 // read refuses them (Manifests.body) until a push or a refetch rewrites the revision.
 import type { Config } from "../config/mod.ts";
-import {
-  QUARANTINE_NAMESPACES_KEPT,
-  QuarantineMeta,
-  type QuarantineRecord,
-  type UsageLedger,
-} from "../metadata/mod.ts";
+import { QUARANTINE_NAMESPACES_KEPT, type QuarantineRecord } from "../kv/mod.ts";
+import { QuarantineMeta, type UsageLedger } from "../metadata/mod.ts";
 import { type BlobStore, countQuarantined, type IntegrityObject } from "../storage/mod.ts";
 import { parseDigest, RegistryError } from "../oci/mod.ts";
 import { Hasher } from "../streams/mod.ts";

@@ -6,7 +6,7 @@ import { createHash } from "node:crypto";
 import { join } from "node:path";
 import { defaultConfig } from "../config/mod.ts";
 import { FsBlobStore } from "../storage/mod.ts";
-import { K, type QuarantineRecord } from "../metadata/mod.ts";
+import { K, type QuarantineRecord } from "../kv/mod.ts";
 import { Registry } from "./mod.ts";
 import { allWriteEffects } from "../services/mod.ts";
 

@@ -7,7 +7,8 @@ import { type BlobStore, CorruptBlobError, readVerified } from "../storage/mod.t
 import { Quarantine } from "./quarantine.ts";
 import { BlobMeta, ManifestMeta, UploadMeta } from "../metadata/mod.ts";
 import { PullMeta, SvcMeta, UpstreamChecks } from "../metadata/mod.ts";
-import { CacheMeta, K, SignatureMeta, UsageLedger } from "../metadata/mod.ts";
+import { K } from "../kv/mod.ts";
+import { CacheMeta, SignatureMeta, UsageLedger } from "../metadata/mod.ts";
 import { type SignatureObserver, Signatures } from "./signatures.ts";
 import type { Viewer } from "./signature_rules.ts";
 import { maxBytesOf, quotaPolicy, quotasConfigured } from "../quota/mod.ts";

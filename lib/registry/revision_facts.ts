@@ -3,7 +3,7 @@
 // derive from content addressed by digest, so they are remembered per digest in this process
 // (a cache, never the truth: a restart recomputes them).
 import { INDEX_TYPES } from "../oci/mod.ts";
-import type { RevisionRecord } from "../metadata/mod.ts";
+import type { RevisionRecord } from "../kv/mod.ts";
 import { mapBounded } from "./map_bounded.ts";
 import { verifiedBytes } from "../storage/mod.ts";
 

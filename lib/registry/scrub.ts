@@ -6,7 +6,8 @@
 import { type Config, repositoryOf } from "../config/mod.ts";
 import type { BlobStore } from "../storage/mod.ts";
 import { BlobMeta, LEASE_MS, ReclaimMeta, ScrubMeta, UsageLedger } from "../metadata/mod.ts";
-import { K, type LinkRecord, NO_FACTS, UsageMeta } from "../metadata/mod.ts";
+import { K, type LinkRecord } from "../kv/mod.ts";
+import { NO_FACTS, UsageMeta } from "../metadata/mod.ts";
 import { maxBytesOf, quotaPolicy } from "../quota/mod.ts";
 import { RegistryError } from "../oci/mod.ts";
 import type { ProgressSink, ProgressUpdate } from "../jobs/mod.ts";

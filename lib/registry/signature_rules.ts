@@ -3,7 +3,7 @@
 // how an index's platform rule reads its children's verdicts. No I/O here.
 import { INDEX_TYPES, type ParsedManifest, type Platform } from "../oci/mod.ts";
 import type { SignatureFormat } from "../signatures/mod.ts";
-import type { PusherRecord, SignatureVerdict } from "../metadata/mod.ts";
+import type { PusherRecord, SignatureVerdict } from "../kv/mod.ts";
 
 /** cosign's tag-based signature of `sha256:<hex>` (skopeo and podman write the same). */
 export const COSIGN_SIG_TAG = /^sha256-([0-9a-f]{64})\.sig$/;

@@ -27,15 +27,14 @@ import {
 } from "../oci/mod.ts";
 import {
   HELD_TAGS_MAX,
-  type ManifestMeta,
   type PlannedMutation,
   type PusherRecord,
   type RevisionRecord,
-  type SignatureMeta,
   type SignatureVerdict,
   type StoredSigner,
   type TagRecord,
-} from "../metadata/mod.ts";
+} from "../kv/mod.ts";
+import { type ManifestMeta, type SignatureMeta } from "../metadata/mod.ts";
 import type { WriteEffects } from "../effects/mod.ts";
 import type { Events } from "../events/mod.ts";
 import type { EventKind } from "../config/mod.ts";

@@ -13,12 +13,12 @@ import {
 } from "../oci/mod.ts";
 import { type BlobStore, ConcurrentUploadError, TooLargeError } from "../storage/mod.ts";
 import { Hasher } from "../streams/mod.ts";
+import { type UploadRecord } from "../kv/mod.ts";
 import {
   type BlobMeta,
   type LinkRead,
   NO_FACTS,
   type UploadMeta,
-  type UploadRecord,
   type WriteFacts,
 } from "../metadata/mod.ts";
 import type { WriteEffects } from "../effects/mod.ts";

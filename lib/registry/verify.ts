@@ -7,14 +7,8 @@
 // running servers: a blob is judged against its record as read before its bytes, and quarantined
 // only under the reclamation marker after a second hash, so a push or a scrub of the same digest
 // meanwhile is never reported as corruption ("raced": judged again next pass).
-import {
-  K,
-  type QuarantineRecord,
-  VERIFY_LEASE_MS,
-  type VerifyCursor,
-  type VerifyLease,
-  VerifyMeta,
-} from "../metadata/mod.ts";
+import { K, type QuarantineRecord, type VerifyCursor, type VerifyLease } from "../kv/mod.ts";
+import { VERIFY_LEASE_MS, VerifyMeta } from "../metadata/mod.ts";
 import { countIntegrityFailure, mismatch } from "../storage/mod.ts";
 import type { Quarantine, Throttle } from "./quarantine.ts";
 

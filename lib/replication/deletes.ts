@@ -6,7 +6,7 @@
 // which is an outcome (`tag-delete-unsupported`), not a failure to retry. The downstream is a
 // mirror and the local state the truth, so a digest delete there also removes any other
 // downstream tag on that digest. What each downstream accepts is learned once (state.ts).
-import { K } from "../metadata/mod.ts";
+import { K } from "../kv/mod.ts";
 import type { DownstreamConfig } from "../config/mod.ts";
 import { type DownstreamClient, type Unsupported, type WriteOutcome } from "./client.ts";
 import type { DownstreamState } from "./state.ts";

@@ -2,7 +2,7 @@
 // supports, counts of job runs by outcome, the last success and the last error. Lives in KV, not
 // in a process, so every process that runs replication jobs adds to the same figures and a
 // capability learned by one process spares the others the failed request.
-import { type DownstreamCaps, type DownstreamError, K } from "../metadata/mod.ts";
+import { type DownstreamCaps, type DownstreamError, K } from "../kv/mod.ts";
 
 /** A remembered capability is asked again after this long (the operator may reconfigure). */
 export const CAPS_TTL_MS = 24 * 3600 * 1000;

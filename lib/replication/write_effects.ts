@@ -3,8 +3,14 @@
 // revision deleted (deletes carry the event's time: the source's when it was replicated).
 import type { Config } from "../config/mod.ts";
 import type { JobQueues, JobSpec } from "../jobs/mod.ts";
-import type { PlannedMutation, WriteFact } from "../metadata/mod.ts";
-import type { EffectSubscriber, Outcome, SubscriberScope, WriteIntent } from "../effects/mod.ts";
+import type { PlannedMutation } from "../kv/mod.ts";
+import type {
+  EffectSubscriber,
+  Outcome,
+  SubscriberScope,
+  WriteFact,
+  WriteIntent,
+} from "../effects/mod.ts";
 import { deleteDigestJob, deleteTagJob, downstreamsOf, pushDigestJob, pushTagJob } from "./jobs.ts";
 
 export class ReplicationEffects implements EffectSubscriber {

@@ -5,7 +5,7 @@
 // An immutable tag is protected too (its delete would be refused), and with it its manifest.
 import type { Config } from "../config/mod.ts";
 import { repositoryOf } from "../config/mod.ts";
-import { K, type TagRecord } from "../metadata/mod.ts";
+import { hasAny, K, type TagRecord } from "../kv/mod.ts";
 import type { Registry } from "../registry/mod.ts";
 import { withActor } from "../events/mod.ts";
 import { RegistryError } from "../oci/mod.ts";
@@ -228,11 +228,6 @@ async function pruneNamespace(
 
 function isKept(img: ImageFacts, rules: RetentionRules, now: number): boolean {
   return rules.judge(img, now).keep;
-}
-
-async function hasAny(kv: Deno.Kv, prefix: Deno.KvKey): Promise<boolean> {
-  for await (const _ of kv.list({ prefix }, { limit: 1 })) return true;
-  return false;
 }
 
 /** Why `digest` may not be pruned from `ns`, or null. */

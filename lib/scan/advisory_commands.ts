@@ -3,7 +3,7 @@
 // Each returns its exit status and the lines main.ts prints.
 import { join } from "node:path";
 import type { Config } from "../config/mod.ts";
-import { openMetadata } from "../metadata/mod.ts";
+import { openMetadata } from "../kv/mod.ts";
 import type { ProgressSink } from "../jobs/mod.ts";
 import { type AdvisoryMeta, AdvisoryStore } from "./advisory_store.ts";
 import { ecosystemUrl, readFetchState, ZIP_NAME } from "./advisory_fetch.ts";

@@ -12,7 +12,7 @@
 import type { Config } from "../config/mod.ts";
 import { type JobContext, PermanentJobError, type ProgressSink } from "../jobs/mod.ts";
 import { log } from "../log.ts";
-import { K } from "../metadata/mod.ts";
+import { K } from "../kv/mod.ts";
 import { AdvisoryFetcher, ecosystemsIn, type FetchOutcome } from "./advisory_fetch.ts";
 import { recordEcosystems } from "./ecosystems.ts";
 import { type ScanDeps, scanKey, type ScanRecord } from "./scanner.ts";

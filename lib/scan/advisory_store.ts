@@ -8,7 +8,7 @@ import { createHash } from "node:crypto";
 import { type Affected, OsvError, parseOsv } from "./osv.ts";
 import { zipMembers, zipRead, ZipWindow } from "./zip.ts";
 import { Scavenger } from "../streams/mod.ts";
-import { K, keySize, KV_LIMITS } from "../metadata/mod.ts";
+import { K, keySize, KV_LIMITS } from "../kv/mod.ts";
 import { normalizePypiName } from "./language_pkgs.ts";
 
 /**

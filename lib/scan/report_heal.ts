@@ -3,7 +3,7 @@
 // could not run are rescanned, and the scans dead-lettered for a machine reason are queued again.
 // Bounded: `limit` reports a pass, and a report (or job) healed MAX_HEALS times is left alone
 // (`scan`, or a request for the report, still queues it).
-import { K } from "../metadata/mod.ts";
+import { K } from "../kv/mod.ts";
 import { ManifestMeta } from "../metadata/mod.ts";
 import type { JobQueues } from "../jobs/mod.ts";
 import { healDeadLetters, type HealOptions, MAX_HEALS } from "../index/mod.ts";

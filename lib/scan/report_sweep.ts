@@ -1,5 +1,5 @@
 // Scrub's side of image reports: the reports of manifests no namespace holds any more.
-import { K } from "../metadata/mod.ts";
+import { K } from "../kv/mod.ts";
 import type { BlobStore } from "../storage/mod.ts";
 import type { ScanRecord } from "./scanner.ts";
 

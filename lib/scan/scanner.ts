@@ -7,8 +7,8 @@
 // built from parses that could not run (a layer whose indexing could not run, a sandbox that could
 // not start): it fails for a machine reason, is retried, and leaves the stored report as it is
 // (machine_stale.ts tells the reports older versions built so).
-import { addJobs, ManifestMeta } from "../metadata/mod.ts";
-import { BlobMeta, K } from "../metadata/mod.ts";
+import { addJobs, K } from "../kv/mod.ts";
+import { BlobMeta, ManifestMeta } from "../metadata/mod.ts";
 import { isPermanent, type JobContext, type JobQueues, PermanentJobError } from "../jobs/mod.ts";
 import type { Registry } from "../registry/mod.ts";
 import { type BlobStore, readVerified } from "../storage/mod.ts";

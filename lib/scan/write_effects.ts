@@ -2,8 +2,14 @@
 // manifest of a hosted repository whose layers are indexed on push, in the push's own commit.
 import { type Config, repositoryOf } from "../config/mod.ts";
 import type { JobQueues } from "../jobs/mod.ts";
-import type { PlannedMutation, WriteFact } from "../metadata/mod.ts";
-import type { EffectSubscriber, Outcome, SubscriberScope, WriteIntent } from "../effects/mod.ts";
+import type { PlannedMutation } from "../kv/mod.ts";
+import type {
+  EffectSubscriber,
+  Outcome,
+  SubscriberScope,
+  WriteFact,
+  WriteIntent,
+} from "../effects/mod.ts";
 import { indexesOnPush } from "../index/mod.ts";
 import { isImage, scanImageJob } from "./scan_jobs.ts";
 

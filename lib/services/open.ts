@@ -3,13 +3,8 @@
 // them is said once here, by role, instead of in each entry point.
 import { type Config, JOB_QUEUES, type QueueName } from "../config/mod.ts";
 import { JobQueues, type JobRunner } from "../jobs/mod.ts";
-import {
-  commitRetryCounts,
-  countUploadSessions,
-  instrumentKv,
-  openMetadata,
-  strictIfRequested,
-} from "../metadata/mod.ts";
+import { commitRetryCounts, instrumentKv, openMetadata, strictIfRequested } from "../kv/mod.ts";
+import { countUploadSessions } from "../metadata/mod.ts";
 import {
   type BlobStore,
   InstrumentedBlobStore,

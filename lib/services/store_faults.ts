@@ -3,7 +3,7 @@
 // failure such as "database or disk is full" answers 503 with its cause, never 500 with none.
 import type { RegistryError } from "../oci/mod.ts";
 import { storeErrorAnswer } from "../storage/mod.ts";
-import { kvFaultAnswer } from "../metadata/mod.ts";
+import { kvFaultAnswer } from "../kv/mod.ts";
 
 /** The 503 a raw store or KV error answers; null: not a store's error. */
 export function storeFaultAnswer(e: unknown): RegistryError | null {

@@ -4,7 +4,7 @@
 // `prune`, matching local tags the upstream no longer lists are deleted, only after a complete
 // and valid listing.
 import type { Config, RepositoryConfig, SyncConfig } from "../config/mod.ts";
-import type { SyncRunRecord } from "../metadata/mod.ts";
+import type { SyncRunRecord } from "../kv/mod.ts";
 import { RegistryError } from "../oci/mod.ts";
 import type { SyncDeps } from "./deps.ts";
 import { upstreamName, UpstreamSet } from "../upstream/mod.ts";

@@ -1,7 +1,7 @@
 // A sync's KV records (lib/kv/keys.ts, sync/…): the per-repository lease that keeps one
 // run at a time across processes, the run in progress (its cursor lets a run cut short by a
 // crash resume where it stopped) and the last finished run (status view, schedule).
-import { K, type SyncLease, type SyncRunRecord } from "../metadata/mod.ts";
+import { K, type SyncLease, type SyncRunRecord } from "../kv/mod.ts";
 
 /**
  * A lease not renewed for this long is free: its holder died. Twice the job lease (at least

@@ -7,7 +7,7 @@
 // died is taken over when its job lease expires and resumes from its cursor.
 import type { Config } from "../config/mod.ts";
 import type { JobContext, ProgressSink } from "../jobs/mod.ts";
-import type { SyncRunRecord } from "../metadata/mod.ts";
+import type { SyncRunRecord } from "../kv/mod.ts";
 import type { SyncDeps } from "./deps.ts";
 import { log } from "../log.ts";
 import { SyncRun } from "./run.ts";

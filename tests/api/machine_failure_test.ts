@@ -19,7 +19,7 @@ import { tarOf } from "../helpers/tar.ts";
 import { pushTarImage } from "../helpers/tar_image.ts";
 import { loadConfigFiles } from "../../lib/config/mod.ts";
 import { openBlobStore } from "../../lib/storage/mod.ts";
-import { K } from "../../lib/metadata/mod.ts";
+import { K } from "../../lib/kv/mod.ts";
 import { INDEX_VERSION, indexKey, type IndexRecord, MAX_HEALS } from "../../lib/index/mod.ts";
 import type { ImageReport, ScanRecord } from "../../lib/scan/mod.ts";
 

@@ -3,7 +3,7 @@
 // Usage: job_worker.ts <kv file> <holder> <job_queue config JSON>
 import { JobQueues, PermanentJobError } from "../../lib/jobs/mod.ts";
 import type { JobQueueConfig } from "../../lib/config/mod.ts";
-import { withBusyRetry } from "../../lib/metadata/mod.ts";
+import { withBusyRetry } from "../../lib/kv/mod.ts";
 
 const [path, holder, cfgJson] = Deno.args;
 const kv = withBusyRetry(await Deno.openKv(path));

@@ -1,6 +1,6 @@
 // KV for in-process tests: a temp file opened with the strictest backend's limits enforced, so
 // a module test fails on a commit that Deno Deploy or denokv would refuse.
-import { enforceKvLimits, withBusyRetry } from "../../lib/metadata/mod.ts";
+import { enforceKvLimits, withBusyRetry } from "../../lib/kv/mod.ts";
 
 export interface TestKv {
   kv: Deno.Kv;

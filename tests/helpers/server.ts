@@ -3,7 +3,7 @@
 // started as `deno task start` starts it (tests/helpers/launch.ts): the permission set and the
 // V8 flags of a user's server, never more.
 import { basename, join } from "node:path";
-import { KV_LIMIT_MARKER } from "../../lib/metadata/mod.ts";
+import { KV_LIMIT_MARKER } from "../../lib/kv/mod.ts";
 import { JOB_QUEUES } from "../../lib/config/mod.ts";
 import { wharfCommand } from "./launch.ts";
 

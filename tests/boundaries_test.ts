@@ -13,15 +13,18 @@ const ALLOWED: Record<string, string[]> = {
   streams: ["oci"],
   http: ["streams"],
   storage: ["oci", "config", "streams", "http"],
-  // The KV platform (lib/kv): keys, limits, the commit-retry loop, opening the KV.
+  // The KV platform (lib/kv): every key, the commit limits, the one commit-retry loop, opening
+  // the KV. Every folder that keeps records in KV stands on it; lib/metadata is the registry's
+  // own records only, so a folder needing keys and commits alone (jobs, audit, events,
+  // ratelimit, retention) imports lib/kv and not lib/metadata.
   kv: ["oci"],
   metadata: ["oci", "config", "kv"],
   // What a write causes (lib/effects): below every subscriber, above the metadata writes' port.
   effects: ["oci", "config", "kv", "metadata"],
-  jobs: ["oci", "config", "kv", "metadata"],
+  jobs: ["oci", "config", "kv"],
   upstream: ["oci", "config", "streams", "http"],
-  audit: ["oci", "config", "kv", "metadata", "jobs"],
-  events: ["oci", "config", "streams", "http", "kv", "metadata", "jobs", "audit", "effects"],
+  audit: ["oci", "config", "kv", "jobs"],
+  events: ["oci", "config", "streams", "http", "kv", "jobs", "audit", "effects"],
   quota: ["oci", "config", "kv", "metadata"],
   registry: [
     "oci",
@@ -90,11 +93,11 @@ const ALLOWED: Record<string, string[]> = {
     "registry",
     "effects",
   ],
-  retention: ["oci", "config", "kv", "metadata", "jobs", "registry", "events", "effects"],
+  retention: ["oci", "config", "kv", "jobs", "registry", "events", "effects"],
   policy: ["oci", "config"],
   // Signature verification is pure (bytes in, a verdict out): it reads only its trust config.
   signatures: ["oci", "config"],
-  ratelimit: ["oci", "config", "kv", "metadata", "policy"],
+  ratelimit: ["oci", "config", "kv", "policy"],
   auth: ["oci", "config", "streams", "http"],
 };
 
@@ -142,7 +145,7 @@ Deno.test("routes/ reaches no storage or KV module directly", async () => {
   const problems: string[] = [];
   for await (const file of tsFiles(join(ROOT, "routes"))) {
     for (const spec of imports(await Deno.readTextFile(file))) {
-      if (/lib\/(storage|metadata)\//.test(spec)) {
+      if (/lib\/(storage|kv|metadata)\//.test(spec)) {
         problems.push(`${relative(ROOT, file)} imports ${spec}`);
       }
     }

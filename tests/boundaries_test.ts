@@ -26,6 +26,9 @@ const ALLOWED: Record<string, string[]> = {
   audit: ["oci", "config", "kv", "jobs"],
   events: ["oci", "config", "streams", "http", "kv", "jobs", "audit", "effects"],
   quota: ["oci", "config", "kv", "metadata"],
+  // The pull-through cache: below the registry, which builds it and hands it its manifests and
+  // signature rules through narrow ports (lib/pull_through/ports.ts) instead of being imported.
+  pull_through: ["oci", "config", "streams", "storage", "kv", "metadata", "jobs", "upstream"],
   registry: [
     "oci",
     "config",
@@ -38,6 +41,7 @@ const ALLOWED: Record<string, string[]> = {
     "events",
     "quota",
     "effects",
+    "pull_through",
     // verified before visible (issue 34): the registry judges pushes with the engine
     "signatures",
   ],

@@ -252,7 +252,7 @@ export interface RepositoryConfig {
   /** pull-through only: least recently pulled images are evicted to keep the cache under it */
   maxCacheBytes?: number;
   /** pull-through only: blobs of a fetched manifest up to this size are filled ahead of the
-   * client's GETs (lib/registry/prefetch.ts); 0 = none */
+   * client's GETs (lib/pull_through/prefetch.ts); 0 = none */
   prefetchMaxBytes?: number;
   /** `[repository."<name>".rate_limit]`: replaces the global numbers it sets, in its own buckets */
   rateLimit?: RateLimitConfig;

@@ -1,5 +1,5 @@
-// Storage quotas and the cache cap (issue 26, parts 1–2): which limit applies where, and which
-// cached images go first. The usage itself is kept by lib/metadata/usage.ts inside the writes.
+// Storage quotas (issue 26, part 1): which limit, quota or cache cap, applies to a repository.
+// The usage itself is kept by lib/metadata/usage.ts inside the writes; which cached images a
+// capped pull-through repository gives up first is the cache's (lib/pull_through/eviction.ts).
 export { maxBytesOf, quotaPolicy, quotasConfigured } from "./limits.ts";
-export { type CachedImage, evictionOrder, lastUsed } from "./eviction.ts";
 export { formatBytes, quotaExceeded } from "../metadata/mod.ts";

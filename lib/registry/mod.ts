@@ -1,13 +1,13 @@
 // lib/registry's public surface: the Registry (registry.ts) and what its callers name of its
-// parts (reads, pull-through, listings, uploads), and the Scrubber (scrub.ts) with its hooks.
-export { Registry, type RegistryOptions, type UsageFigures } from "./registry.ts";
-export { type BlobRead } from "./blobs.ts";
+// parts (reads, listings, uploads), and the Scrubber (scrub.ts) with its hooks. The pull-through
+// cache it composes lives in lib/pull_through.
 export {
-  CACHE_FILL_KIND,
-  type PulledManifest,
-  type PullThroughResult,
-  STALE_WARNING,
-} from "./pull_through.ts";
+  Registry,
+  type RegistryOptions,
+  type ServedManifest,
+  type UsageFigures,
+} from "./registry.ts";
+export { type BlobRead } from "./blobs.ts";
 export { type ReferrerDescriptor, REFERRERS_PAGE } from "./listings.ts";
 export { type DeleteOptions, MAX_TAGS_PER_PUSH, parseSourceTimestamp } from "./manifests.ts";
 export { rangeHeaders, type StartResult } from "./uploads.ts";
@@ -28,7 +28,6 @@ export {
   type Throttle,
 } from "./quarantine.ts";
 export { formatVerify, Verifier, type VerifyOptions, type VerifySummary } from "./verify.ts";
-export { CacheCap } from "./cache_cap.ts";
 export { PULLS_DEFAULT_N, PULLS_MAX_N, type PullsPage } from "./pulls.ts";
 export {
   type NamespacesListing,

@@ -12,24 +12,25 @@ import { CacheMeta, SignatureMeta, UsageLedger } from "../metadata/mod.ts";
 import { type SignatureObserver, Signatures } from "./signatures.ts";
 import type { Viewer } from "./signature_rules.ts";
 import { maxBytesOf, quotaPolicy, quotasConfigured } from "../quota/mod.ts";
-import { CacheCap } from "./cache_cap.ts";
 import { Pulls } from "./pulls.ts";
 import { SvcListings } from "./svc_listings.ts";
 import { Blobs } from "./blobs.ts";
 import { Listings } from "./listings.ts";
-import { Manifests } from "./manifests.ts";
+import { BodyUnavailableError, type ManifestBody, Manifests } from "./manifests.ts";
 import { Uploads } from "./uploads.ts";
 import { JobQueues } from "../jobs/mod.ts";
 import type { ObserveFn } from "../upstream/mod.ts";
 import { RegistryError } from "../oci/mod.ts";
-import { Fills } from "./blob_fill.ts";
 import {
   CACHE_FILL_KIND,
+  CacheCap,
+  Fills,
   type PulledManifest,
   PullThrough,
   type PullThroughResult,
-} from "./pull_through.ts";
+} from "../pull_through/mod.ts";
 import type { BlobRead } from "./blobs.ts";
+import { cosignSignatureTag, referrerFormat } from "./signature_rules.ts";
 import type { ReferrerDescriptor } from "./listings.ts";
 import { EventEffects, Events } from "../events/mod.ts";
 import { composeEffects, type WriteEffects } from "../effects/mod.ts";
@@ -46,12 +47,17 @@ export interface RegistryOptions {
   observeSignatures?: SignatureObserver;
   /** images a capped pull-through repository evicted (max_cache_bytes) */
   observeEvictions?: (repository: string, images: number) => void;
+  /** how long a pull stamp keeps a cached image in use (default a minute; tests shorten it) */
+  cacheHoldMs?: number;
   /**
    * What writes cause (lib/services/write_effects.ts composes events, replication, index and
    * scan), given this registry's queues and events. Default: events and audit records only.
    */
   effects?: (parts: { jobs: JobQueues; events: Events }) => WriteEffects;
 }
+
+/** A manifest as `readManifest` answers it: hosted (maybe a redirect) or pulled through. */
+export type ServedManifest = ManifestBody & Pick<PulledManifest, "warning">;
 
 /** A repository's storage for metrics: bytes used, its quota and its cache cap (null: none). */
 export interface UsageFigures {
@@ -172,19 +178,25 @@ export class Registry {
     );
     this.svc.verdicts = (ns, digests) => this.signatures.rowStates(ns, digests);
     // `max_cache_bytes` eviction of pull-through repositories
-    const cacheCap = new CacheCap(
-      () => cfg,
-      this.#usage,
-      new CacheMeta(kv),
-      this.manifests,
-      blobMeta,
-      options.observeEvictions,
-    );
+    const cacheCap = new CacheCap({
+      cfg: () => cfg,
+      usage: this.#usage,
+      meta: new CacheMeta(kv),
+      manifests: this.manifests,
+      blobs: blobMeta,
+      observe: options.observeEvictions,
+      holdMs: options.cacheHoldMs,
+    });
     this.pullThrough = new PullThrough({
       cacheCap,
       cfg,
       blobs: blobMeta,
       manifests: this.manifests,
+      bodyUnavailable: (e) => e instanceof BodyUnavailableError,
+      signatureSources: {
+        cosignTag: cosignSignatureTag,
+        isSignature: (artifactType, mediaType) => referrerFormat(artifactType, mediaType) !== null,
+      },
       checks: new UpstreamChecks(kv),
       fills: new Fills({
         store,
@@ -246,14 +258,14 @@ export class Registry {
     accept: string | null,
     noRedirect = false,
     viewer: Viewer | null = null,
-  ): Promise<PulledManifest> {
+  ): Promise<ServedManifest> {
     const rc = this.pullThrough.repository(ns);
     const redirect = !noRedirect && this.cfg.global.enableManifestRedirect;
     const verify = this.signatures.policyOf(ns);
     if (!rc) {
       if (!verify) return this.manifests.get(ns, reference, withBody, redirect);
       const g = await this.signatures.gate(ns, reference, viewer, verify);
-      const m: PulledManifest = await this.manifests.serve(
+      const m: ServedManifest = await this.manifests.serve(
         g.digest,
         g.rev,
         ns,

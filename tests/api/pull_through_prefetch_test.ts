@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import { FakeRegistry, randomBytes } from "../helpers/fake_registry.ts";
 import { type TestServer, withServer } from "../helpers/server.ts";
 import { bytesOf, req, serverTestOpts } from "../helpers/api.ts";
-import { MAX_PER_MANIFEST } from "../../lib/registry/prefetch.ts";
+import { MAX_PER_MANIFEST } from "../../lib/pull_through/prefetch.ts";
 import {
   imageManifest,
   jsonBytes,

@@ -8,8 +8,7 @@ import { parseManifest, RegistryError } from "../oci/mod.ts";
 import type { RepositoryConfig } from "../config/mod.ts";
 import { isUpstreamError, type UpstreamSet } from "../upstream/mod.ts";
 import { log } from "../log.ts";
-import type { Manifests } from "./manifests.ts";
-import { cosignSignatureTag, referrerFormat } from "./signature_rules.ts";
+import type { CacheManifests, SignatureSources } from "./ports.ts";
 
 /** Signature manifests fetched per image. */
 const SIGNATURES_FETCHED = 16;
@@ -17,7 +16,9 @@ const SIGNATURES_FETCHED = 16;
 export const SIGNATURE_BLOB_MAX = 4 << 20;
 
 export interface SignatureFetchDeps {
-  manifests: Pick<Manifests, "storeFetched">;
+  manifests: Pick<CacheManifests, "storeFetched">;
+  /** which of the upstream's artifacts are the image's signatures */
+  sources: SignatureSources;
   maxManifestSize: number;
   /** `digest` stored and linked in `ns` (the pull-through's fill) */
   ensureBlob: (rc: RepositoryConfig, ns: string, digest: string) => Promise<unknown>;
@@ -51,7 +52,7 @@ export async function fetchSignatures(
       error: e instanceof RegistryError ? e.detail : (e as Error).message,
     });
   };
-  const tag = cosignSignatureTag(digest);
+  const tag = d.sources.cosignTag(digest);
   if (tag) {
     try {
       await store(tag, tag);
@@ -67,7 +68,7 @@ export async function fetchSignatures(
   }
   for (const r of referrers) {
     if (stored >= SIGNATURES_FETCHED) break;
-    if (!referrerFormat(r.artifactType, r.mediaType)) continue;
+    if (!d.sources.isSignature(r.artifactType, r.mediaType)) continue;
     try {
       await store(r.digest, null);
     } catch (e) {

@@ -15,10 +15,9 @@ import {
   stampOf,
   type UsageLedger,
 } from "../metadata/mod.ts";
-import { evictionOrder } from "../quota/mod.ts";
+import { evictionOrder } from "./eviction.ts";
 import { log } from "../log.ts";
-import type { Manifests } from "./manifests.ts";
-import type { BlobRead } from "./blobs.ts";
+import type { CacheManifests } from "./ports.ts";
 
 /**
  * How long a pull stamp keeps its image in use. A minute spans the gap between a client's
@@ -37,21 +36,27 @@ function configuredHoldMs(): number {
   return CACHE_HOLD_MS;
 }
 
+export interface CacheCapDeps {
+  cfg: () => Config;
+  usage: UsageLedger;
+  meta: CacheMeta;
+  manifests: CacheManifests;
+  blobs: BlobMeta;
+  /** metrics: images evicted from a repository */
+  observe?: (repository: string, images: number) => void;
+  /** how long a pull stamp keeps its image in use; default CACHE_HOLD_MS (tests shorten it) */
+  holdMs?: number;
+}
+
 export class CacheCap {
   /** `ns\0digest` → how many requests hold it */
   private readonly held = new Map<string, number>();
   /** one eviction pass per repository at a time in this process */
   private readonly passes = new Map<string, Promise<unknown>>();
-  private readonly holdMs = configuredHoldMs();
-  constructor(
-    private readonly cfg: () => Config,
-    private readonly usage: UsageLedger,
-    private readonly meta: CacheMeta,
-    private readonly manifests: Manifests,
-    private readonly blobs: BlobMeta,
-    /** metrics: images evicted from a repository */
-    private readonly observe?: (repository: string, images: number) => void,
-  ) {}
+  private readonly holdMs: number;
+  constructor(private readonly d: CacheCapDeps) {
+    this.holdMs = d.holdMs ?? configuredHoldMs();
+  }
 
   /** Runs `fn` with the image `digest` of `ns` held (not evictable by this process). */
   async hold<T>(ns: string, digest: string, fn: () => Promise<T>): Promise<T> {
@@ -74,19 +79,19 @@ export class CacheCap {
    * stays (a JS wrapper measured 40–51% slower for 8 concurrent 128 MiB GETs); without it, a
    * pass-through stream tells when it ends.
    */
-  serving(
+  serving<R extends { stream?: ReadableStream<Uint8Array> }>(
     rc: RepositoryConfig,
     ns: string,
     digest: string,
-    read: BlobRead,
+    read: R,
     sent: Promise<void> | null = null,
-  ): BlobRead {
+  ): R {
     const body = read.stream;
     if (rc.maxCacheBytes === undefined || !body) return read;
     const timer = setInterval(() => {
-      this.meta.imagesOf(ns, digest).then((images) => this.meta.touchAll(ns, images)).catch((e) =>
-        log.warn("cache hold not renewed", { namespace: ns, digest, error: String(e) })
-      );
+      this.d.meta.imagesOf(ns, digest).then((images) => this.d.meta.touchAll(ns, images)).catch((
+        e,
+      ) => log.warn("cache hold not renewed", { namespace: ns, digest, error: String(e) }));
     }, this.holdMs / 3);
     Deno.unrefTimer(timer);
     const stop = () => clearInterval(timer);
@@ -119,7 +124,7 @@ export class CacheCap {
   /** Records a pull of a capped repository's image (its eviction order). Never fails a pull. */
   touched(rc: RepositoryConfig, ns: string, digest: string): void {
     if (rc.maxCacheBytes === undefined) return;
-    this.meta.touch(ns, digest).catch((e) =>
+    this.d.meta.touch(ns, digest).catch((e) =>
       log.warn("cache pull time not recorded", { namespace: ns, error: String(e) })
     );
   }
@@ -137,8 +142,8 @@ export class CacheCap {
   ): Promise<void> {
     if (size === null) return;
     if (rc.maxCacheBytes !== undefined) return void await this.makeRoom(rc, ns, size);
-    if (!this.usage.limited(ns)) return; // no quota: nothing to refuse, so nothing to read
-    await this.usage.planAdd(ns, digest, size); // throws past a quota; commits nothing
+    if (!this.d.usage.limited(ns)) return; // no quota: nothing to refuse, so nothing to read
+    await this.d.usage.planAdd(ns, digest, size); // throws past a quota; commits nothing
   }
 
   /**
@@ -164,24 +169,24 @@ export class CacheCap {
     needed: number,
     keep: string[],
   ): Promise<number> {
-    let used = await this.usage.used(rc.name);
+    let used = await this.d.usage.used(rc.name);
     if (used + needed <= cap) return 0;
-    const cfg = this.cfg();
-    const namespaces = await this.meta.namespaces(
+    const cfg = this.d.cfg();
+    const namespaces = await this.d.meta.namespaces(
       rc.name,
       (n) => repositoryOf(cfg, n).name === rc.name,
     );
     const protect = new Set([...this.held.keys(), ...keep.map((d) => `${ns}\0${d}`)]);
     let n = 0;
-    const revisions = await this.meta.revisions(namespaces);
+    const revisions = await this.d.meta.revisions(namespaces);
     for (const victim of evictionOrder(revisions, protect, Date.now() - this.holdMs)) {
       if (used + needed <= cap) break;
       if (this.held.has(`${victim.ns}\0${victim.digest}`)) continue;
       if (await this.evict(victim.ns, victim.digest)) n++;
-      used = await this.usage.used(rc.name);
+      used = await this.d.usage.used(rc.name);
     }
     if (n > 0) {
-      this.observe?.(rc.name, n);
+      this.d.observe?.(rc.name, n);
       log.info("evicted cached images to stay under max_cache_bytes", {
         repository: rc.name,
         images: n,
@@ -196,13 +201,13 @@ export class CacheCap {
   private async evict(ns: string, digest: string): Promise<boolean> {
     let blobs: string[];
     try {
-      const { rev } = await this.manifests.resolve(ns, digest);
-      blobs = parseManifest(await this.manifests.body(digest, rev), rev.mediaType).blobs;
+      const { rev } = await this.d.manifests.resolve(ns, digest);
+      blobs = parseManifest(await this.d.manifests.body(digest, rev), rev.mediaType).blobs;
       // A pull since the judgment (any process) wins: every commit of the delete checks the
       // stamp it read just before, and a stamp within the hold calls the eviction off.
-      await this.manifests.delete(ns, digest, null, {
+      await this.d.manifests.delete(ns, digest, null, {
         unlessChanged: async () => {
-          const e = await this.meta.stampEntry(ns, digest);
+          const e = await this.d.meta.stampEntry(ns, digest);
           const at = stampOf(e);
           if (at !== null && at >= Date.now() - this.holdMs) {
             throw new RegistryError("DENIED", "the image is in use: not evicted");
@@ -216,9 +221,9 @@ export class CacheCap {
       throw e;
     }
     for (const b of blobs) {
-      if (await this.meta.referenced(ns, b)) continue;
+      if (await this.d.meta.referenced(ns, b)) continue;
       try {
-        await this.blobs.unlink(ns, b, NO_FACTS);
+        await this.d.blobs.unlink(ns, b, NO_FACTS);
       } catch (e) {
         // Referenced again since (a fill of another image) or already unlinked: it stays.
         if (!(e instanceof RegistryError)) throw e;

@@ -12,6 +12,7 @@
 //   blobs of at most `prefetch_max_bytes` are filled at once (prefetch.ts), so the client's GETs
 //   for them follow fills already under way.
 import {
+  type Descriptor,
   parseDigest,
   type ParsedManifest,
   RegistryError,
@@ -29,14 +30,12 @@ import {
   UpstreamSet,
 } from "../upstream/mod.ts";
 import { log } from "../log.ts";
-import type { BlobRead } from "./blobs.ts";
 import { type BlobFill, FillError, type Fills } from "./blob_fill.ts";
-import { BodyUnavailableError, type ManifestBody, type Manifests } from "./manifests.ts";
 import { CorruptBlobError } from "../storage/mod.ts";
-import type { ReferrerDescriptor } from "./listings.ts";
 import type { CacheCap } from "./cache_cap.ts";
 import { AwaitingLayer, Prefetcher, type PrefetchItem } from "./prefetch.ts";
 import { fetchSignatures } from "./pull_signatures.ts";
+import type { CacheManifests, PulledBlob, PulledManifest, SignatureSources } from "./ports.ts";
 
 /** The Warning a stale manifest is served with (RFC 9111 warn-code 110). */
 export const STALE_WARNING = '110 wharf "Response is Stale: every upstream is unavailable"';
@@ -71,7 +70,14 @@ export type PullThroughResult =
 export interface PullThroughDeps {
   cfg: Config;
   blobs: BlobMeta;
-  manifests: Manifests;
+  manifests: CacheManifests;
+  /**
+   * Whether `e`, thrown by `manifests.body`, says the stored body is gone or rotten (the read
+   * quarantined it): the cache then fetches the manifest again instead of failing the pull.
+   */
+  bodyUnavailable: (e: unknown) => boolean;
+  /** which signatures of an image are fetched with it (issue 34) */
+  signatureSources: SignatureSources;
   checks: UpstreamChecks;
   fills: Fills;
   jobs: JobQueues;
@@ -79,11 +85,6 @@ export interface PullThroughDeps {
   cacheCap?: CacheCap;
   observeUpstream?: ObserveFn;
   observe?: (kind: "manifest" | "blob", result: PullThroughResult) => void;
-}
-
-export interface PulledManifest extends ManifestBody {
-  /** set when the cached copy is served because every upstream is down */
-  warning?: string;
 }
 
 interface FillPayload {
@@ -316,7 +317,7 @@ export class PullThrough {
     try {
       return await this.serve(local, withBody, rc, ns);
     } catch (e) {
-      if (!(e instanceof CorruptBlobError || e instanceof BodyUnavailableError)) throw e;
+      if (!(e instanceof CorruptBlobError || this.d.bodyUnavailable(e))) throw e;
       log.warn("fetching a cached manifest again: its stored body failed verification", {
         namespace: ns,
         digest: local.digest,
@@ -333,13 +334,13 @@ export class PullThrough {
   }
 
   /** A blob read of `ns` as served: under a cache cap it keeps its images in use while it streams. */
-  served(
+  served<R extends { stream?: ReadableStream<Uint8Array> }>(
     rc: RepositoryConfig,
     ns: string,
     digest: string,
-    read: BlobRead,
+    read: R,
     sent: Promise<void> | null = null,
-  ): BlobRead {
+  ): R {
     return this.d.cacheCap?.serving(rc, ns, digest, read, sent) ?? read;
   }
 
@@ -360,7 +361,7 @@ export class PullThrough {
     digest: string,
     rangeHeader: string | null,
     withBody: boolean,
-  ): Promise<BlobRead | "linked"> {
+  ): Promise<PulledBlob | "linked"> {
     const up = this.set(rc);
     if (withBody) {
       const ahead = this.awaitingLayer.take(ns, digest);
@@ -454,7 +455,7 @@ export class PullThrough {
     fill: BlobFill,
     rangeHeader: string | null,
     withBody: boolean,
-  ): Promise<BlobRead> {
+  ): Promise<PulledBlob> {
     const size = fill.size;
     const range = size === null ? { kind: "full" as const } : resolveRange(rangeHeader, size);
     if (!withBody || range.kind === "unsatisfiable") return { size, range };
@@ -574,7 +575,6 @@ export class PullThrough {
     });
   }
 
-  /** Referrers rule 5: the upstream's referrers of `subject`; an unreachable upstream is left out. */
   /**
    * The upstream's signatures of `digest` (its cosign `.sig` tag, its signature referrers),
    * fetched and stored beside it (issue 34): what a verdict of a cached image is judged from.
@@ -584,6 +584,7 @@ export class PullThrough {
     return fetchSignatures(
       {
         manifests: this.d.manifests,
+        sources: this.d.signatureSources,
         maxManifestSize: this.d.cfg.global.maxManifestSize,
         ensureBlob: (rc, ns, d) => this.ensureBlob(rc, ns, d, signal, false),
       },
@@ -594,16 +595,17 @@ export class PullThrough {
     );
   }
 
+  /** Referrers rule 5: the upstream's referrers of `subject`; an unreachable upstream is left out. */
   async referrers(
     rc: RepositoryConfig,
     ns: string,
     subject: string,
     artifactType: string | null,
-  ): Promise<ReferrerDescriptor[]> {
+  ): Promise<Descriptor[]> {
     try {
       const found = await this.set(rc).getReferrers(ns, subject, artifactType ?? undefined);
       return found.map((d) => {
-        const out: ReferrerDescriptor = { mediaType: d.mediaType, digest: d.digest, size: d.size };
+        const out: Descriptor = { mediaType: d.mediaType, digest: d.digest, size: d.size };
         if (d.artifactType !== undefined) out.artifactType = d.artifactType;
         if (d.annotations !== undefined) out.annotations = d.annotations;
         return out;

@@ -2,7 +2,7 @@
 // are, so their progress has a total and a time left: the category index is counted first (one
 // listing, ~3 ms per thousand names), then walked in the same order. A namespace emptied since
 // its last write is walked too and yields no revision, so the count and the walk agree.
-import { K } from "../kv/mod.ts";
+import type { SvcMeta } from "../metadata/mod.ts";
 
 export interface WalkStep {
   ns: string;
@@ -11,17 +11,20 @@ export interface WalkStep {
   total: number;
 }
 
-export async function* catalogWalk(kv: Deno.Kv, only?: string): AsyncGenerator<WalkStep> {
+export async function* catalogWalk(
+  catalog: Pick<SvcMeta, "indexed">,
+  only?: string,
+): AsyncGenerator<WalkStep> {
   if (only !== undefined) {
     yield { ns: only, index: 0, total: 1 };
     return;
   }
   let total = 0;
-  for await (const _ of kv.list({ prefix: K.nsAll() }, { batchSize: 1000 })) total++;
+  for await (const _ of catalog.indexed()) total++;
   let index = 0;
-  for await (const e of kv.list({ prefix: K.nsAll() }, { batchSize: 200 })) {
+  for await (const ns of catalog.indexed()) {
     // A namespace created after the count makes the walk longer than announced.
-    yield { ns: e.key[1] as string, index, total: Math.max(total, index + 1) };
+    yield { ns, index, total: Math.max(total, index + 1) };
     index++;
   }
 }

@@ -8,7 +8,8 @@
 import { createHash } from "node:crypto";
 import { type IndexRecord, type LayerReader, listed } from "./layer_store.ts";
 import { type FileIndexFamily, K, KV_LIMITS } from "../kv/mod.ts";
-import { BlobMeta, ManifestMeta } from "../metadata/mod.ts";
+import type { BlobMeta, ManifestMeta } from "../metadata/mod.ts";
+import type { IndexRecords } from "./index_records.ts";
 import { utf8Length } from "./utf8.ts";
 
 export type SearchField = "sha256" | "path" | "name";
@@ -18,7 +19,6 @@ export type SearchField = "sha256" | "path" | "name";
  * layer only adds keys.
  */
 export const FILE_INDEX_VERSION = 3;
-export const fileIndexDoneKey = (layer: string): Deno.KvKey => K.fileIndexDone(layer);
 
 /**
  * Paths longer than this (UTF-8 bytes; Linux's PATH_MAX) are not entered: a hit's path must fit
@@ -142,31 +142,32 @@ function reversed(s: string): string {
 }
 
 /** Whether a layer's file index is of the current version (else `reindex` rewrites it). */
-export async function fileIndexCurrent(kv: Deno.Kv, layer: string): Promise<boolean> {
-  const done = await kv.get<{ version: number }>(fileIndexDoneKey(layer));
-  return (done.value?.version ?? 0) >= FILE_INDEX_VERSION;
+export async function fileIndexCurrent(
+  records: Pick<IndexRecords, "fileIndexDone">,
+  layer: string,
+): Promise<boolean> {
+  const done = await records.fileIndexDone(layer);
+  return (done?.version ?? 0) >= FILE_INDEX_VERSION;
 }
 
 /** Writes the file index of one indexed layer; returns how many files it covers. */
 export async function writeFileIndex(
-  kv: Deno.Kv,
+  records: Pick<IndexRecords, "fileIndexDone" | "commitFileKeys" | "setFileIndexDone">,
   reader: LayerReader,
   layer: string,
   rec: IndexRecord,
   signal?: AbortSignal,
 ): Promise<number> {
-  const done = await kv.get<{ version: number }>(fileIndexDoneKey(layer));
-  if (done.value && done.value.version >= FILE_INDEX_VERSION) return 0;
-  let op = kv.atomic();
+  const done = await records.fileIndexDone(layer);
+  if (done && done.version >= FILE_INDEX_VERSION) return 0;
+  let batch: Mutation[] = [];
   let budget = new FileIndexBudget();
-  let n = 0;
   let files = 0;
   const flush = async () => {
-    if (n === 0) return;
-    await op.commit();
-    op = kv.atomic();
+    if (batch.length === 0) return;
+    await records.commitFileKeys(batch);
+    batch = [];
     budget = new FileIndexBudget();
-    n = 0;
   };
   for await (const e of reader.entries(rec)) {
     signal?.throwIfAborted();
@@ -176,12 +177,11 @@ export async function writeFileIndex(
       await flush();
       budget.take(muts, true);
     }
-    for (const m of muts) op.set(m.key, m.value);
-    n += muts.length;
+    batch.push(...muts);
     files++;
   }
   await flush();
-  await kv.set(fileIndexDoneKey(layer), { version: FILE_INDEX_VERSION, files });
+  await records.setFileIndexDone(layer, { version: FILE_INDEX_VERSION, files });
   return files;
 }
 
@@ -267,16 +267,22 @@ function globMatch(p: string[], s: string[]): boolean {
  * A name holding `*` or `?` is a pattern (parseNamePattern): its page ends after `n` hits or
  * PATTERN_SCAN_MAX keys read, and its `next` may lead to an empty page.
  */
+/** What a file search reads: the file-search keys, then who holds each layer now. */
+export interface FileSearchDeps {
+  records: Pick<IndexRecords, "fileKeys">;
+  blobs: Pick<BlobMeta, "owners">;
+  manifests: Pick<ManifestMeta, "manifestsUsing" | "tagsOf">;
+}
+
 export async function searchFiles(
-  kv: Deno.Kv,
+  deps: FileSearchDeps,
   field: SearchField,
   value: string,
   n: number,
   cursor: string | undefined,
   visible: (ns: string, layer: string) => Promise<boolean>,
 ): Promise<SearchPage> {
-  const blobs = new BlobMeta(kv);
-  const manifests = new ManifestMeta(kv);
+  const { records, blobs, manifests } = deps;
   const expand = async (layer: string, path: string, size: number, into: SearchHit[]) => {
     for (const ns of await blobs.owners(layer, 100)) {
       if (!(await visible(ns, layer))) continue;
@@ -295,9 +301,9 @@ export async function searchFiles(
   if (field === "name" && isNamePattern(value)) {
     const pattern = parseNamePattern(value);
     if (!pattern) throw new Error("a name pattern needs a literal start or end");
-    return await searchPattern(kv, pattern, n, cursor, expand);
+    return await searchPattern(records, pattern, n, cursor, expand);
   }
-  const it = kv.list<IndexValue>(
+  const it = records.fileKeys<IndexValue>(
     { prefix: K.fileIndex(field, field === "sha256" ? value : keyPart(value)) },
     // One more than a page: a next cursor only when there is more.
     { limit: n + 1, cursor, batchSize: Math.min(n + 1, 500) },
@@ -326,7 +332,7 @@ export async function searchFiles(
 const TOP = "\u{10FFFF}";
 
 async function searchPattern(
-  kv: Deno.Kv,
+  records: FileSearchDeps["records"],
   pattern: NamePattern,
   n: number,
   cursor: string | undefined,
@@ -336,7 +342,7 @@ async function searchPattern(
   const { prefix } = pattern.range;
   // Names keyed by their hash (over INLINE_MAX bytes) are byte parts, outside this string range:
   // a pattern never finds them (an exact name still does).
-  const it = kv.list<IndexValue>(
+  const it = records.fileKeys<IndexValue>(
     { start: K.fileIndex(family, prefix), end: K.fileIndex(family, prefix + TOP) },
     { cursor, batchSize: 500 },
   );
@@ -423,40 +429,37 @@ function entryMutations(
  * finds the claim again and repeats it). Returns how many index keys were deleted.
  */
 export async function forgetLayer(
-  kv: Deno.Kv,
+  records: Pick<IndexRecords, "commitFileKeys" | "deleteFileIndexDone">,
   reader: LayerReader,
   layer: string,
   rec: IndexRecord | null,
 ): Promise<number> {
   let deleted = 0;
   if (rec && listed(rec)) {
-    let op = kv.atomic();
+    let batch: { key: Deno.KvKey }[] = [];
     let budget = new FileIndexBudget();
-    let n = 0;
     try {
       for await (const e of reader.entries(rec)) {
         if (!searchable(e)) continue;
         const keys = entryMutations(layer, e);
         if (!budget.take(keys, false)) {
-          await op.commit();
-          deleted += n;
-          op = kv.atomic();
+          await records.commitFileKeys(batch);
+          deleted += batch.length;
+          batch = [];
           budget = new FileIndexBudget();
-          n = 0;
           budget.take(keys, false);
         }
-        for (const k of keys) op.delete(k.key);
-        n += keys.length;
+        for (const k of keys) batch.push({ key: k.key });
       }
     } catch {
       // An unreadable listing: its keys cannot be derived, and searches already drop hits on
       // layers no namespace owns.
     }
-    if (n > 0) {
-      await op.commit();
-      deleted += n;
+    if (batch.length > 0) {
+      await records.commitFileKeys(batch);
+      deleted += batch.length;
     }
   }
-  await kv.delete(fileIndexDoneKey(layer));
+  await records.deleteFileIndexDone(layer);
   return deleted;
 }

@@ -5,13 +5,13 @@ import assert from "node:assert/strict";
 import { enforceKvLimits, keySize } from "../kv/mod.ts";
 import {
   fileIndexCurrent,
-  fileIndexDoneKey,
   forgetLayer,
   MAX_PATH,
   parseNamePattern,
   writeFileIndex,
 } from "./file_search.ts";
 import type { IndexRecord, LayerReader } from "./layer_store.ts";
+import { fileIndexDoneKey, IndexRecords } from "./index_records.ts";
 
 const LAYER = "sha256:" + "c".repeat(64);
 
@@ -47,7 +47,7 @@ Deno.test("file index: long paths stay inside KV's per-commit limits; forgetLaye
     entries.push({ path: "etc", kind: "directory", size: 0 }); // not a file
     entries.push({ path: "bin/sh", kind: "symlink", size: 0 });
     const rec = { state: "ready" } as IndexRecord;
-    const files = await writeFileIndex(kv, readerOf(entries), LAYER, rec);
+    const files = await writeFileIndex(new IndexRecords(kv), readerOf(entries), LAYER, rec);
     assert.deepEqual(violations, []);
     assert.equal(files, 1501);
     assert.equal(await count(kv, ["fpath"]), 1501);
@@ -56,9 +56,9 @@ Deno.test("file index: long paths stay inside KV's per-commit limits; forgetLaye
     assert.equal(await count(kv, ["fsha"]), 1500);
     assert.equal((await kv.get(fileIndexDoneKey(LAYER))).value !== null, true);
     // written once: a second run is a no-op
-    assert.equal(await writeFileIndex(kv, readerOf(entries), LAYER, rec), 0);
+    assert.equal(await writeFileIndex(new IndexRecords(kv), readerOf(entries), LAYER, rec), 0);
 
-    const deleted = await forgetLayer(kv, readerOf(entries), LAYER, rec);
+    const deleted = await forgetLayer(new IndexRecords(kv), readerOf(entries), LAYER, rec);
     assert.deepEqual(violations, []);
     assert.equal(deleted, 1501 * 3 + 1500);
     for (const p of ["fpath", "fname", "fnamer", "fsha"]) assert.equal(await count(kv, [p]), 0, p);
@@ -86,7 +86,10 @@ Deno.test("file index: keys from NULs, long non-ASCII and long paths stay under 
     const entries = paths.map((path, i) => ({ path, kind: "file", size: i, sha }));
     entries.push({ path: "x".repeat(MAX_PATH + 1), kind: "file", size: 0, sha }); // not entered
     const rec = { state: "ready" } as IndexRecord;
-    assert.equal(await writeFileIndex(kv, readerOf(entries), LAYER, rec), paths.length);
+    assert.equal(
+      await writeFileIndex(new IndexRecords(kv), readerOf(entries), LAYER, rec),
+      paths.length,
+    );
     assert.deepEqual(violations, []);
     const all: Deno.KvEntry<{ size: number; path?: string }>[] = [];
     for (const p of ["fpath", "fname", "fnamer", "fsha"]) {
@@ -106,7 +109,10 @@ Deno.test("file index: keys from NULs, long non-ASCII and long paths stay under 
     assert.notEqual((await kv.get(["fpath", "short/name", LAYER])).value, null);
     assert.notEqual((await kv.get(["fname", "name", LAYER, "short/name"])).value, null);
     assert.notEqual((await kv.get(["fnamer", "eman", LAYER, "short/name"])).value, null);
-    assert.equal(await forgetLayer(kv, readerOf(entries), LAYER, rec), paths.length * 4);
+    assert.equal(
+      await forgetLayer(new IndexRecords(kv), readerOf(entries), LAYER, rec),
+      paths.length * 4,
+    );
     for (const p of ["fpath", "fname", "fnamer", "fsha"]) assert.equal(await count(kv, [p]), 0, p);
     assert.deepEqual(violations, []);
   } finally {
@@ -153,9 +159,9 @@ Deno.test("file index: a layer written by an older version is not current; rewri
     const rec = { state: "ready" } as IndexRecord;
     const entries = [{ path: "bin/run.sh", kind: "file", size: 3 }];
     await kv.set(fileIndexDoneKey(LAYER), { version: 2, files: 1 });
-    assert.equal(await fileIndexCurrent(kv, LAYER), false);
-    assert.equal(await writeFileIndex(kv, readerOf(entries), LAYER, rec), 1);
-    assert.equal(await fileIndexCurrent(kv, LAYER), true);
+    assert.equal(await fileIndexCurrent(new IndexRecords(kv), LAYER), false);
+    assert.equal(await writeFileIndex(new IndexRecords(kv), readerOf(entries), LAYER, rec), 1);
+    assert.equal(await fileIndexCurrent(new IndexRecords(kv), LAYER), true);
     assert.notEqual((await kv.get(["fnamer", "hs.nur", LAYER, "bin/run.sh"])).value, null);
   } finally {
     kv.close();

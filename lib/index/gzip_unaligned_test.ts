@@ -22,6 +22,7 @@ import {
 } from "./gzip_checkpoints.ts";
 import { NativeCheckpointBuilder, nativeZlibAvailable } from "./native_checkpoints.ts";
 import { indexLayer } from "./indexer.ts";
+import { IndexRecords } from "./index_records.ts";
 import { files, LayerReader, readAllStream } from "./layer_store.ts";
 import { FsBlobStore } from "../storage/mod.ts";
 import { buildConfig } from "../config/mod.ts";
@@ -159,7 +160,14 @@ Deno.test("the index pass and LayerReader: a read at the end of 64 MiB of gzip -
     // 64 MiB from 64 KiB is past the default ratio budget; the read is what is under test
     cfg.global.index.maxUncompressedRatio = 100_000;
     for (const inflater of hasNative ? ["native", "web"] as const : ["web"] as const) {
-      const { record } = await indexLayer({ cfg, kv, store, digest, size: gz.length, inflater });
+      const { record } = await indexLayer({
+        cfg,
+        records: new IndexRecords(kv),
+        store,
+        digest,
+        size: gz.length,
+        inflater,
+      });
       assert.equal(record.state, "ready", String(record.error));
       const reader = new LayerReader(store);
       let last = null;
@@ -487,7 +495,14 @@ Deno.test("the index pass and LayerReader: reads at the end of one 96 MiB fixed 
     const cfg = buildConfig({}, []);
     cfg.global.index.maxUncompressedRatio = 100_000;
     for (const inflater of hasNative ? ["native", "web"] as const : ["web"] as const) {
-      const { record } = await indexLayer({ cfg, kv, store, digest, size: gz.length, inflater });
+      const { record } = await indexLayer({
+        cfg,
+        records: new IndexRecords(kv),
+        store,
+        digest,
+        size: gz.length,
+        inflater,
+      });
       assert.equal(record.state, "ready", String(record.error));
       const reader = new LayerReader(store);
       let last = null;

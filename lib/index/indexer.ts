@@ -12,13 +12,8 @@ import type { Config, IndexConfig } from "../config/mod.ts";
 import { BudgetExceededError } from "../sandbox/mod.ts";
 import type { BlobStore } from "../storage/mod.ts";
 import { nativeZlibAvailable } from "./native_checkpoints.ts";
-import {
-  type Compression,
-  INDEX_VERSION,
-  indexKey,
-  type IndexRecord,
-  runBase,
-} from "./layer_store.ts";
+import { type Compression, INDEX_VERSION, type IndexRecord, runBase } from "./layer_store.ts";
+import type { IndexRecords } from "./index_records.ts";
 import { TarError } from "./tar.ts";
 import {
   countUncompressed,
@@ -74,7 +69,7 @@ export function unsupportedResult(
 
 export interface IndexLayerOptions {
   cfg: Config;
-  kv: Deno.Kv;
+  records: Pick<IndexRecords, "get" | "set">;
   store: BlobStore;
   digest: string;
   size: number;
@@ -89,14 +84,19 @@ export interface IndexLayerOptions {
  * (final). The serving process runs the same walk in a sandbox instead (LayerIndex.run).
  */
 export async function indexLayer(o: IndexLayerOptions): Promise<IndexResult> {
-  const current = await o.kv.get<IndexRecord>(indexKey(o.digest));
-  const base = runBase(o.digest, current.value?.base);
+  const current = await o.records.get(o.digest);
+  const base = runBase(o.digest, current?.base);
   const r = await walkLayer({ ...o, limits: o.cfg.global.index, base });
-  return await commitIndexRecord({ kv: o.kv, store: o.store, digest: o.digest, result: r });
+  return await commitIndexRecord({
+    records: o.records,
+    store: o.store,
+    digest: o.digest,
+    result: r,
+  });
 }
 
 export interface CommitIndexOptions {
-  kv: Deno.Kv;
+  records: Pick<IndexRecords, "get" | "set">;
   store: Pick<BlobStore, "deleteDerived">;
   digest: string;
   result: IndexResult;
@@ -104,16 +104,16 @@ export interface CommitIndexOptions {
 
 /** Stage 5: points the layer at a finished run's record and clears the other slot. */
 export async function commitIndexRecord(o: CommitIndexOptions): Promise<IndexResult> {
-  const { kv, digest, result: r } = o;
+  const { records, digest, result: r } = o;
   // An error may quote the layer (a PAX key, a name): the record stays a small KV value.
   const e = r.record.error;
   if (e !== undefined && e.length > MAX_RECORD_ERROR) {
     r.record.error = `${e.slice(0, MAX_RECORD_ERROR)}…`;
   }
-  const old = await kv.get<IndexRecord>(indexKey(digest));
-  await kv.set(indexKey(digest), r.record);
-  if (old.value?.base && old.value.base !== r.record.base) {
-    await o.store.deleteDerived(old.value.base).catch(() => {});
+  const old = await records.get(digest);
+  await records.set(digest, r.record);
+  if (old?.base && old.base !== r.record.base) {
+    await o.store.deleteDerived(old.base).catch(() => {});
   }
   return r;
 }

@@ -4,11 +4,11 @@
 // included, and so are the index jobs dead-lettered so. Bounded: `limit` layers a pass, and a
 // layer (or job) healed MAX_HEALS times is left alone (`reindex`, or a request for its entries,
 // still queues it).
-import { K } from "../kv/mod.ts";
 import type { BlobMeta } from "../metadata/mod.ts";
 import type { JobQueue } from "../jobs/mod.ts";
 import { INDEX_KIND, indexLayerJob } from "./layer_jobs.ts";
 import type { IndexRecord } from "./layer_store.ts";
+import type { IndexRecords } from "./index_records.ts";
 import {
   isMachineFailureText,
   machineFailure,
@@ -60,17 +60,16 @@ export async function healDeadLetters(
 }
 
 export interface LayerHealDeps {
-  kv: Deno.Kv;
+  records: Pick<IndexRecords, "all" | "replaceQueueing">;
   blobs: Pick<BlobMeta, "blob">;
-  queue: Pick<JobQueue, "listFailed" | "healFailed" | "enqueueInto" | "committed">;
+  queue: Pick<JobQueue, "listFailed" | "healFailed" | "plan" | "committed">;
 }
 
 /** One heal pass over the index records and the `index` queue's dead letters. */
 export async function healLayers(d: LayerHealDeps, opts: HealOptions): Promise<HealResult> {
   const out: HealResult = { layers: 0, jobs: 0, exhausted: 0 };
   out.jobs = await healDeadLetters(d.queue, INDEX_KIND, opts);
-  const records = d.kv.list<IndexRecord>({ prefix: K.layerIndexAll() }, { batchSize: 500 });
-  for await (const e of records) {
+  for await (const e of d.records.all()) {
     if (out.layers >= opts.limit || opts.signal?.aborted) break;
     const cause = machineFailure(e.value);
     if (cause === null) continue;
@@ -87,10 +86,8 @@ export async function healLayers(d: LayerHealDeps, opts: HealOptions): Promise<H
       ...unavailableRecord(e.value, cause, e.value.indexedAt)!,
       heals: heals + 1,
     };
-    const op = d.kv.atomic().check(e).set(e.key, rec);
-    d.queue.enqueueInto(op, indexLayerJob(digest));
     // A record changed meanwhile was written by a run of its job: that run decides.
-    if (!(await op.commit()).ok) continue;
+    if (!(await d.records.replaceQueueing(e, rec, d.queue.plan(indexLayerJob(digest))))) continue;
     d.queue.committed();
     out.layers++;
   }

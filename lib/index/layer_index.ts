@@ -6,14 +6,14 @@
 import type { Config } from "../config/mod.ts";
 import type { BlobStore } from "../storage/mod.ts";
 import { parseManifest, RegistryError, resolveRange, truncate } from "../oci/mod.ts";
-import { BlobMeta, ManifestMeta } from "../metadata/mod.ts";
+import type { BlobMeta, ManifestMeta, SvcMeta } from "../metadata/mod.ts";
 import {
   type JobContext,
   type JobQueues,
   keyTime,
   PermanentJobError,
   type ProgressSink,
-  Runs,
+  type Runs,
   type RunTracker,
 } from "../jobs/mod.ts";
 import type { Registry } from "../registry/mod.ts";
@@ -21,9 +21,9 @@ import { INDEX_KIND, indexLayerJob, tarLayers } from "./layer_jobs.ts";
 import { commitIndexRecord } from "./indexer.ts";
 import { walkSandboxed } from "./sandboxed_walk.ts";
 import { listingDocument } from "./listing_document.ts";
+import type { IndexRecords } from "./index_records.ts";
 import {
   INDEX_VERSION,
-  indexKey,
   type IndexRecord,
   LayerReader,
   listed,
@@ -87,24 +87,42 @@ export interface FileAnswer {
  * repeats it).
  */
 export async function forgetLayerIndex(
-  kv: Deno.Kv,
+  records: IndexRecords,
   store: BlobStore,
   digest: string,
 ): Promise<void> {
-  const rec = (await kv.get<IndexRecord>(indexKey(digest))).value;
-  await forgetLayer(kv, new LayerReader(store), digest, rec);
-  await kv.delete(indexKey(digest));
+  const rec = await records.get(digest);
+  await forgetLayer(records, new LayerReader(store), digest, rec);
+  await records.delete(digest);
   const [alg, hex] = digest.split(":");
   if (alg && hex && /^[a-z0-9]+$/.test(alg) && /^[a-f0-9]+$/.test(hex)) {
     await store.deleteDerived(`index/${alg}/${hex}`);
   }
 }
 
+/**
+ * What other folders ask the layer index of a layer (the scan, the image diff): its current record
+ * and, when that will not do, its index job queued. The records themselves stay the index's.
+ */
+export interface LayerIndexReader {
+  /** the layer's record; null when it was never indexed */
+  record(digest: string): Promise<IndexRecord | null>;
+  /** queues the layer's index job (one pending per layer: one already pending stays) */
+  queueIndex(digest: string): Promise<void>;
+}
+
 /** What the layer index works with, handed in by the composition root (lib/services). */
 export interface LayerIndexDeps {
   cfg: Config;
-  /** index records, file-search keys, blob links and (for `reindex`) the revisions */
-  kv: Deno.Kv;
+  /** its own records: index records and file-search keys (index_records.ts) */
+  records: IndexRecords;
+  /** blob records and links: whether a layer is stored, and which namespaces own it */
+  blobs: Pick<BlobMeta, "blob" | "link">;
+  /** `reindex`: the namespaces of the category index, and each one's revisions */
+  catalog: Pick<SvcMeta, "indexed">;
+  revisions: Pick<ManifestMeta, "revisions">;
+  /** `reindex`'s run record, which the Jobs page shows (lib/jobs/progress.ts) */
+  runs: Pick<Runs, "start">;
   /** the layers' bytes and the derived files of their runs */
   store: BlobStore;
   /** the `index` queue: its handler here, and the jobs a listing request queues */
@@ -117,14 +135,17 @@ export interface LayerIndexDeps {
   };
 }
 
-export class LayerIndex {
+export class LayerIndex implements LayerIndexReader {
   private readonly cfg: Config;
-  private readonly kv: Deno.Kv;
+  private readonly records: IndexRecords;
   private readonly store: BlobStore;
   private readonly jobs: LayerIndexDeps["jobs"];
   private readonly manifests: LayerIndexDeps["manifests"];
   private readonly upstream: LayerIndexDeps["upstream"];
-  private readonly blobs: BlobMeta;
+  private readonly blobs: LayerIndexDeps["blobs"];
+  private readonly catalog: LayerIndexDeps["catalog"];
+  private readonly revisions: LayerIndexDeps["revisions"];
+  private readonly runs: LayerIndexDeps["runs"];
   readonly reader: LayerReader;
   /**
    * Index jobs of this process that failed for a machine reason since it started: a heal pass
@@ -134,12 +155,15 @@ export class LayerIndex {
 
   constructor(deps: LayerIndexDeps) {
     this.cfg = deps.cfg;
-    this.kv = deps.kv;
+    this.records = deps.records;
     this.store = deps.store;
     this.jobs = deps.jobs;
     this.manifests = deps.manifests;
     this.upstream = deps.upstream;
-    this.blobs = new BlobMeta(this.kv);
+    this.blobs = deps.blobs;
+    this.catalog = deps.catalog;
+    this.revisions = deps.revisions;
+    this.runs = deps.runs;
     this.reader = new LayerReader(this.store);
   }
 
@@ -172,23 +196,23 @@ export class LayerIndex {
 
   /** `unavailable` with the cause, unless the layer has a listing or a verdict to keep. */
   private async recordUnavailable(digest: string, cause: string): Promise<void> {
-    const cur = await this.kv.get<IndexRecord>(indexKey(digest));
+    const cur = await this.records.read(digest);
     const rec = unavailableRecord(cur.value, cause);
-    if (rec) await this.kv.atomic().check(cur).set(indexKey(digest), rec).commit();
+    if (rec) await this.records.replaceIf(cur, rec);
   }
 
   private async index(digest: string, force: boolean, signal: AbortSignal): Promise<void> {
-    const current = (await this.kv.get<IndexRecord>(indexKey(digest))).value;
+    const current = await this.records.get(digest);
     if (current && settled(current) && !force) {
       // Layers listed before the file index existed get it now (a no-op once written).
-      if (listed(current)) await writeFileIndex(this.kv, this.reader, digest, current, signal);
+      if (listed(current)) await writeFileIndex(this.records, this.reader, digest, current, signal);
       return;
     }
     const blob = await this.blobs.blob(digest);
     if (!blob) throw new PermanentJobError(`blob ${digest} is not stored`);
     const base = runBase(digest, current?.base);
     const r = await commitIndexRecord({
-      kv: this.kv,
+      records: this.records,
       store: this.store,
       digest,
       result: await walkSandboxed({
@@ -205,7 +229,7 @@ export class LayerIndex {
     // at once (the same bytes would pass it again).
     if (r.failure) throw new PermanentJobError(r.failure.message);
     // What was listed is searchable, a partial listing's files included.
-    if (listed(r.record)) await writeFileIndex(this.kv, this.reader, digest, r.record, signal);
+    if (listed(r.record)) await writeFileIndex(this.records, this.reader, digest, r.record, signal);
     // A partial listing is served; the job still ends with the reason, for the failed list.
     if (r.record.state === "partial") throw new PermanentJobError(r.error ?? "partial listing");
   }
@@ -228,7 +252,6 @@ export class LayerIndex {
       cause?: string;
     } = {},
   ): Promise<{ namespaces: number; layers: number; queued: number }> {
-    const meta = new ManifestMeta(this.kv);
     const seen = new Set<string>();
     let queued = 0;
     let namespaces = 0;
@@ -239,10 +262,10 @@ export class LayerIndex {
     const report = () =>
       opts.progress?.({ unit: "namespaces", done: step.index, total: step.total, note: note() });
     try {
-      for await (const w of catalogWalk(this.kv, opts.namespace)) {
+      for await (const w of catalogWalk(this.catalog, opts.namespace)) {
         step = w;
         namespaces++;
-        for await (const { digest, rec } of meta.revisions(w.ns)) {
+        for await (const { digest, rec } of this.revisions.revisions(w.ns)) {
           let parsed;
           try {
             parsed = parseManifest(await this.manifests.body(digest, rec), rec.mediaType);
@@ -258,13 +281,13 @@ export class LayerIndex {
             // the file index (its version bumps when its key layout grows).
             if (
               !opts.force && cur && settled(cur) &&
-              (!listed(cur) || await fileIndexCurrent(this.kv, layer))
+              (!listed(cur) || await fileIndexCurrent(this.records, layer))
             ) continue;
             if (!(await this.blobs.blob(layer))) continue;
             queued++;
             opts.report?.(`index ${layer} (${w.ns})`);
             if (!opts.dryRun) {
-              run ??= await new Runs(this.kv).start(
+              run ??= await this.runs.start(
                 "reindex",
                 `${opts.force ? "every layer" : "layers without a current index"} of ${
                   opts.namespace ? `namespace ${opts.namespace}` : "every namespace"
@@ -299,7 +322,10 @@ export class LayerIndex {
    * failures.
    */
   heal(opts: { limit: number; signal?: AbortSignal }): Promise<HealResult> {
-    return healLayers({ kv: this.kv, blobs: this.blobs, queue: this.jobs.queue("index") }, opts);
+    return healLayers(
+      { records: this.records, blobs: this.blobs, queue: this.jobs.queue("index") },
+      opts,
+    );
   }
 
   private async enqueue(digest: string): Promise<string> {
@@ -333,8 +359,12 @@ export class LayerIndex {
     throw new RegistryError("BLOB_UNKNOWN", `${digest} is not a layer of ${truncate(ns)}`);
   }
 
-  private async record(digest: string): Promise<IndexRecord | null> {
-    return (await this.kv.get<IndexRecord>(indexKey(digest))).value;
+  record(digest: string): Promise<IndexRecord | null> {
+    return this.records.get(digest);
+  }
+
+  async queueIndex(digest: string): Promise<void> {
+    await this.enqueue(digest);
   }
 
   /** The listing of `digest` for `ns`; gzip-encoded when the client takes `gzip`. */

@@ -6,13 +6,15 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { defaultConfig } from "../config/mod.ts";
-import { JobQueues } from "../jobs/mod.ts";
+import { JobQueues, Runs } from "../jobs/mod.ts";
 import { K } from "../kv/mod.ts";
+import { BlobMeta, ManifestMeta, SvcMeta } from "../metadata/mod.ts";
 import { RegistryError } from "../oci/mod.ts";
 import { openBlobStore } from "../storage/mod.ts";
 import { openTestKv, type TestKv } from "../../tests/helpers/kv.ts";
 import { tarOf } from "../../tests/helpers/tar.ts";
 import { LayerIndex, type LayerIndexDeps } from "./layer_index.ts";
+import { IndexRecords } from "./index_records.ts";
 import { INDEX_VERSION, indexKey, type IndexRecord } from "./layer_store.ts";
 import { INDEX_KIND, indexLayerJob } from "./layer_jobs.ts";
 import { healDeadLetters } from "./layer_heal.ts";
@@ -52,7 +54,11 @@ async function fixture(backoffMinMs = 60_000): Promise<Fixture> {
   const jobs = new JobQueues(t.kv, cfg.global.jobQueue);
   const layers = new LayerIndex({
     cfg,
-    kv: t.kv,
+    records: new IndexRecords(t.kv),
+    blobs: new BlobMeta(t.kv),
+    catalog: new SvcMeta(t.kv),
+    revisions: new ManifestMeta(t.kv),
+    runs: new Runs(t.kv),
     store,
     jobs,
     manifests: { body: () => Promise.reject(new Error("no manifests here")) },

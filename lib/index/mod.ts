@@ -2,14 +2,19 @@
 // §Layer file details): its public surface. LayerIndex (layer_index.ts) runs the `index-layer`
 // job and answers the three endpoints; the job walks a layer in stages (indexer.ts); file search
 // (file_search.ts) and the write-effects subscriber that queues the jobs on a push
-// (write_effects.ts, layer_jobs.ts) sit beside them.
+// (write_effects.ts, layer_jobs.ts) sit beside them. The index's own records (a layer's
+// IndexRecord, the file-search keys) are IndexRecords' (index_records.ts), which the composition
+// root builds over the KV; another folder asks LayerIndex, as a LayerIndexReader, for a layer's
+// record and its index job.
 export {
   type EntriesAnswer,
   type FileAnswer,
   forgetLayerIndex,
   LayerIndex,
   type LayerIndexDeps,
+  type LayerIndexReader,
 } from "./layer_index.ts";
+export { type FileIndexDone, IndexRecords } from "./index_records.ts";
 export { indexLayer } from "./indexer.ts";
 export {
   INDEX_JOBS_IN_COMMIT,
@@ -23,6 +28,7 @@ export { IndexEffects } from "./write_effects.ts";
 export { detectCompression } from "./layer_decode.ts";
 export {
   FILE_INDEX_VERSION,
+  type FileSearchDeps,
   isNamePattern,
   MAX_NAME_PATTERN,
   MAX_PATH,

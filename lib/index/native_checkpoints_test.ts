@@ -8,6 +8,7 @@ import { join } from "node:path";
 import { CheckpointBuilder } from "./gzip_checkpoints.ts";
 import { NativeCheckpointBuilder, nativeZlibAvailable } from "./native_checkpoints.ts";
 import { indexLayer } from "./indexer.ts";
+import { IndexRecords } from "./index_records.ts";
 import { files } from "./layer_store.ts";
 import { FsBlobStore } from "../storage/mod.ts";
 import { buildConfig } from "../config/mod.ts";
@@ -144,7 +145,14 @@ Deno.test({
       const run = async (gz: Uint8Array, inflater: "native" | "node") => {
         const digest = `sha256:${crypto.randomUUID().replaceAll("-", "").padEnd(64, "0")}`;
         await store.put(digest, gz);
-        const { record } = await indexLayer({ cfg, kv, store, digest, size: gz.length, inflater });
+        const { record } = await indexLayer({
+          cfg,
+          records: new IndexRecords(kv),
+          store,
+          digest,
+          size: gz.length,
+          inflater,
+        });
         const listing = new TextDecoder().decode(
           await new Response(await store.readDerived(files.listing(record.base))).arrayBuffer(),
         );

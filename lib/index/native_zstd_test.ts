@@ -6,6 +6,7 @@ import zlib from "node:zlib";
 import { join } from "node:path";
 import { nativeZstdAvailable, NativeZstdDecoder } from "./native_zstd.ts";
 import { indexLayer } from "./indexer.ts";
+import { IndexRecords } from "./index_records.ts";
 import { files } from "./layer_store.ts";
 import { FsBlobStore } from "../storage/mod.ts";
 import { buildConfig } from "../config/mod.ts";
@@ -111,7 +112,7 @@ Deno.test({
         await store.put(digest, bytes);
         const { record } = await indexLayer({
           cfg,
-          kv,
+          records: new IndexRecords(kv),
           store,
           digest,
           size: bytes.length,
@@ -165,7 +166,13 @@ Deno.test({
         const b = new Uint8Array(bytes);
         const digest = `sha256:${crypto.randomUUID().replaceAll("-", "").padEnd(64, "0")}`;
         await store.put(digest, b);
-        const { record } = await indexLayer({ cfg, kv, store, digest, size: b.length });
+        const { record } = await indexLayer({
+          cfg,
+          records: new IndexRecords(kv),
+          store,
+          digest,
+          size: b.length,
+        });
         assert.equal(record.state, "ready");
         assert.equal(record.entries, 1);
       }

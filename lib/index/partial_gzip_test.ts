@@ -5,6 +5,7 @@ import assert from "node:assert/strict";
 import zlib from "node:zlib";
 import { join } from "node:path";
 import { indexLayer } from "./indexer.ts";
+import { IndexRecords } from "./index_records.ts";
 import { LayerReader } from "./layer_store.ts";
 import { nativeZlibAvailable } from "./native_checkpoints.ts";
 import { FsBlobStore } from "../storage/mod.ts";
@@ -30,7 +31,14 @@ Deno.test("a gzip layer over max_entries is listed partially by every inflater",
       ? ["native", "web", "node"] as const
       : ["web", "node"] as const;
     for (const inflater of inflaters) {
-      const { record } = await indexLayer({ cfg, kv, store, digest, size: gz.length, inflater });
+      const { record } = await indexLayer({
+        cfg,
+        records: new IndexRecords(kv),
+        store,
+        digest,
+        size: gz.length,
+        inflater,
+      });
       assert.equal(record.state, "partial", `${inflater}: ${record.error}`);
       const listed = [];
       for await (const e of new LayerReader(store).entries(record)) listed.push(e.path);

@@ -1,7 +1,7 @@
 // Image reports (packages, advisories, config secrets): the `scan` queue's two jobs, the advisory
 // watch, and the reads behind `/v2/<ns>/_svc/vulnerabilities/<digest>` and the image diff.
 import type { Config } from "../config/mod.ts";
-import { BlobMeta, ManifestMeta } from "../metadata/mod.ts";
+import { BlobMeta, ManifestMeta, SvcMeta } from "../metadata/mod.ts";
 import {
   type JobContext,
   periodic,
@@ -221,7 +221,7 @@ export class Reports {
         note: `${seen.size} image(s), ${queued} ${opts.dryRun ? "to queue" : "queued"}`,
       });
     try {
-      for await (const w of catalogWalk(this.deps.kv, opts.namespace)) {
+      for await (const w of catalogWalk(new SvcMeta(this.deps.kv), opts.namespace)) {
         step = w;
         for await (const { digest, rec } of this.meta.revisions(w.ns)) {
           if (seen.has(digest)) continue;

@@ -7,7 +7,8 @@ import { type JobQueues, Runs, type RunView } from "../jobs/mod.ts";
 import type { QueueName } from "../config/mod.ts";
 import type { Metrics } from "../metrics/mod.ts";
 import { RateLimiter } from "../ratelimit/mod.ts";
-import { type SearchField, searchFiles, type SearchPage } from "../index/mod.ts";
+import { IndexRecords, type SearchField, searchFiles, type SearchPage } from "../index/mod.ts";
+import { BlobMeta, ManifestMeta } from "../metadata/mod.ts";
 import { type ReplicationStatus, replicationStatus } from "../replication/mod.ts";
 import { syncStatus } from "../sync/mod.ts";
 import { log } from "../log.ts";
@@ -33,6 +34,11 @@ export function httpParts(
   s: { cfg: Config; kv: Deno.Kv; jobs: JobQueues; metrics?: Metrics },
 ): HttpParts {
   const { cfg, kv, jobs, metrics } = s;
+  const search = {
+    records: new IndexRecords(kv),
+    blobs: new BlobMeta(kv),
+    manifests: new ManifestMeta(kv),
+  };
   return {
     limiter: new RateLimiter(cfg, kv, {
       onLimited: (cls) => metrics?.rateLimited.inc([cls]),
@@ -41,7 +47,7 @@ export function httpParts(
         log.warn("rate limit: KV unavailable, deciding locally", { error: String(e) }),
     }),
     searchFiles: (field, value, n, cursor, visible) =>
-      searchFiles(kv, field, value, n, cursor, visible),
+      searchFiles(search, field, value, n, cursor, visible),
     replicationStatus: () =>
       // Scheduled pull syncs' figures are lib/sync's (`syncs` in the body).
       replicationStatus(

@@ -2,9 +2,9 @@
 // needs them (serve, worker, the one-shot commands, the Deno Deploy entry). What differs between
 // them is said once here, by role, instead of in each entry point.
 import { type Config, JOB_QUEUES, type QueueName } from "../config/mod.ts";
-import { JobQueues, type JobRunner } from "../jobs/mod.ts";
+import { JobQueues, type JobRunner, Runs } from "../jobs/mod.ts";
 import { commitRetryCounts, instrumentKv, openMetadata, strictIfRequested } from "../kv/mod.ts";
-import { countUploadSessions } from "../metadata/mod.ts";
+import { BlobMeta, countUploadSessions, ManifestMeta, SvcMeta } from "../metadata/mod.ts";
 import {
   type BlobStore,
   InstrumentedBlobStore,
@@ -16,7 +16,7 @@ import { Metrics } from "../metrics/mod.ts";
 import { Registry } from "../registry/mod.ts";
 import { Replicator } from "../replication/mod.ts";
 import { Syncer, syncStatus } from "../sync/mod.ts";
-import { LayerIndex } from "../index/mod.ts";
+import { IndexRecords, LayerIndex } from "../index/mod.ts";
 import { Reports } from "../scan/mod.ts";
 import { countOutbox, OutboxDrainer } from "../events/mod.ts";
 import { log } from "../log.ts";
@@ -39,6 +39,11 @@ export interface OpenOptions {
   queues?: QueueName[];
   /** `deploy`: a KV file instead of Deploy's own KV (local runs) */
   deployKvPath?: string;
+  /**
+   * How long a pull stamp keeps a cached image in use (ms; default a minute). Only tests shorten
+   * it (commands/test_env.ts reads their knob at the entry point).
+   */
+  cacheHoldMs?: number;
 }
 
 export interface Services {
@@ -118,8 +123,9 @@ export async function openServices(cfg: Config, opts: OpenOptions): Promise<Serv
           observePullThrough: (kind, result) => metrics.pullThroughResult(kind, result),
           observeEvictions: metrics.cacheEvicted,
           observeSignatures: metrics.signatures,
+          cacheHoldMs: opts.cacheHoldMs,
         }
-        : { jobs, effects: allWriteEffects(cfg) },
+        : { jobs, effects: allWriteEffects(cfg), cacheHoldMs: opts.cacheHoldMs },
     );
   const services: Services = {
     cfg,
@@ -152,7 +158,11 @@ export async function openServices(cfg: Config, opts: OpenOptions): Promise<Serv
     get layers() {
       return layers ??= new LayerIndex({
         cfg,
-        kv,
+        records: new IndexRecords(kv),
+        blobs: new BlobMeta(kv),
+        catalog: new SvcMeta(kv),
+        revisions: new ManifestMeta(kv),
+        runs: new Runs(kv),
         store,
         jobs,
         manifests: reg().manifests,

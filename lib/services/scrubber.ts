@@ -4,7 +4,7 @@ import type { Config } from "../config/mod.ts";
 import { sweepPullHistory } from "../metadata/mod.ts";
 import type { BlobStore } from "../storage/mod.ts";
 import { formatSummary, Scrubber } from "../registry/mod.ts";
-import { forgetLayerIndex } from "../index/mod.ts";
+import { forgetLayerIndex, IndexRecords } from "../index/mod.ts";
 import { sweepReports } from "../scan/mod.ts";
 import { AuditTrail } from "../audit/mod.ts";
 
@@ -18,8 +18,9 @@ export function scrubberFor(
 ): Scrubber {
   const { cfg, kv, store } = s;
   const audit = new AuditTrail(kv, cfg);
+  const indexRecords = new IndexRecords(kv);
   return new Scrubber(cfg, kv, store, (dryRun) => sweepPullHistory(kv, cfg, { dryRun }), holder)
-    .onReclaim((d) => forgetLayerIndex(kv, store, d))
+    .onReclaim((d) => forgetLayerIndex(indexRecords, store, d))
     .onManifestRecords((dryRun, live, since) => sweepReports(kv, store, dryRun, live, since))
     .onFinished(async (r) => {
       const old = await audit.sweep(r.dryRun);

@@ -10,8 +10,7 @@ import { startServer, type TestServer } from "../tests/helpers/server.ts";
 import { addImage, cacheConfig, pull, sleep } from "../tests/api/_cache_images.ts";
 
 const PULLS = 20;
-const HOLD_MS = 1500; // test-only override: renewals every 500 ms
-Deno.env.set("WHARF_TEST_CACHE_HOLD_MS", String(HOLD_MS));
+const HOLD_MS = 1500; // the servers' test-only hold (commands/test_env.ts): renewals every 500 ms
 const STREAM_MS = 6 * HOLD_MS;
 
 async function kvOps(s: TestServer): Promise<number> {
@@ -45,6 +44,7 @@ try {
         ? cacheConfig(up, 1 << 30)
         : `[[repository."hub".upstream]]\nurl = "${up.url}"\n`,
       unchecked: true,
+      env: { WHARF_TEST_CACHE_HOLD_MS: String(HOLD_MS) },
     });
     try {
       const img = await addImage(up, `library/warm-${capped}`);

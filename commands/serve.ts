@@ -14,6 +14,7 @@ import { validated } from "./validate.ts";
 import { listen, ListenError, listenError, probePort } from "./listen.ts";
 import { httpApp } from "./http_app.ts";
 import { closeServices, stopSignal } from "./shutdown.ts";
+import { testCacheHoldMs } from "./test_env.ts";
 
 /** 0 after a stop; 1: the port cannot be had; 2: the config cannot be served. */
 export async function serveCommand(cfg: Config): Promise<number> {
@@ -45,7 +46,7 @@ async function serve(cfg: Config): Promise<void> {
   const policies = validated(cfg); // compile first: a bad rule stops startup before any I/O
   await refuseWithout(cfg);
   probePort(cfg);
-  const services = await openServices(cfg, { role: "serve" });
+  const services = await openServices(cfg, { role: "serve", cacheHoldMs: testCacheHoldMs() });
   const { registry, replicator } = services;
   const { app, routes } = httpApp(services, policies);
   // Edits to the config files (or SIGHUP) apply without a restart; see lib/config/reload.ts.

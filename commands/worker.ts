@@ -9,6 +9,7 @@ import type { Cli } from "./cli.ts";
 import { describe } from "./describe.ts";
 import { PreflightError, refuseWithout } from "./preflight.ts";
 import { aborted, closeServices, stopSignal } from "./shutdown.ts";
+import { testCacheHoldMs } from "./test_env.ts";
 
 /**
  * 0 after a stop; 2: an unreadable upstream ca_bundle, a blob store that cannot be reached, or a
@@ -31,7 +32,11 @@ export async function workerCommand(cfg: Config, cli: Cli): Promise<number> {
 
 async function worker(cfg: Config, cli: Cli): Promise<void> {
   await refuseWithout(cfg);
-  const services = await openServices(cfg, { role: "worker", queues: cli.queues });
+  const services = await openServices(cfg, {
+    role: "worker",
+    queues: cli.queues,
+    cacheHoldMs: testCacheHoldMs(),
+  });
   const signal = stopSignal("wharf worker stopping: finishing running jobs");
   const concurrency = cfg.global.jobQueue.concurrency;
   const lanes = (services.runner?.queues ?? []).map((q) => `${q} (${concurrency[q]} at a time)`)

@@ -27,15 +27,6 @@ import type { CacheManifests } from "./ports.ts";
  */
 export const CACHE_HOLD_MS = 60_000;
 
-/** Test-only: WHARF_TEST_CACHE_HOLD_MS shortens the hold so a test can watch it expire. */
-function configuredHoldMs(): number {
-  try {
-    const v = Number(Deno.env.get("WHARF_TEST_CACHE_HOLD_MS"));
-    if (Number.isSafeInteger(v) && v > 0) return v;
-  } catch { /* no env permission: the default */ }
-  return CACHE_HOLD_MS;
-}
-
 export interface CacheCapDeps {
   cfg: () => Config;
   usage: UsageLedger;
@@ -55,7 +46,7 @@ export class CacheCap {
   private readonly passes = new Map<string, Promise<unknown>>();
   private readonly holdMs: number;
   constructor(private readonly d: CacheCapDeps) {
-    this.holdMs = d.holdMs ?? configuredHoldMs();
+    this.holdMs = d.holdMs ?? CACHE_HOLD_MS;
   }
 
   /** Runs `fn` with the image `digest` of `ns` held (not evictable by this process). */

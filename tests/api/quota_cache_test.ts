@@ -18,9 +18,9 @@ import {
   status,
 } from "./_cache_images.ts";
 
-// Test-only: the servers this file starts inherit it.
+// The hold, shortened for the servers this file starts (commands/test_env.ts).
 const HOLD_MS = 1000;
-Deno.env.set("WHARF_TEST_CACHE_HOLD_MS", String(HOLD_MS));
+const env = { WHARF_TEST_CACHE_HOLD_MS: String(HOLD_MS) };
 
 const manifestFetches = (up: FakeRegistry, img: Image) =>
   up.requests.filter((r) => r.method === "GET" && r.path.startsWith(`/v2/${img.name}/manifests/`))
@@ -38,7 +38,7 @@ Deno.test(
       // Room for two of the three images, not all three.
       const cap = Math.max(a.size + b.size, a.size + c.size, b.size + c.size) + 100;
       assert.ok(cap < a.size + b.size + c.size);
-      await withServer({ config: cacheConfig(up, cap) }, async (s) => {
+      await withServer({ config: cacheConfig(up, cap), env }, async (s) => {
         await pull(s, a);
         await settled(s, a.size);
         await pull(s, b);

@@ -249,6 +249,29 @@ Deno.test("each lib/*/mod.ts is a public surface: a module comment, then re-expo
   assert.notEqual(beyondReExports('import { a } from "./a.ts";\nexport const b = a;\n'), "");
 });
 
+/** The test-only environment variables (WHARF_TEST_…) `src` names, comments aside. */
+function testKnobs(src: string): string[] {
+  const code = src.replace(/\/\*[\s\S]*?\*\//g, "").replace(/^\s*\/\/.*$/gm, "");
+  return [...code.matchAll(/WHARF_TEST_[A-Z0-9_]+/g)].map((m) => m[0]);
+}
+
+Deno.test("no lib/ or routes/ module reads a test knob: the entry points pass it in", async () => {
+  const problems: string[] = [];
+  for (const top of ["lib", "routes"]) {
+    for await (const file of tsFiles(join(ROOT, top))) {
+      for (const knob of testKnobs(await Deno.readTextFile(file))) {
+        problems.push(`${relative(ROOT, file)} reads ${knob}`);
+      }
+    }
+  }
+  assert.deepEqual(problems, []);
+  // the check itself finds a read and passes a comment naming one
+  assert.deepEqual(testKnobs('const v = Deno.env.get("WHARF_TEST_CACHE_HOLD_MS");'), [
+    "WHARF_TEST_CACHE_HOLD_MS",
+  ]);
+  assert.deepEqual(testKnobs("// WHARF_TEST_X is read by commands/\n/** WHARF_TEST_Y */"), []);
+});
+
 Deno.test("nothing in lib/ or routes/ imports commands/ or main.ts", async () => {
   const problems: string[] = [];
   for (const top of ["lib", "routes"]) {

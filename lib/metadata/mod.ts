@@ -21,6 +21,7 @@ export {
   sweepPullHistory,
 } from "./pulls.ts";
 export { SvcMeta } from "./svc_reads.ts";
+export { DigestHolds } from "./digest_holds.ts";
 export { UpstreamChecks } from "./upstream_checks.ts";
 export {
   formatBytes,

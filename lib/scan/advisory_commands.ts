@@ -3,9 +3,9 @@
 // Each returns its exit status and the lines main.ts prints.
 import { join } from "node:path";
 import type { Config } from "../config/mod.ts";
-import { openMetadata } from "../kv/mod.ts";
 import type { ProgressSink } from "../jobs/mod.ts";
-import { type AdvisoryMeta, AdvisoryStore } from "./advisory_store.ts";
+import type { AdvisoryMeta } from "./advisory_store.ts";
+import { withScanStores } from "./scan_records.ts";
 import { ecosystemUrl, readFetchState, ZIP_NAME } from "./advisory_fetch.ts";
 import {
   failureLine,
@@ -58,17 +58,10 @@ export function formatSnapshot(m: AdvisoryMeta | null, cfg: Config): string {
     (m.errors.length ? `\nproblems:\n  ${m.errors.join("\n  ")}` : "");
 }
 
-async function withKv<T>(cfg: Config, f: (kv: Deno.Kv) => Promise<T>): Promise<T> {
-  const kv = await openMetadata(cfg.metadataStore.url ?? cfg.metadataStore.path);
-  try {
-    return await f(kv);
-  } finally {
-    kv.close();
-  }
-}
+const kvOf = (cfg: Config) => cfg.metadataStore.url ?? cfg.metadataStore.path;
 
 async function snapshotStatus(cfg: Config): Promise<string> {
-  return formatSnapshot(await withKv(cfg, (kv) => new AdvisoryStore(kv).meta()), cfg);
+  return formatSnapshot(await withScanStores(kvOf(cfg), (s) => s.advisories.meta()), cfg);
 }
 
 async function fetchCommand(cfg: Config, args: AdvisoriesArgs): Promise<CommandResult> {
@@ -77,9 +70,10 @@ async function fetchCommand(cfg: Config, args: AdvisoriesArgs): Promise<CommandR
   const dir = args.dir ?? cfg.scan.advisoriesDir;
   if (!dir) return fail("name --dir D (or set [scan] advisories_dir)");
   if (cfg.scan.advisoriesUrl === "") return fail('[scan] advisories_url = "" turns downloads off');
-  const ecosystems = args.ecosystems.length
-    ? args.ecosystems
-    : await withKv(cfg, (kv) => neededEcosystems(kv, cfg.scan.advisoriesEcosystems));
+  const ecosystems = args.ecosystems.length ? args.ecosystems : await withScanStores(
+    kvOf(cfg),
+    (s) => neededEcosystems(s.records, cfg.scan.advisoriesEcosystems),
+  );
   if (ecosystems.length === 0) {
     return fail(
       "nothing to fetch (no image has a report yet and [scan] advisories_ecosystems is empty); name --ecosystem E (Debian, Alpine, Ubuntu, npm, PyPI, ...)",

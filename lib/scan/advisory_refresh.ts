@@ -12,10 +12,10 @@
 import type { Config } from "../config/mod.ts";
 import { type JobContext, PermanentJobError, type ProgressSink } from "../jobs/mod.ts";
 import { log } from "../log.ts";
-import { K } from "../kv/mod.ts";
 import { AdvisoryFetcher, ecosystemsIn, type FetchOutcome } from "./advisory_fetch.ts";
 import { recordEcosystems } from "./ecosystems.ts";
-import { type ScanDeps, scanKey, type ScanRecord } from "./scanner.ts";
+import type { ScanDeps } from "./scanner.ts";
+import type { ScanRecords } from "./scan_records.ts";
 import { join } from "node:path";
 
 export const FETCH_KIND = "fetch-advisories";
@@ -107,9 +107,12 @@ async function writeFetchRun(dir: string, run: FetchRun): Promise<void> {
 }
 
 /** The ecosystems of every image with a report, plus the configured extras. */
-export async function neededEcosystems(kv: Deno.Kv, extras: readonly string[]): Promise<string[]> {
+export async function neededEcosystems(
+  records: Pick<ScanRecords, "all">,
+  extras: readonly string[],
+): Promise<string[]> {
   const out = new Set(extras);
-  for await (const e of kv.list<ScanRecord>({ prefix: K.scanReportsAll() })) {
+  for await (const e of records.all()) {
     for (const eco of recordEcosystems(e.value)) out.add(eco);
   }
   return [...out].sort();
@@ -182,7 +185,7 @@ export async function fetchInto(
 export class AdvisoryRefresh {
   constructor(
     private readonly cfg: Config,
-    private readonly deps: Pick<ScanDeps, "kv" | "jobs">,
+    private readonly deps: Pick<ScanDeps, "records" | "jobs">,
     /** queues the load of what changed */
     private readonly onUpdated: () => Promise<void>,
   ) {}
@@ -238,7 +241,7 @@ export class AdvisoryRefresh {
   async scanned(digest: string): Promise<void> {
     const dir = this.dir;
     if (!dir) return;
-    const rec = (await this.deps.kv.get<ScanRecord>(scanKey(digest))).value;
+    const rec = await this.deps.records.get(digest);
     if (!rec) return;
     const held = new Set(await ecosystemsIn(dir));
     if (recordEcosystems(rec).some((e) => !held.has(e))) await this.queue();
@@ -248,7 +251,7 @@ export class AdvisoryRefresh {
     const dir = this.dir;
     if (!dir) throw new PermanentJobError("[scan] refresh_interval_secs is not set");
     const ecosystems = await neededEcosystems(
-      this.deps.kv,
+      this.deps.records,
       this.cfg.scan.advisoriesEcosystems,
     );
     let outcomes: FetchOutcome[];

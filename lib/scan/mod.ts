@@ -3,6 +3,9 @@
 // `/v2/<ns>/_svc/vulnerabilities/…` and the image diff; the Scanner (scanner.ts) writes one
 // image's report; advisory_*.ts load and download the advisory snapshot; scrub sweeps the reports
 // of deleted manifests (report_sweep.ts); ScanEffects queues scans on a push (write_effects.ts).
+// The scan's own records are ScanRecords' (scan_records.ts: each image's report pointer) and
+// AdvisoryStore's (the snapshot), which the composition root builds over the KV; a layer's index
+// record is the layer index's, asked through its LayerIndexReader.
 export {
   DIFF_DEFAULT_N,
   DIFF_MAX_N,
@@ -43,9 +46,9 @@ export {
   type ImageReport,
   SCAN_VERSION,
   type ScanDeps,
-  type ScanRecord,
   SEVERITY_RANK,
 } from "./scanner.ts";
+export { type ScanRecord, ScanRecords } from "./scan_records.ts";
 export { SEVERITIES, type Severity } from "./osv.ts";
 export { reportCsv, reportCycloneDx, reportSpdx } from "./formats.ts";
 

@@ -3,14 +3,14 @@
 // could not run are rescanned, and the scans dead-lettered for a machine reason are queued again.
 // Bounded: `limit` reports a pass, and a report (or job) healed MAX_HEALS times is left alone
 // (`scan`, or a request for the report, still queues it).
-import { K } from "../kv/mod.ts";
-import { ManifestMeta } from "../metadata/mod.ts";
+import type { DigestHolds, ManifestMeta } from "../metadata/mod.ts";
 import type { JobQueues } from "../jobs/mod.ts";
 import { healDeadLetters, type HealOptions, MAX_HEALS } from "../index/mod.ts";
 import { SCAN_KIND, scanImageJob } from "./scan_jobs.ts";
-import type { Scanner, ScanRecord } from "./scanner.ts";
+import type { Scanner } from "./scanner.ts";
+import type { ScanRecords } from "./scan_records.ts";
 
-/** KV's getMany takes at most 10 keys. */
+/** Digests a namespace is asked about at once (KV's getMany takes at most 10 keys). */
 const GET_MANY = 10;
 /**
  * Older records whose report a pass reads to tell (Scanner.sound): the first pass after an
@@ -30,7 +30,10 @@ export interface ReportHealResult {
 }
 
 export interface ReportHealDeps {
-  kv: Deno.Kv;
+  records: Pick<ScanRecords, "all" | "read" | "replaceIf">;
+  /** the catalog's pages, looked through for a namespace holding each report's image */
+  revisions: Pick<ManifestMeta, "catalog">;
+  holds: Pick<DigestHolds, "revisions">;
   scanner: Pick<Scanner, "sound">;
   jobs: Pick<JobQueues, "queue">;
 }
@@ -44,7 +47,7 @@ export async function healReports(
   out.jobs = await healDeadLetters(d.jobs.queue("scan"), SCAN_KIND, opts);
   const due: string[] = [];
   let reads = 0;
-  for await (const e of d.kv.list<ScanRecord>({ prefix: K.scanReportsAll() }, { batchSize: 500 })) {
+  for await (const e of d.records.all({ batchSize: 500 })) {
     if (due.length >= opts.limit || opts.signal?.aborted) break;
     if (e.value.sound === undefined && ++reads > READS_PER_PASS) {
       out.more = true;
@@ -56,14 +59,12 @@ export async function healReports(
   }
   if (due.length === 0) return out;
   const queue = d.jobs.queue("scan");
-  for (const [digest, ns] of await holders(d.kv, due, opts.signal)) {
-    const cur = await d.kv.get<ScanRecord>(K.scanReport(digest));
+  for (const [digest, ns] of await holders(d, due, opts.signal)) {
+    const cur = await d.records.read(digest);
     // Rescanned meanwhile: its new record is sound.
     if (cur.value?.sound !== false) continue;
-    const op = d.kv.atomic().check(cur)
-      .set(cur.key, { ...cur.value, heals: (cur.value.heals ?? 0) + 1 });
-    queue.enqueueInto(op, scanImageJob(digest, ns));
-    if (!(await op.commit()).ok) continue;
+    const healed = { ...cur.value, heals: (cur.value.heals ?? 0) + 1 };
+    if (!(await d.records.replaceIf(cur, healed, queue.plan(scanImageJob(digest, ns))))) continue;
     queue.committed();
     out.reports++;
   }
@@ -75,24 +76,23 @@ export async function healReports(
  * shared): a walk of the catalog, paid only when a pass has reports to heal.
  */
 async function holders(
-  kv: Deno.Kv,
+  d: Pick<ReportHealDeps, "revisions" | "holds">,
   digests: string[],
   signal?: AbortSignal,
 ): Promise<Map<string, string>> {
-  const meta = new ManifestMeta(kv);
   const found = new Map<string, string>();
   const left = new Set(digests);
   let last: string | null = null;
   for (;;) {
-    const page = await meta.catalog(200, last, () => true);
+    const page = await d.revisions.catalog(200, last, () => true);
     for (const ns of page.names) {
       if (signal?.aborted) return found;
       const wanted = [...left];
       for (let i = 0; i < wanted.length; i += GET_MANY) {
         const part = wanted.slice(i, i + GET_MANY);
-        const revs = await kv.getMany(part.map((digest) => K.rev(ns, digest)));
-        revs.forEach((r, j) => {
-          if (r.value === null) return;
+        const held = await d.holds.revisions(ns, part);
+        held.forEach((has, j) => {
+          if (!has) return;
           found.set(part[j], ns);
           left.delete(part[j]);
         });

@@ -1,7 +1,6 @@
 // Scrub's side of image reports: the reports of manifests no namespace holds any more.
-import { K } from "../kv/mod.ts";
 import type { BlobStore } from "../storage/mod.ts";
-import type { ScanRecord } from "./scanner.ts";
+import type { ScanRecords } from "./scan_records.ts";
 
 /**
  * Scrub's sweep of image reports (a ManifestRecordSweep): drops the report of every manifest no
@@ -10,19 +9,19 @@ import type { ScanRecord } from "./scanner.ts";
  * versionstamp read, so a rescan landing meanwhile wins.
  */
 export async function sweepReports(
-  kv: Deno.Kv,
+  records: Pick<ScanRecords, "all" | "deleteIf">,
   store: BlobStore,
   dryRun: boolean,
   manifests: ReadonlySet<string>,
   since: number,
 ): Promise<number> {
   let dropped = 0;
-  for await (const e of kv.list<ScanRecord>({ prefix: K.scanReportsAll() })) {
+  for await (const e of records.all()) {
     const digest = e.key[1] as string;
     if (manifests.has(digest) || e.value.scanned_at >= since) continue;
     dropped++;
     if (dryRun) continue;
-    if (!(await kv.atomic().check(e).delete(e.key).commit()).ok) {
+    if (!(await records.deleteIf(e))) {
       dropped--;
       continue;
     }

@@ -1,19 +1,19 @@
 // Image reports (packages, advisories, config secrets): the `scan` queue's two jobs, the advisory
 // watch, and the reads behind `/v2/<ns>/_svc/vulnerabilities/<digest>` and the image diff.
 import type { Config } from "../config/mod.ts";
-import { BlobMeta, ManifestMeta, SvcMeta } from "../metadata/mod.ts";
+import type { DigestHolds, ManifestMeta, SvcMeta } from "../metadata/mod.ts";
 import {
   type JobContext,
   periodic,
   PermanentJobError,
   type ProgressSink,
-  Runs,
+  type Runs,
   type RunTracker,
 } from "../jobs/mod.ts";
 import { isImage, SCAN_KIND, scanImageJob } from "./scan_jobs.ts";
 import { parseManifest, RegistryError, truncate } from "../oci/mod.ts";
-import { INDEX_VERSION, indexKey, type IndexRecord, LayerReader } from "../index/mod.ts";
-import { catalogWalk, indexLayerJob, tarLayers } from "../index/mod.ts";
+import { type HealOptions, INDEX_VERSION, type IndexRecord, LayerReader } from "../index/mod.ts";
+import { catalogWalk, tarLayers } from "../index/mod.ts";
 import { diffImages, type ImageDiff, type SideInfo, type UnindexedLayer } from "./image_diff.ts";
 import { mergeLayers } from "./merged_fs.ts";
 import { INLINE_MERGE_ENTRIES, listingsFor } from "./listing_frames.ts";
@@ -21,19 +21,23 @@ import type { DiffArgs } from "./diff_child.ts";
 import { isSandboxVerdict, runSandboxedJson } from "../sandbox/mod.ts";
 import { log } from "../log.ts";
 import type { AdvisoryMeta, AdvisoryStore } from "./advisory_store.ts";
-import {
-  type ImageReport,
-  SCAN_VERSION,
-  type ScanDeps,
-  Scanner,
-  type ScanRecord,
-} from "./scanner.ts";
+import { type ImageReport, SCAN_VERSION, type ScanDeps, Scanner } from "./scanner.ts";
+import type { ScanRecord } from "./scan_records.ts";
+import { healReports, type ReportHealResult } from "./report_heal.ts";
 import { type AdvisoryDownloadProblem, AdvisoryRefresh } from "./advisory_refresh.ts";
 import { notCheckedReason } from "./formats.ts";
 
 /** What Reports works with: the scanner's dependencies and the config's `[scan]`. */
 export interface ReportsDeps extends ScanDeps {
   cfg: Config;
+  /** the revisions a rescan walks, and the catalog pages the heal pass looks through */
+  revisions: Pick<ManifestMeta, "revision" | "revisions" | "catalog">;
+  /** the namespaces of the category index (a rescan's walk) */
+  catalog: Pick<SvcMeta, "indexed">;
+  /** which namespace holds a report's image (the heal pass) */
+  holds: Pick<DigestHolds, "revisions">;
+  /** a rescan's run record, which the Jobs page shows (lib/jobs/progress.ts) */
+  runs: Pick<Runs, "start">;
 }
 
 export const LOAD_KIND = "load-advisories";
@@ -107,19 +111,19 @@ export class Reports {
   readonly scanner: Scanner;
   readonly advisories: AdvisoryStore;
   readonly refresh: AdvisoryRefresh;
-  private readonly meta: ManifestMeta;
-  private readonly blobs: BlobMeta;
+  private readonly meta: ReportsDeps["revisions"];
+  private readonly blobs: ReportsDeps["blobs"];
   private stopWatch = () => {};
   private readonly cfg: Config;
-  private readonly deps: ScanDeps;
+  private readonly deps: ReportsDeps;
 
   constructor(deps: ReportsDeps) {
     this.cfg = deps.cfg;
     this.deps = deps;
     this.scanner = new Scanner(deps, new LayerReader(deps.store), deps.cfg.scan);
     this.advisories = this.scanner.advisories;
-    this.meta = new ManifestMeta(deps.kv);
-    this.blobs = new BlobMeta(deps.kv);
+    this.meta = deps.revisions;
+    this.blobs = deps.blobs;
     this.refresh = new AdvisoryRefresh(deps.cfg, deps, () => this.queueLoad());
   }
 
@@ -221,7 +225,7 @@ export class Reports {
         note: `${seen.size} image(s), ${queued} ${opts.dryRun ? "to queue" : "queued"}`,
       });
     try {
-      for await (const w of catalogWalk(new SvcMeta(this.deps.kv), opts.namespace)) {
+      for await (const w of catalogWalk(this.deps.catalog, opts.namespace)) {
         step = w;
         for await (const { digest, rec } of this.meta.revisions(w.ns)) {
           if (seen.has(digest)) continue;
@@ -238,7 +242,7 @@ export class Reports {
           queued++;
           opts.report?.(`scan ${w.ns}@${digest}`);
           if (!opts.dryRun) {
-            run ??= await new Runs(this.deps.kv).start(
+            run ??= await this.deps.runs.start(
               "rescan",
               `${opts.onlyStale ? "images without a current report" : "every image"} of ${
                 opts.namespace ? `namespace ${opts.namespace}` : "every namespace"
@@ -269,6 +273,24 @@ export class Reports {
     const rec = await this.scanner.record(digest);
     const adv = await this.advisories.meta();
     return !rec || rec.version < SCAN_VERSION || (adv?.snapshot ?? null) !== rec.snapshot;
+  }
+
+  /**
+   * One heal pass over the stored reports and the `scan` queue's dead letters (report_heal.ts):
+   * what was built or failed while a parse could not run is rescanned.
+   */
+  heal(opts: HealOptions): Promise<ReportHealResult> {
+    const d = this.deps;
+    return healReports(
+      {
+        records: d.records,
+        revisions: d.revisions,
+        holds: d.holds,
+        scanner: this.scanner,
+        jobs: d.jobs,
+      },
+      opts,
+    );
   }
 
   async status(): Promise<AdvisoryMeta | null> {
@@ -386,7 +408,7 @@ export class Reports {
       const got: (IndexRecord | null)[] = [];
       const unindexed: UnindexedLayer[] = [];
       for (const d of s.layers) {
-        const rec = (await this.deps.kv.get<IndexRecord>(indexKey(d))).value;
+        const rec = await this.deps.layers.record(d);
         if (!rec || (rec.version < INDEX_VERSION && REINDEXED.has(rec.state))) {
           // A layer whose bytes are not here will never be indexed: named now, not awaited.
           if (!(await this.blobs.blob(d))) {
@@ -399,7 +421,7 @@ export class Reports {
             continue;
           }
           waiting = true;
-          await this.deps.jobs.queue("index").enqueue(indexLayerJob(d));
+          await this.deps.layers.queueIndex(d);
           continue;
         }
         // Any state but ready (partial, unsupported, indexing that could not run on this
@@ -412,9 +434,7 @@ export class Reports {
             ...(rec.error ? { error: rec.error } : {}),
           });
           // A layer whose indexing could not run gets its retry queued, as its entries do.
-          if (!REINDEXED.has(rec.state)) {
-            await this.deps.jobs.queue("index").enqueue(indexLayerJob(d));
-          }
+          if (!REINDEXED.has(rec.state)) await this.deps.layers.queueIndex(d);
         }
         got.push(rec.state === "ready" || rec.state === "partial" ? rec : null);
       }

@@ -7,18 +7,16 @@
 // built from parses that could not run (a layer whose indexing could not run, a sandbox that could
 // not start): it fails for a machine reason, is retried, and leaves the stored report as it is
 // (machine_stale.ts tells the reports older versions built so).
-import { addJobs, K } from "../kv/mod.ts";
-import { BlobMeta, ManifestMeta } from "../metadata/mod.ts";
+import type { BlobMeta, ManifestMeta } from "../metadata/mod.ts";
 import { isPermanent, type JobContext, type JobQueues, PermanentJobError } from "../jobs/mod.ts";
 import type { Registry } from "../registry/mod.ts";
 import { type BlobStore, readVerified } from "../storage/mod.ts";
-import { indexLayerJob, tarLayers } from "../index/mod.ts";
+import { type LayerIndexReader, tarLayers } from "../index/mod.ts";
 import type { WriteEffects, WriteFacts } from "../effects/mod.ts";
 import { parseManifest } from "../oci/mod.ts";
 import {
   errorText,
   INDEX_VERSION,
-  indexKey,
   type IndexRecord,
   type LayerReader,
   listed,
@@ -35,7 +33,8 @@ import { planImage, type ScanPlan } from "./scan_plan.ts";
 import { INLINE_MERGE_ENTRIES, listingsFor } from "./listing_frames.ts";
 import type { PlanArgs } from "./plan_child.ts";
 import { type Affected, affects, SEVERITIES, type Severity } from "./osv.ts";
-import { type AdvisoryMeta, AdvisoryStore, lookupName } from "./advisory_store.ts";
+import { type AdvisoryMeta, type AdvisoryStore, lookupName } from "./advisory_store.ts";
+import type { ScanRecord, ScanRecords } from "./scan_records.ts";
 import type { Package } from "./package_dbs.ts";
 import { type ContentResult, readImageContent } from "./image_content.ts";
 import {
@@ -52,31 +51,6 @@ import { compareVersions, type VersionScheme } from "./vercmp.ts";
 import { imageEcosystems } from "./ecosystems.ts";
 
 export const SCAN_VERSION = 1;
-export const scanKey = (digest: string): Deno.KvKey => K.scanReport(digest);
-
-/** The KV pointer to a stored report. */
-export interface ScanRecord {
-  version: number;
-  scanned_at: number;
-  /** advisory snapshot used; null when none was loaded */
-  snapshot: string | null;
-  /** derived-file path of the report */
-  file: string;
-  counts: Record<Severity, number>;
-  packages: number;
-  os: string | null;
-  /** osv.dev dumps this image's packages are looked up in (absent in older records) */
-  ecosystems?: string[];
-  /** ImageReport.vulnerabilities_checked (absent in older records: read as snapshot !== null) */
-  checked?: boolean;
-  /**
-   * false: the report was built from parses that could not run (older versions stored such
-   * reports: machine_stale.ts); true: it was not. Absent in older records until one is read.
-   */
-  sound?: boolean;
-  /** how often a heal pass queued the rescan of a report that is not sound (report_heal.ts) */
-  heals?: number;
-}
 
 export interface Finding {
   id: string;
@@ -267,11 +241,19 @@ export function sortFindings(f: Finding[]): Finding[] {
 
 /** What image reports work with, handed in by the composition root (lib/services). */
 export interface ScanDeps {
-  /** scan records, the advisory snapshot, index records, revisions and blob records */
-  kv: Deno.Kv;
+  /** its own records: each image's report pointer (scan_records.ts) */
+  records: ScanRecords;
+  /** the advisory snapshot the packages are matched against (advisory_store.ts) */
+  advisories: AdvisoryStore;
+  /** the layer index: each layer's current record, and its index job queued when a scan waits */
+  layers: LayerIndexReader;
+  /** the image's revision in its namespace */
+  revisions: Pick<ManifestMeta, "revision">;
+  /** blob records: a config's size, whether a layer is stored here */
+  blobs: Pick<BlobMeta, "blob">;
   /** config blobs and layers; the reports, written as derived files */
   store: BlobStore;
-  /** the `scan` queue's handlers and jobs; the `index` jobs a scan waits on */
+  /** the `scan` queue's handlers and jobs */
   jobs: Pick<JobQueues, "handle" | "queue">;
   /** a stored report's events, committed with its record */
   effects: WriteEffects;
@@ -281,9 +263,9 @@ export interface ScanDeps {
 
 export class Scanner {
   readonly advisories: AdvisoryStore;
-  private readonly meta: ManifestMeta;
-  private readonly blobs: BlobMeta;
-  private readonly kv: Deno.Kv;
+  private readonly meta: ScanDeps["revisions"];
+  private readonly blobs: ScanDeps["blobs"];
+  private readonly records: ScanRecords;
   private readonly files: BlobStore;
   /**
    * Scans of this process that failed for a machine reason since it started: a heal pass runs
@@ -299,11 +281,11 @@ export class Scanner {
       "maxDatabaseSize" | "maxPackages" | "sandbox" | "budget"
     >,
   ) {
-    this.kv = deps.kv;
+    this.records = deps.records;
     this.files = deps.store;
-    this.advisories = new AdvisoryStore(deps.kv);
-    this.meta = new ManifestMeta(deps.kv);
-    this.blobs = new BlobMeta(deps.kv);
+    this.advisories = deps.advisories;
+    this.meta = deps.revisions;
+    this.blobs = deps.blobs;
   }
 
   /**
@@ -312,7 +294,7 @@ export class Scanner {
    * rescans it, while it is still served until the rescan lands.
    */
   async record(digest: string): Promise<ScanRecord | null> {
-    const e = await this.kv.get<ScanRecord>(scanKey(digest));
+    const e = await this.records.read(digest);
     if (!e.value) return null;
     return await this.sound(e) ? e.value : { ...e.value, version: 0 };
   }
@@ -331,7 +313,7 @@ export class Scanner {
     }
     const sound = !builtOnFailedParses(report);
     // Lost to a write meanwhile (a rescan's record says it itself): read again next time.
-    await this.kv.atomic().check(e).set(e.key, { ...e.value, sound }).commit().catch(() => {});
+    await this.records.replaceIf(e, { ...e.value, sound }).catch(() => {});
     return sound;
   }
 
@@ -617,10 +599,10 @@ export class Scanner {
     let queued = false;
     for (;;) {
       const got = await Promise.all(layers.map(async (d) => {
-        const rec = (await this.kv.get<IndexRecord>(indexKey(d))).value;
+        const rec = await this.deps.layers.record(d);
         const broken = machineFailure(rec);
         if (broken !== null) {
-          await this.deps.jobs.queue("index").enqueue(indexLayerJob(d));
+          await this.deps.layers.queueIndex(d);
           throw new Error(`layer ${d} could not be indexed: ${broken}`);
         }
         if (rec && rec.version >= INDEX_VERSION) return rec;
@@ -631,7 +613,7 @@ export class Scanner {
       const missing = layers.filter((_, i) => got[i] === null);
       if (missing.length === 0) return got as IndexRecord[];
       if (!queued) {
-        for (const d of missing) await this.deps.jobs.queue("index").enqueue(indexLayerJob(d));
+        for (const d of missing) await this.deps.layers.queueIndex(d);
         queued = true;
       }
       if (Date.now() > deadline) {
@@ -653,7 +635,7 @@ export class Scanner {
     report: ImageReport,
     effects: WriteFacts,
   ): Promise<void> {
-    const cur = await this.kv.get<ScanRecord>(scanKey(digest));
+    const cur = await this.records.read(digest);
     const [alg, hex] = digest.split(":");
     const dir = `reports/${alg}/${hex}`;
     const file = cur.value?.file === `${dir}/a.json` ? `${dir}/b.json` : `${dir}/a.json`;
@@ -678,13 +660,12 @@ export class Scanner {
     let seen = cur;
     for (let attempt = 0; attempt < STORE_ATTEMPTS; attempt++) {
       effects.attempt();
-      const op = this.kv.atomic().check(seen).set(scanKey(digest), rec);
-      addJobs(op, effects.mutationsFor({ kind: "report-stored", ns, digest }));
-      if ((await op.commit()).ok) return effects.landed();
+      const jobs = effects.mutationsFor({ kind: "report-stored", ns, digest });
+      if (await this.records.replaceIf(seen, rec, jobs)) return effects.landed();
       // A lost race means another run of this job stored its report (and its event) first,
       // unless only the record's bookkeeping changed (its `sound` mark, a heal count): the same
       // report file.
-      const now = await this.kv.get<ScanRecord>(scanKey(digest));
+      const now = await this.records.read(digest);
       if (now.value?.file !== cur.value?.file) return;
       seen = now;
     }

@@ -5,17 +5,15 @@
 // and reports), and a layer, report or job healed MAX_HEALS times is left to `reindex`, `scan`
 // or a request (lib/index/layer_heal.ts, lib/scan/report_heal.ts).
 import type { QueueName } from "../config/mod.ts";
-import { type JobQueues, periodic } from "../jobs/mod.ts";
+import { periodic } from "../jobs/mod.ts";
 import type { LayerIndex } from "../index/mod.ts";
-import { healReports, type Reports } from "../scan/mod.ts";
+import type { Reports } from "../scan/mod.ts";
 import { log } from "../log.ts";
 
-/** What a heal pass works with: the services' KV, queues, layer index and reports. */
+/** What a heal pass works with: the services' layer index and reports. */
 export interface HealServices {
-  kv: Deno.Kv;
-  jobs: Pick<JobQueues, "queue">;
   layers: Pick<LayerIndex, "heal" | "machineFailures">;
-  reports: { scanner: Reports["scanner"] };
+  reports: Pick<Reports, "heal" | "scanner">;
 }
 
 /** Layers, and apart reports, one pass queues at most. */
@@ -60,9 +58,7 @@ async function pass(
 ): Promise<boolean> {
   const opts = { limit: HEAL_LIMIT, signal };
   const layers = what.index ? await s.layers.heal(opts) : null;
-  const reports = what.scan
-    ? await healReports({ kv: s.kv, scanner: s.reports.scanner, jobs: s.jobs }, opts)
-    : null;
+  const reports = what.scan ? await s.reports.heal(opts) : null;
   const fields = {
     ...(layers ? { layers: layers.layers, index_jobs: layers.jobs } : {}),
     ...(reports ? { reports: reports.reports, scan_jobs: reports.jobs } : {}),

@@ -4,7 +4,13 @@
 import { type Config, JOB_QUEUES, type QueueName } from "../config/mod.ts";
 import { JobQueues, type JobRunner, Runs } from "../jobs/mod.ts";
 import { commitRetryCounts, instrumentKv, openMetadata, strictIfRequested } from "../kv/mod.ts";
-import { BlobMeta, countUploadSessions, ManifestMeta, SvcMeta } from "../metadata/mod.ts";
+import {
+  BlobMeta,
+  countUploadSessions,
+  DigestHolds,
+  ManifestMeta,
+  SvcMeta,
+} from "../metadata/mod.ts";
 import {
   type BlobStore,
   InstrumentedBlobStore,
@@ -17,7 +23,7 @@ import { Registry } from "../registry/mod.ts";
 import { Replicator } from "../replication/mod.ts";
 import { Syncer, syncStatus } from "../sync/mod.ts";
 import { IndexRecords, LayerIndex } from "../index/mod.ts";
-import { Reports } from "../scan/mod.ts";
+import { AdvisoryStore, Reports, ScanRecords } from "../scan/mod.ts";
 import { countOutbox, OutboxDrainer } from "../events/mod.ts";
 import { log } from "../log.ts";
 import { allWriteEffects } from "./write_effects.ts";
@@ -172,7 +178,14 @@ export async function openServices(cfg: Config, opts: OpenOptions): Promise<Serv
     get reports() {
       return reports ??= new Reports({
         cfg,
-        kv,
+        records: new ScanRecords(kv),
+        advisories: new AdvisoryStore(kv),
+        layers: services.layers,
+        revisions: new ManifestMeta(kv),
+        blobs: new BlobMeta(kv),
+        catalog: new SvcMeta(kv),
+        holds: new DigestHolds(kv),
+        runs: new Runs(kv),
         store,
         jobs,
         effects: reg().effects,

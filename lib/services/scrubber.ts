@@ -5,7 +5,7 @@ import { sweepPullHistory } from "../metadata/mod.ts";
 import type { BlobStore } from "../storage/mod.ts";
 import { formatSummary, Scrubber } from "../registry/mod.ts";
 import { forgetLayerIndex, IndexRecords } from "../index/mod.ts";
-import { sweepReports } from "../scan/mod.ts";
+import { ScanRecords, sweepReports } from "../scan/mod.ts";
 import { AuditTrail } from "../audit/mod.ts";
 
 /**
@@ -19,9 +19,12 @@ export function scrubberFor(
   const { cfg, kv, store } = s;
   const audit = new AuditTrail(kv, cfg);
   const indexRecords = new IndexRecords(kv);
+  const scanRecords = new ScanRecords(kv);
   return new Scrubber(cfg, kv, store, (dryRun) => sweepPullHistory(kv, cfg, { dryRun }), holder)
     .onReclaim((d) => forgetLayerIndex(indexRecords, store, d))
-    .onManifestRecords((dryRun, live, since) => sweepReports(kv, store, dryRun, live, since))
+    .onManifestRecords((dryRun, live, since) =>
+      sweepReports(scanRecords, store, dryRun, live, since)
+    )
     .onFinished(async (r) => {
       const old = await audit.sweep(r.dryRun);
       const dropped = `${r.dryRun ? "would drop" : "dropped"} ${old.dropped} audit record(s)`;

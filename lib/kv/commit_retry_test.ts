@@ -1,5 +1,11 @@
 import assert from "node:assert/strict";
-import { commitRetryCounts, commitWithRetry } from "./commit_retry.ts";
+import { RegistryError } from "../oci/mod.ts";
+import {
+  COMMIT_RETRY_MS,
+  CommitExhausted,
+  commitRetryCounts,
+  commitWithRetry,
+} from "./commit_retry.ts";
 
 async function withKv(fn: (kv: Deno.Kv) => Promise<void>): Promise<void> {
   const kv = await Deno.openKv(":memory:");
@@ -70,4 +76,45 @@ Deno.test("commitWithRetry hands a landed attempt its versionstamp, or answers `
     }, { attempts: 2, between: () => Promise.resolve(), otherwise: () => "lost" });
     assert.equal(answer, "lost");
     assert.equal((await kv.get(["s"])).value, 2);
+  }));
+
+Deno.test("commitWithRetry retries a lasting conflict for its time, then answers 503: the KV is overloaded", () =>
+  withKv(async (kv) => {
+    let attempts = 0;
+    const t0 = performance.now();
+    const err = await commitWithRetry("test.overloaded", async () => {
+      attempts++;
+      const cur = await kv.get(["k"]);
+      await kv.set(["k"], attempts); // another writer overtakes every attempt
+      return { op: kv.atomic().check(cur).set(["k"], 0), value: null };
+    }, { withinMs: 200 }).then(() => null, (e: unknown) => e);
+    const took = performance.now() - t0;
+    assert.ok(err instanceof CommitExhausted, String(err));
+    assert.ok(err instanceof RegistryError);
+    assert.equal(err.status, 503);
+    assert.equal(err.code, "PROVIDER_UNAVAILABLE");
+    assert.equal(err.headers["Retry-After"], "1");
+    assert.match(
+      err.detail,
+      /^the metadata store is overloaded: test\.overloaded did not commit in 0\.\d s \(\d+ attempts, each overtaken by another write\): retry later$/,
+    );
+    assert.doesNotMatch(err.detail, /conflicting/);
+    assert.ok(took >= 200 && took < 2_000, `gave up after ${took} ms`);
+    // Not a count: as many attempts as the time held, each after a jittered pause.
+    assert.ok(attempts > 5, `${attempts} attempts`);
+    assert.equal(commitRetryCounts().get("test.overloaded")?.exhausted, 1);
+  }));
+
+Deno.test("commitWithRetry's default bound is time, not attempts: a conflict past 20 attempts still wins", () =>
+  withKv(async (kv) => {
+    let attempts = 0;
+    const value = await commitWithRetry("test.patient", async () => {
+      attempts++;
+      const cur = await kv.get(["p"]);
+      if (attempts <= 40) await kv.set(["p"], attempts);
+      return { op: kv.atomic().check(cur).set(["p"], "won"), value: "won" };
+    }, { between: () => Promise.resolve() });
+    assert.equal(value, "won");
+    assert.equal(attempts, 41);
+    assert.ok(COMMIT_RETRY_MS >= 5_000);
   }));

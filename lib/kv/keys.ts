@@ -8,6 +8,19 @@
 //   tagrev/<ns>/<digest>/<tag>            → true            tags pointing at a revision
 //   tagver/<ns>                           → true            rewritten by every tag change: its
 //                                                           versionstamp validates cached tag lists
+//                                                           (set blindly: no write checks it but
+//                                                           a release of more held tags than a
+//                                                           commit can check one by one)
+//   revtagver/<ns>/<digest>               → true            rewritten by every commit that changes
+//                                                           which tags name the revision (a tag
+//                                                           pointed at it, moved off it, deleted):
+//                                                           a delete by digest checks it, so only
+//                                                           tag writes of ITS revision conflict
+//                                                           with it. Absent = never changed since
+//                                                           the revision was written (no migration:
+//                                                           a revision stored before this key
+//                                                           existed reads as that); deleted with
+//                                                           the revision
 //   unlinkver/<ns>                        → true            rewritten by every blob delete in ns:
 //                                                           checked by strict-mode manifest commits
 //   refver/<ns>                           → true            rewritten by every commit adding manifest
@@ -108,7 +121,8 @@
 //
 // No commit may carry more than KV_LIMITS (kv_limits.ts): 10 checks, 1,000 mutations, 80 KiB of
 // keys, 800 KiB in all. Sets a client can grow (tags of a revision, references of a manifest)
-// are guarded by one version key (tagver, refver, unlinkver), never by a check per member.
+// are guarded by one version key (revtagver, refver, unlinkver), never by a check per member; a
+// write naming many tags checks them one by one across as many commits as the checks need.
 //
 // Namespaces and tags are validated (≤ 255 / ≤ 128 chars) before they reach a key, so no key
 // nears KV's 2 KiB limit.
@@ -123,6 +137,7 @@ export const K = {
   tag: (ns: string, tag: string) => ["tag", ns, tag],
   tags: (ns: string) => ["tag", ns],
   tagver: (ns: string) => ["tagver", ns],
+  revTagVersion: (ns: string, digest: string) => ["revtagver", ns, digest],
   unlinkver: (ns: string) => ["unlinkver", ns],
   refver: (ns: string) => ["refver", ns],
   tagrev: (ns: string, digest: string, tag: string) => ["tagrev", ns, digest, tag],
@@ -252,6 +267,7 @@ export const KEY_PREFIXES: ReadonlySet<string> = new Set([
   "rev",
   "tag",
   "tagver",
+  "revtagver",
   "unlinkver",
   "refver",
   "tagrev",

@@ -27,10 +27,11 @@ export { kvFaultAnswer, type KvFaultKind } from "./kv_faults.ts";
 export { enforceListedKeys, unlistedKey, UnlistedKeyError } from "./key_guard.ts";
 export {
   type Attempt,
+  COMMIT_RETRY_MS,
+  CommitExhausted,
   commitRetryCounts,
   commitWithRetry,
   conflictPause,
-  DEFAULT_COMMIT_ATTEMPTS,
   type RetryOptions,
 } from "./commit_retry.ts";
 export { getAll, hasAny, listAll } from "./kv_util.ts";

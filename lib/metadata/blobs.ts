@@ -4,6 +4,7 @@ import {
   addJobs,
   type BlobRecord,
   commitWithRetry,
+  conflictPause,
   getAll,
   hasAny,
   K,
@@ -77,13 +78,6 @@ export async function linkUsage(
 
 /** Whether the bytes of a digest are in the blob store right now. */
 export type BytesPlaced = () => Promise<boolean>;
-
-/**
- * How often a reserved write retries after other writers refreshed the same blob record. Every
- * concurrent push of one digest bumps it, so under contention (many clients pushing a shared
- * base layer) a handful of tries ran out in CI; each retry is two KV reads and a commit.
- */
-export const RESERVED_WRITE_ATTEMPTS = 50;
 
 /**
  * After a reserved write conflicted: 503 if the digest is being (or was) reclaimed since the
@@ -178,12 +172,13 @@ export class BlobMeta {
         value: undefined,
       };
     }, {
-      attempts: RESERVED_WRITE_ATTEMPTS,
+      // Every concurrent push of the digest refreshes its blob record (many clients pushing a
+      // shared base layer): retried while the bytes stay in place, as long as it takes.
       between: async (attempt) => {
+        await conflictPause(attempt);
         await usage?.pause(attempt);
         guard = await reservationAfterConflict(this.kv, digest, placed);
       },
-      exhausted: () => reclaimingError(digest),
     });
     effects.landed();
   }
@@ -237,10 +232,6 @@ export class BlobMeta {
       (await this.usage?.planRemove(ns, digest, link.value.size))?.apply(op);
       const facts = effects.mutationsFor({ kind: "blob-unlinked", ns, digest });
       return { op: addJobs(op, facts), value: undefined };
-    }, {
-      attempts: RESERVED_WRITE_ATTEMPTS,
-      exhausted: () =>
-        new RegistryError("INTERNAL_ERROR", "blob delete kept conflicting", { status: 503 }),
     });
     effects.landed();
   }

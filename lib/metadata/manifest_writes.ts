@@ -1,12 +1,19 @@
 // Manifest push and delete as KV commits that fit the strictest KV backend whatever the manifest
 // or request holds (KV_LIMITS: 10 checks, 1,000 mutations, 80 KiB of keys per commit).
 //
-// Guards use one version key per set instead of a check per member: every tag change in a
-// namespace rewrites tagver/<ns>, every commit adding references rewrites refver/<ns>, every
-// blob delete rewrites unlinkver/<ns>. Checking the version key conflicts with every write to
-// the set, which is a superset of the per-member conflicts the guard needs. A push of at most
-// TAG_CHECKS_MAX tags still checks its tag keys one by one, so unrelated tag pushes to one
-// namespace (the common case) do not conflict with each other.
+// Each write checks only the keys whose change would make it wrong, so writes that merely share
+// a namespace never conflict (a CI fleet retagging `latest` all day beside deletes and pushes):
+// - a tag write checks each tag key it read: its guard judged that value, and it drops the
+//   tagrev of the revision the tag leaves. A push naming more tags than its head commit has
+//   checks left writes the others in further commits, each checking its tags and the revision;
+// - a delete by digest checks the revision and its revtagver/<ns>/<digest>, which every commit
+//   changing which tags name that revision rewrites (a tag pointed at it, moved off it,
+//   deleted), so only tag writes of that revision conflict with it;
+// - sets a client can grow are guarded by one version key: every commit adding references
+//   rewrites refver/<ns>, every blob delete rewrites unlinkver/<ns> (blobs.ts).
+// tagver/<ns> is still rewritten by every tag change, blindly (no check: a blind set conflicts
+// with nothing), for listTags' cache. Where a conflict is real, the loser retries until it wins
+// (commitWithRetry: for up to COMMIT_RETRY_MS, then 503 saying the KV is overloaded).
 //
 // What does not fit one commit is split in a safe order:
 // - references (bref/mref) go first: a reference without its revision only makes blob deletes
@@ -20,37 +27,24 @@ import {
   CommitBudget,
   commitInBatches,
   commitWithRetry,
+  conflictPause,
   getAll,
   K,
+  keySize,
+  KV_LIMITS,
   type PlannedMutation,
   type ReferrerRecord,
   type RevisionRecord,
   type TagRecord,
 } from "../kv/mod.ts";
-import {
-  type BytesPlaced,
-  requireOwned,
-  reservationAfterConflict,
-  RESERVED_WRITE_ATTEMPTS,
-} from "./blobs.ts";
+import { type BytesPlaced, requireOwned, reservationAfterConflict } from "./blobs.ts";
 import type { UsageLedger, UsagePlan } from "./usage.ts";
 import type { WriteFacts } from "./write_facts.ts";
 
-/** A push naming at most this many tags checks each tag key; more are guarded by tagver. */
-const TAG_CHECKS_MAX = 3;
+/** Tags one commit can check besides the revision: what a head or tail commit reads of them. */
+const TAGS_PER_COMMIT = KV_LIMITS.checks - 1;
 /** Keys one `getMany` takes (Deno KV's limit). */
 const KV_GET_MANY_MAX = 10;
-const DELETE_ATTEMPTS = 20;
-
-/**
- * After a lost commit race: a random pause, longer each time (up to 100 ms). A manifest delete
- * checks the namespace's tagver, which every tag write bumps; retried at once, 20 attempts could
- * all lose to a stream of tag writes (16 clients on a few tags: a 503 once in CI's chaos test).
- */
-function deletePause(attempt: number): Promise<void> {
-  const cap = Math.min(100, 2 ** attempt);
-  return new Promise((r) => setTimeout(r, Math.random() * cap));
-}
 
 export interface TagGuard {
   /** throws to refuse moving/creating `tag` given what is stored now */
@@ -94,19 +88,43 @@ function tagChanges(w: ManifestWrite, existing: TagRecord | null): boolean {
   return !existing || existing.digest !== w.digest || existing.createdAt !== w.tagCreatedAt;
 }
 
-function tagUnit(
-  w: ManifestWrite,
-  fx: WriteFacts,
-  tag: string,
-  existing: TagRecord | null,
-): PlannedMutation[] {
-  const muts = tagMutations(w.ns, w.digest, tag, existing, w.tagCreatedAt);
-  if (w.perTag) muts.push(...w.perTag(tag));
-  if (tagChanges(w, existing)) {
-    const { ns, digest } = w;
-    muts.push(...fx.mutationsFor({ kind: "tag-changed", ns, digest, tag, previous: existing }));
+/**
+ * The tag writes of one commit. Each checks its tag key as read and carries its mutations, the
+ * revisions it leaves and joins getting their revtagver rewritten once per commit.
+ */
+class TagCommit {
+  private readonly touched: Set<string>;
+
+  constructor(
+    private readonly op: Deno.AtomicOperation,
+    private readonly budget: CommitBudget,
+    private readonly w: ManifestWrite,
+    private readonly fx: WriteFacts,
+    /** the revision, when this commit creates it: nobody read its revtagver to check */
+    created: boolean,
+  ) {
+    this.touched = new Set(created ? [w.digest] : []);
   }
-  return muts;
+
+  /** Adds writing `tag` over `entry` (as read), guarded first; false when it does not fit. */
+  add(tag: string, entry: Deno.KvEntryMaybe<TagRecord>): boolean {
+    const { w, fx } = this;
+    const existing = entry.value;
+    w.guard(tag, existing);
+    // Checks run out first (a tag's mutations are a few small keys): counted before its fact is
+    // stated, so a tag left for the next commit states it there only.
+    if (!this.budget.check(entry.key)) return false;
+    const muts = tagMutations(w.ns, w.digest, tag, existing, w.tagCreatedAt, this.touched);
+    if (w.perTag) muts.push(...w.perTag(tag));
+    if (tagChanges(w, existing)) {
+      const { ns, digest } = w;
+      muts.push(...fx.mutationsFor({ kind: "tag-changed", ns, digest, tag, previous: existing }));
+    }
+    // A unit that does not fit ends the commit's tags, so what `touched` took for it is moot.
+    if (!this.budget.addAll(this.op, muts)) return false;
+    this.op.check(entry);
+    return true;
+  }
 }
 
 const REFERRER_ANNOTATIONS_MAX = 16 * 1024;
@@ -147,19 +165,33 @@ function referenceMutations(ns: string, digest: string, parsed: ParsedManifest) 
   ];
 }
 
-/** Creating or moving `tag` of `ns` to `digest` (also the release of a held image's tags). */
+/**
+ * Creating or moving `tag` of `ns` to `digest` (also the release of a held image's tags), with
+ * the revtagver of each revision whose tags this changes, unless `touched` (the revisions the
+ * commit already rewrites it for, updated here) has it.
+ */
 export function tagMutations(
   ns: string,
   digest: string,
   tag: string,
   existing: TagRecord | null,
   createdAt: number,
+  touched: Set<string>,
 ): PlannedMutation[] {
   const out: PlannedMutation[] = [];
-  if (existing && existing.digest !== digest) out.push(del(K.tagrev(ns, existing.digest, tag)));
+  if (existing && existing.digest !== digest) {
+    out.push(del(K.tagrev(ns, existing.digest, tag)), ...touch(ns, existing.digest, touched));
+  }
   out.push(set(K.tag(ns, tag), { digest, createdAt } satisfies TagRecord));
-  out.push(set(K.tagrev(ns, digest, tag), true));
+  out.push(set(K.tagrev(ns, digest, tag), true), ...touch(ns, digest, touched));
   return out;
+}
+
+/** Rewrites `digest`'s revtagver once per commit (`touched`): a delete of it checks it. */
+function touch(ns: string, digest: string, touched: Set<string>): PlannedMutation[] {
+  if (touched.has(digest)) return [];
+  touched.add(digest);
+  return [set(K.revTagVersion(ns, digest), true)];
 }
 
 export async function commitManifest(
@@ -173,36 +205,36 @@ export async function commitManifest(
   // Every guard sees the stored tags before anything is written, so a refused tag (immutable,
   // superseded) leaves no trace even when the push takes several commits.
   const tagKeys = w.tags.map((t) => K.tag(ns, t));
-  const oneByOne = w.tags.length <= TAG_CHECKS_MAX;
-  // What the first attempt takes as read instead of reading it again: the tags the guards saw
-  // when each is checked by itself (tagver, read after them, would not catch a tag write in
-  // between) and, with few tags, the revision, tagver and the usage a new revision adds to,
-  // read with them (issue 25: one round trip; one snapshot, as consistent as reading apart).
+  // The head commit writes at most TAGS_PER_COMMIT of them, the first ones.
+  const headKeys = tagKeys.slice(0, TAGS_PER_COMMIT);
+  // What the first attempt takes as read instead of reading it again: the head's tags as the
+  // guards saw them (its commit checks each, so a tag write in between fails it) and, with few
+  // tags, the revision and the usage a new revision adds to, read with them (issue 25: one
+  // round trip; one snapshot, as consistent as reading apart).
   let first: {
-    tags: Deno.KvEntryMaybe<TagRecord>[] | null;
-    head?: [Deno.KvEntryMaybe<RevisionRecord>, Deno.KvEntryMaybe<unknown>];
+    tags: Deno.KvEntryMaybe<TagRecord>[];
+    rev?: Deno.KvEntryMaybe<RevisionRecord>;
     usage?: Deno.KvEntryMaybe<unknown>[];
   } | null;
   let before: Deno.KvEntryMaybe<TagRecord>[];
-  if (tagKeys.length + 2 <= KV_GET_MANY_MAX) {
+  if (tagKeys.length + 1 <= KV_GET_MANY_MAX) {
     const usageKeys = usage?.keysFor(ns, digest) ?? [];
     const withUsage = usageKeys.length > 0 &&
-      tagKeys.length + 2 + usageKeys.length <= KV_GET_MANY_MAX;
+      tagKeys.length + 1 + usageKeys.length <= KV_GET_MANY_MAX;
     const all = await kv.getMany<unknown[]>([
       K.rev(ns, digest),
-      K.tagver(ns),
       ...tagKeys,
       ...(withUsage ? usageKeys : []),
     ]);
-    before = all.slice(2, 2 + tagKeys.length) as Deno.KvEntryMaybe<TagRecord>[];
+    before = all.slice(1, 1 + tagKeys.length) as Deno.KvEntryMaybe<TagRecord>[];
     first = {
-      tags: oneByOne ? before : null,
-      head: [all[0] as Deno.KvEntryMaybe<RevisionRecord>, all[1]],
-      usage: withUsage ? all.slice(2 + tagKeys.length) : undefined,
+      tags: before,
+      rev: all[0] as Deno.KvEntryMaybe<RevisionRecord>,
+      usage: withUsage ? all.slice(1 + tagKeys.length) : undefined,
     };
   } else {
     before = await getAll<TagRecord>(kv, tagKeys);
-    first = { tags: oneByOne ? before : null };
+    first = { tags: before.slice(0, headKeys.length) };
   }
   before.forEach((e, i) => w.guard(w.tags[i], e.value));
   let refsWritten = false;
@@ -214,11 +246,14 @@ export async function commitManifest(
       fx.attempt();
       const read = first; // the first attempt's only: a retry reads afresh
       first = null;
-      const [rev, tagver] = read?.head ?? await kv.getMany<[RevisionRecord, unknown]>([
-        K.rev(ns, digest),
-        K.tagver(ns),
-      ]);
-      const tagEntries = read?.tags ?? await getAll<TagRecord>(kv, tagKeys);
+      let rev: Deno.KvEntryMaybe<RevisionRecord>;
+      let tagEntries: Deno.KvEntryMaybe<TagRecord>[];
+      if (read?.rev) [rev, tagEntries] = [read.rev, read.tags];
+      else {
+        const got = await kv.getMany<unknown[]>([K.rev(ns, digest), ...headKeys]);
+        rev = got[0] as Deno.KvEntryMaybe<RevisionRecord>;
+        tagEntries = read?.tags ?? got.slice(1) as Deno.KvEntryMaybe<TagRecord>[];
+      }
       const owned = w.requireBlobs && !rev.value
         ? await requireOwned(kv, ns, w.parsed.blobs)
         : null;
@@ -234,16 +269,14 @@ export async function commitManifest(
       const budget = new CommitBudget();
       budget.checkOn(op, rev);
       if (pinned) budget.checkOn(op, pinned);
-      if (w.tags.length > 0) {
-        if (oneByOne) { for (const e of tagEntries) budget.checkOn(op, e); }
-        else budget.checkOn(op, tagver);
-      }
       const outOfLine = !rev.value && reserved !== null;
       let plan: UsagePlan | undefined;
       const fixed: PlannedMutation[] = [set(K.ns(ns), { at: Date.now() })];
       if (w.tags.length > 0) fixed.push(set(K.tagver(ns), true));
+      let rewritesRev = false;
       if (!rev.value) {
         fixed.push(set(K.rev(ns, digest), w.record), set(K.refver(ns), true));
+        rewritesRev = true;
         if (outOfLine) {
           // The body was just written to the blob store: keep scrub from reclaiming it.
           budget.checkOn(op, { key: K.blob(digest), versionstamp: reserved });
@@ -267,40 +300,38 @@ export async function commitManifest(
         );
         // The revision is a new member of the repository's usage (403 DENIED past its quota).
         plan = await usage?.planAdd(ns, digest, w.record.size, read?.usage);
-        if (plan && !plan.fits(budget)) throw new Error("manifest head commit exceeds KV limits");
+        if (plan && !plan.fits(budget)) throw new Error("manifest head exceeds KV limits");
         plan?.apply(op);
       } else if (w.record.body && !sameBytes(rev.value.body, w.record.body)) {
         // A body kept here that no longer hashes to its digest (bit rot: every read refuses it)
         // is replaced by a push of the digest; the revision stays the one stored (issue 38).
         fixed.push(set(K.rev(ns, digest), { ...rev.value, body: w.record.body }));
+        rewritesRev = true;
       }
       fixed.push(...fx.mutationsFor({ kind: "manifest-pushed", ns, digest }));
       if (w.head) fixed.push(...w.head);
-      if (!budget.addAll(op, fixed)) throw new Error("manifest head commit exceeds KV limits");
+      if (!budget.addAll(op, fixed)) throw new Error("manifest head exceeds KV limits");
+      // The head's tags take the checks left (at least 3: rev, pin, reservation, reclaim
+      // marker, unlinkver and the usage plan's two take 7 at most).
+      const tags = new TagCommit(op, budget, w, fx, !rev.value);
       let t = 0;
-      for (; t < w.tags.length; t++) {
-        const e = tagEntries[t];
-        w.guard(w.tags[t], e.value);
-        if (!budget.addAll(op, tagUnit(w, fx, w.tags[t], e.value))) break;
-      }
+      while (t < tagEntries.length && tags.add(w.tags[t], tagEntries[t])) t++;
       if (!rev.value && !refsWritten && !(t === w.tags.length && budget.addAll(op, refs))) {
         await commitInBatches(kv, refs, [set(K.refver(ns), true)]);
         refsWritten = true;
         continue; // rebuild the head without the references
       }
       last = { plan, outOfLine };
-      // A new revision is tagged on against the versionstamp its head commit lands at.
-      const revStamp = rev.value ? rev.versionstamp : null;
+      // The tail commits check the revision against the versionstamp this one leaves it at.
+      const revStamp = rewritesRev ? null : rev.versionstamp;
       return { op, landed: (versionstamp: string) => ({ t, revStamp: revStamp ?? versionstamp }) };
     }
   }, {
-    attempts: RESERVED_WRITE_ATTEMPTS,
     between: async (attempt) => {
+      await conflictPause(attempt);
       await last.plan?.pause(attempt);
       if (last.outOfLine) reserved = await reservationAfterConflict(kv, digest, w.placed);
     },
-    exhausted: () =>
-      new RegistryError("INTERNAL_ERROR", "manifest commit kept conflicting", { status: 503 }),
   });
   fx.landed();
   if (head.t < w.tags.length) {
@@ -308,7 +339,7 @@ export async function commitManifest(
   }
 }
 
-/** Tags `w.tags[from..]` in budgeted commits, each checking the revision and tagver. */
+/** Tags `w.tags[from..]` in commits of TAGS_PER_COMMIT, each checking its tags and the revision. */
 async function commitTailTags(
   kv: Deno.Kv,
   w: ManifestWrite,
@@ -320,31 +351,25 @@ async function commitTailTags(
   while (from < w.tags.length) {
     const n = await commitWithRetry("manifest tags", async () => {
       fx.attempt();
-      const tagver = await kv.get(K.tagver(ns));
-      // A commit holds ~60 tags at most (80 KiB of keys); reading a few more costs nothing.
-      const slice = w.tags.slice(from, from + 80);
-      const entries = await getAll<TagRecord>(kv, slice.map((t) => K.tag(ns, t)));
+      const slice = w.tags.slice(from, from + TAGS_PER_COMMIT);
+      const entries = await kv.getMany<TagRecord[]>(slice.map((t) => K.tag(ns, t)));
       const op = kv.atomic();
       const budget = new CommitBudget();
       budget.checkOn(op, { key: K.rev(ns, digest), versionstamp: revStamp });
-      budget.checkOn(op, tagver);
       budget.addAll(op, [set(K.tagver(ns), true)]);
+      const tags = new TagCommit(op, budget, w, fx, false);
       let n = 0;
-      for (; n < slice.length; n++) {
-        w.guard(slice[n], entries[n].value);
-        if (!budget.addAll(op, tagUnit(w, fx, slice[n], entries[n].value))) break;
-      }
+      while (n < slice.length && tags.add(slice[n], entries[n])) n++;
+      if (n === 0) throw new Error("a tag write exceeds KV's commit limits");
       return { op, value: n };
     }, {
-      attempts: RESERVED_WRITE_ATTEMPTS,
-      between: async () => {
+      between: async (attempt) => {
+        await conflictPause(attempt);
         const rev = await kv.get(K.rev(ns, digest));
         if (rev.versionstamp !== revStamp) {
           throw new RegistryError("MANIFEST_UNKNOWN", `${digest} was deleted while being tagged`);
         }
       },
-      exhausted: () =>
-        new RegistryError("INTERNAL_ERROR", "tagging kept conflicting", { status: 503 }),
     });
     fx.landed();
     from += n;
@@ -365,7 +390,8 @@ export async function deleteTag(
     if (!e.value) throw new RegistryError("MANIFEST_UNKNOWN", `tag ${tag}`);
     guard(e.value);
     const digest = e.value.digest;
-    // tagver is rewritten in the same commit, so listTags' cached list is dropped with it.
+    // tagver is rewritten in the same commit, so listTags' cached list is dropped with it; the
+    // revision's revtagver tells a delete of it that one of its tags went.
     const op = kv.atomic();
     const budget = new CommitBudget();
     budget.checkOn(op, e);
@@ -373,15 +399,11 @@ export async function deleteTag(
       del(K.tag(ns, tag)),
       del(K.tagrev(ns, digest, tag)),
       set(K.tagver(ns), true),
+      set(K.revTagVersion(ns, digest), true),
       ...fx.mutationsFor({ kind: "tag-deleted", ns, tag, digest }),
     ];
     if (!budget.addAll(op, muts)) throw new Error("tag delete exceeds KV limits");
     return { op, value: undefined };
-  }, {
-    attempts: DELETE_ATTEMPTS,
-    between: deletePause,
-    exhausted: () =>
-      new RegistryError("INTERNAL_ERROR", "tag delete kept conflicting", { status: 503 }),
   });
   fx.landed();
 }
@@ -418,18 +440,7 @@ export async function deleteRevision(kv: Deno.Kv, d: RevisionDelete): Promise<vo
   const derived = referenceMutations(d.ns, d.digest, d.parsed).map((m) => del(m.key));
   const { fx } = d;
   for (;;) {
-    const step = await commitWithRetry(
-      "manifest delete",
-      () => deleteStep(kv, d, derived),
-      {
-        attempts: DELETE_ATTEMPTS,
-        between: deletePause,
-        exhausted: () =>
-          new RegistryError("INTERNAL_ERROR", "manifest delete kept conflicting", {
-            status: 503,
-          }),
-      },
-    );
+    const step = await commitWithRetry("manifest delete", () => deleteStep(kv, d, derived));
     if (step === "more") continue;
     fx.landed();
     if (step === "head") await commitInBatches(kv, derived);
@@ -439,7 +450,8 @@ export async function deleteRevision(kv: Deno.Kv, d: RevisionDelete): Promise<vo
 
 /**
  * One commit of a revision delete: the tag deletions that fit, then the head when every tag is
- * in: "more" (tags remain), "head" (the references remain) or "all".
+ * in: "more" (tags remain), "head" (the references remain) or "all". It checks the revision and
+ * its revtagver: tag writes elsewhere in the namespace do not touch them.
  */
 async function deleteStep(
   kv: Deno.Kv,
@@ -449,11 +461,10 @@ async function deleteStep(
   const { ns, digest, parsed, guard, fx, usage } = d;
   fx.attempt();
   const unchanged = d.unlessChanged ? await d.unlessChanged() : null;
-  // Read at once: the shorter the span between these reads and the commit, the fewer tag
-  // writes in the namespace (each bumps tagver) land in it.
+  const version = K.revTagVersion(ns, digest);
   const tags: string[] = [];
-  const [[rev, tagver]] = await Promise.all([
-    kv.getMany<[RevisionRecord, unknown]>([K.rev(ns, digest), K.tagver(ns)]),
+  const [[rev, tagsVersion]] = await Promise.all([
+    kv.getMany<[RevisionRecord, unknown]>([K.rev(ns, digest), version]),
     (async () => {
       for await (const e of kv.list({ prefix: K.tagrevs(ns, digest) }, { batchSize: 500 })) {
         tags.push(e.key[3] as string);
@@ -470,19 +481,27 @@ async function deleteStep(
       : [del(K.tagrev(ns, digest, t))];
   });
   const op = kv.atomic();
-  const budget = new CommitBudget();
+  // Room for the revtagver write a commit that leaves the revision in place ends with.
+  const k = keySize(version);
+  const budget = new CommitBudget({ checks: 0, mutations: 1, keyBytes: k, totalBytes: 2 * k + 8 });
   budget.checkOn(op, rev);
-  budget.checkOn(op, tagver);
+  budget.checkOn(op, tagsVersion);
   if (unchanged) budget.checkOn(op, unchanged);
   // Always rewritten: cached tag lists are validated by its versionstamp.
   budget.addAll(op, [set(K.tagver(ns), true)]);
   let i = 0;
   while (i < tagMuts.length && budget.addAll(op, tagMuts[i])) i++;
+  // Tags went and the revision stays: another delete of it that read them must read again.
+  const more = () => ({ op: op.set(version, true), value: "more" as const });
   if (i < tagMuts.length) {
     if (i === 0) throw new Error("a tag deletion exceeds KV's commit limits");
-    return { op, value: "more" };
+    return more();
   }
-  const head: PlannedMutation[] = [del(K.rev(ns, digest)), del(K.sigVerdict(ns, digest))];
+  const head: PlannedMutation[] = [
+    del(K.rev(ns, digest)),
+    del(K.sigVerdict(ns, digest)),
+    del(version),
+  ];
   if (rev.value.body === undefined) head.push(del(K.body(digest, ns)));
   if (parsed.subject) head.push(del(K.referrer(ns, parsed.subject, digest)));
   // The delete's jobs go with the revision's removal: the write the client sees acknowledged.
@@ -491,9 +510,9 @@ async function deleteStep(
   // moves to the next commit; the usage plan's keys were counted here, harmlessly).
   const plan = await usage?.planRemove(ns, digest, rev.value.size);
   if ((plan && !plan.fits(budget)) || !budget.addAll(op, head)) {
-    if (tagMuts.length === 0) throw new Error("a manifest delete exceeds KV's commit limits");
+    if (tagMuts.length === 0) throw new Error("a manifest delete exceeds KV's limits");
     fx.attempt(); // the head is not in this commit
-    return { op, value: "more" };
+    return more();
   }
   plan?.apply(op);
   return { op, value: budget.addAll(op, derived) ? "all" : "head" };

@@ -4,9 +4,10 @@
 // crypto) happens before a commit, never inside its retry loop: a commit that finds sigver moved
 // answers "stale" and the caller judges again.
 //
-// A release is one commit: the verdict, the held tags written (checked through tagver, as a
-// many-tag push is) and the held-tag and expiry records dropped, with the jobs and events the
-// write effects plan for it. HELD_TAGS_MAX keeps it inside KV's limits.
+// A release is one commit: the verdict, the held tags written (up to 32: more than a commit can
+// check one by one, so checked through tagver, which every tag change rewrites) and the held-tag
+// and expiry records dropped, with the jobs and events the write effects plan for it.
+// HELD_TAGS_MAX keeps it inside KV's limits.
 import {
   CommitBudget,
   commitWithRetry,
@@ -289,6 +290,7 @@ export class SignatureMeta {
           const now = both.slice(tags.length) as Deno.KvEntryMaybe<TagRecord>[];
           budget.checkOn(op, tagver);
           muts.push(set(K.tagver(ns), true));
+          const touched = new Set<string>(); // revisions whose revtagver the commit rewrites
           tags.forEach((tag, i) => {
             // Another push took the name since (a verified image, or another held one).
             if (held[i].value?.digest !== digest) return;
@@ -296,7 +298,7 @@ export class SignatureMeta {
             const existing = now[i].value;
             if (existing?.digest === digest) return;
             if (s.mayMove && !s.mayMove(tag, existing)) return;
-            muts.push(...tagMutations(ns, digest, tag, existing, Date.now()));
+            muts.push(...tagMutations(ns, digest, tag, existing, Date.now(), touched));
             muts.push(
               ...fx.mutationsFor({ kind: "tag-changed", ns, digest, tag, previous: existing }),
             );

@@ -1,6 +1,13 @@
 // Upload session records. Bytes live in the blob store under the session's uuid.
-import { addJobs, commitWithRetry, K, type UploadRecord } from "../kv/mod.ts";
-import { checkNotReclaiming, reclaimingError } from "./reclaim.ts";
+import {
+  addJobs,
+  CommitExhausted,
+  commitWithRetry,
+  conflictPause,
+  K,
+  type UploadRecord,
+} from "../kv/mod.ts";
+import { checkNotReclaiming } from "./reclaim.ts";
 import {
   type BytesPlaced,
   type LinkRead,
@@ -8,13 +15,9 @@ import {
   linkReadOf,
   linkUsage,
   reservationAfterConflict,
-  RESERVED_WRITE_ATTEMPTS,
 } from "./blobs.ts";
 import type { UsageLedger, UsagePlan } from "./usage.ts";
 import type { WriteFacts } from "./write_facts.ts";
-
-/** Thrown out of the retry loop when every attempt conflicted (the session is then dropped). */
-const EXHAUSTED = new Error("upload completion kept conflicting");
 
 export class UploadMeta {
   /** `usage`: repository usage kept in the completing commit (readers may omit it) */
@@ -101,8 +104,8 @@ export class UploadMeta {
         const facts = effects.mutationsFor({ kind: "blob-linked", ns, digest });
         return { op: addJobs(op, facts), value: true };
       }, {
-        attempts: RESERVED_WRITE_ATTEMPTS,
         between: async (attempt) => {
+          await conflictPause(attempt);
           await usage?.pause(attempt);
           const again = await this.kv.get<UploadRecord>(entry.key);
           if (again.versionstamp !== entry.versionstamp) {
@@ -116,16 +119,16 @@ export class UploadMeta {
             throw e;
           }
         },
-        exhausted: () => EXHAUSTED,
       });
       if (done) effects.landed();
       return done;
     } catch (e) {
-      if (e !== EXHAUSTED) throw e;
-      // Still contended: the session's bytes were moved to the blob path, so it cannot be
-      // completed again; the client is told to retry (503 + Retry-After) and starts over.
+      if (!(e instanceof CommitExhausted)) throw e;
+      // The KV could not commit it in time: the session's bytes were moved to the blob path, so
+      // it cannot be completed again; the client is told to retry (503 + Retry-After) and
+      // starts over.
       await this.kv.atomic().check(entry).delete(entry.key).commit();
-      throw reclaimingError(digest);
+      throw e;
     }
   }
 }

@@ -1,14 +1,14 @@
 // `main.ts replicate [--dry-run]`: one reconcile pass over every downstream; jobs do the work.
 import type { Config } from "../lib/config/mod.ts";
-import { reconcile, type ReconcileSummary } from "../lib/replication/mod.ts";
+import type { ReconcileSummary } from "../lib/replication/mod.ts";
 import type { Cli } from "./cli.ts";
 import { withServices } from "./one_shot.ts";
 
 /** 1: a downstream could not be reconciled. */
 export function replicateCommand(cfg: Config, cli: Cli): Promise<number> {
   const { dryRun } = cli;
-  return withServices(cfg, async ({ kv, jobs, replicator }) => {
-    const s = await reconcile(cfg, kv, jobs, replicator, {
+  return withServices(cfg, async ({ replicator }) => {
+    const s = await replicator.reconcile(cfg, {
       dryRun,
       report: (line) => console.log(`${dryRun ? "would " : ""}${line}`),
     });

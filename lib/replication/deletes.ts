@@ -6,8 +6,8 @@
 // which is an outcome (`tag-delete-unsupported`), not a failure to retry. The downstream is a
 // mirror and the local state the truth, so a digest delete there also removes any other
 // downstream tag on that digest. What each downstream accepts is learned once (state.ts).
-import { K } from "../kv/mod.ts";
 import type { DownstreamConfig } from "../config/mod.ts";
+import type { DigestHolds, ManifestMeta } from "../metadata/mod.ts";
 import { type DownstreamClient, type Unsupported, type WriteOutcome } from "./client.ts";
 import type { DownstreamState } from "./state.ts";
 
@@ -32,13 +32,19 @@ interface Target {
 }
 
 export class DownstreamDeletes {
-  constructor(private readonly kv: Deno.Kv, private readonly state: DownstreamState) {}
+  constructor(
+    /** the local tags: one re-created since its delete is not deleted downstream */
+    private readonly tags: Pick<ManifestMeta, "tag">,
+    /** what of the namespace still needs a digest (a tag, an index) */
+    private readonly holds: Pick<DigestHolds, "tag" | "index">,
+    private readonly state: Pick<DownstreamState, "caps" | "learn">,
+  ) {}
 
   /** Removes `ns:tag` (deleted locally at `at`) from the downstream, by tag or by digest. */
   async deleteTag(t: Target, ns: string, tag: string, at: number): Promise<DeleteResult> {
     // Re-created here since: its push job brings the downstream in line; deleting now could
     // remove the new digest there.
-    if ((await this.kv.get(K.tag(ns, tag))).value !== null) return { outcome: "skipped" };
+    if ((await this.tags.tag(ns, tag)) !== null) return { outcome: "skipped" };
     const caps = await this.state.caps(t.cfg.name, t.cfg.url);
     let refused: string | null = null;
     if (caps.tagDelete !== false) {
@@ -79,12 +85,10 @@ export class DownstreamDeletes {
 
   /** A local tag or index of `ns` that holds `digest` (named for the message), else null. */
   private async neededLocally(ns: string, digest: string): Promise<string | null> {
-    for await (const e of this.kv.list({ prefix: K.tagrevs(ns, digest) }, { limit: 1 })) {
-      return `local tag ${ns}:${String(e.key[3])}`;
-    }
-    for await (const e of this.kv.list({ prefix: K.mrefs(ns, digest) }, { limit: 1 })) {
-      return `local index ${ns}@${String(e.key[3])}`;
-    }
+    const tag = await this.holds.tag(ns, digest);
+    if (tag !== null) return `local tag ${ns}:${tag}`;
+    const index = await this.holds.index(ns, digest);
+    if (index !== null) return `local index ${ns}@${index}`;
     return null;
   }
 }

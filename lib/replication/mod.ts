@@ -1,5 +1,7 @@
 // Replication to downstream registries (issue: replication): the jobs' sender, the downstream
-// client and reconcile.
+// client and reconcile. Its own records (what each downstream supports, its job runs' outcomes,
+// the last success and error) are DownstreamState's (state.ts), the one file of the folder that
+// holds the KV; the registry's manifests, tags and links come through lib/metadata's readers.
 export { DownstreamClient, type WriteOutcome } from "./client.ts";
 export { downstreamName } from "./paths.ts";
 export {
@@ -13,7 +15,8 @@ export {
 } from "./jobs.ts";
 export { ReplicationEffects } from "./write_effects.ts";
 export { type ReplicationEvents, type ReplicationOutcome, Replicator } from "./replicator.ts";
-export { reconcile, type ReconcileOptions, type ReconcileSummary } from "./reconcile.ts";
+export { type ReconcileOptions, type ReconcileSummary } from "./reconcile.ts";
+export { DownstreamState } from "./state.ts";
 export {
   type DownstreamHealth,
   type DownstreamStatus,

@@ -3,10 +3,10 @@
 // with `prune`, also a delete for each downstream tag absent locally. It only enqueues: the
 // jobs do the work, so a reconcile and the event jobs of concurrent writes coalesce by lock key.
 import type { Config, DownstreamConfig } from "../config/mod.ts";
-import { ManifestMeta } from "../metadata/mod.ts";
+import type { ManifestMeta } from "../metadata/mod.ts";
 import type { JobQueues } from "../jobs/mod.ts";
 import { deleteTagJob, downstreamsOf, pushTagJob } from "./jobs.ts";
-import type { Replicator } from "./replicator.ts";
+import type { DownstreamClient } from "./client.ts";
 import { downstreamName } from "./paths.ts";
 
 export interface ReconcileOptions {
@@ -29,14 +29,24 @@ export interface ReconcileSummary {
   errors: Record<string, string>;
 }
 
+/** What a reconcile reads and queues with (the Replicator hands in its own: Replicator.reconcile). */
+export interface ReconcileDeps {
+  /** the replicated namespaces, their tags and what each names */
+  meta: Pick<ManifestMeta, "catalog" | "listTags" | "tag">;
+  /** the `replication` queue the jobs go to */
+  jobs: Pick<JobQueues, "queue">;
+  /** each configured downstream's client */
+  downstream: (
+    name: string,
+  ) => { client: Pick<DownstreamClient, "manifestDigest" | "tags"> } | undefined;
+}
+
 export async function reconcile(
   cfg: Config,
-  kv: Deno.Kv,
-  jobs: JobQueues,
-  replicator: Replicator,
+  deps: ReconcileDeps,
   opts: ReconcileOptions = {},
 ): Promise<ReconcileSummary> {
-  const meta = new ManifestMeta(kv);
+  const { meta, jobs } = deps;
   const sum: ReconcileSummary = { namespaces: 0, tags: 0, pushes: 0, deletes: 0, errors: {} };
   const q = jobs.queue("replication");
   const wanted = (d: DownstreamConfig) =>
@@ -52,7 +62,7 @@ export async function reconcile(
       sum.tags += local.tags.length;
       for (const d of downstreamsOf(cfg, ns, false).filter(wanted)) {
         try {
-          await reconcileOne(cfg, meta, q, replicator, d, ns, local.tags, opts, sum);
+          await reconcileOne(cfg, deps, q, d, ns, local.tags, opts, sum);
         } catch (e) {
           sum.errors[d.name] = e instanceof Error ? e.message : String(e);
         }
@@ -66,16 +76,15 @@ export async function reconcile(
 
 async function reconcileOne(
   cfg: Config,
-  meta: ManifestMeta,
+  { meta, downstream }: ReconcileDeps,
   q: ReturnType<JobQueues["queue"]>,
-  replicator: Replicator,
   d: DownstreamConfig,
   ns: string,
   tags: string[],
   opts: ReconcileOptions,
   sum: ReconcileSummary,
 ): Promise<void> {
-  const client = replicator.downstream(d.name)!.client;
+  const client = downstream(d.name)!.client;
   const repo = [...cfg.repositories.values()].find((r) => r.downstreams?.includes(d))!;
   const name = downstreamName(repo.name, ns, d.url);
   for (const tag of tags) {

@@ -15,7 +15,7 @@
 import type { Config, DownstreamConfig } from "../config/mod.ts";
 import { repositoryOf } from "../config/mod.ts";
 import { type ParsedManifest, parseManifest, RegistryError } from "../oci/mod.ts";
-import { BlobMeta, ManifestMeta } from "../metadata/mod.ts";
+import type { BlobMeta, DigestHolds, ManifestMeta } from "../metadata/mod.ts";
 import type { BlobStore } from "../storage/mod.ts";
 import { Scavenger } from "../streams/mod.ts";
 import { type JobContext, type JobQueues, PermanentJobError } from "../jobs/mod.ts";
@@ -25,8 +25,9 @@ import type { Registry } from "../registry/mod.ts";
 import { DownstreamClient, type WriteOutcome } from "./client.ts";
 import { downstreamName } from "./paths.ts";
 import { DownstreamDeletes } from "./deletes.ts";
-import { DownstreamState } from "./state.ts";
+import type { DownstreamState } from "./state.ts";
 import { type DownstreamStatus, replicationStatus } from "./status.ts";
+import { reconcile, type ReconcileOptions, type ReconcileSummary } from "./reconcile.ts";
 
 export type ReplicationOutcome =
   | "pushed"
@@ -54,8 +55,14 @@ const MOUNT_HINTS_MAX = 10_000;
 /** What the replicator works with, handed in by the composition root (lib/services). */
 export interface ReplicatorDeps {
   cfg: Config;
-  /** revisions, tags and blob links it sends; the downstream state it records */
-  kv: Deno.Kv;
+  /** what it records of each downstream (state.ts): its own records */
+  state: DownstreamState;
+  /** the revisions and tags it sends; reconcile's namespaces and tag lists */
+  meta: Pick<ManifestMeta, "revision" | "tag" | "catalog" | "listTags">;
+  /** blob links: a blob is uploaded only from a namespace that owns it */
+  blobs: Pick<BlobMeta, "link">;
+  /** what still needs a digest that a tag delete would drop on a digest-only downstream */
+  holds: Pick<DigestHolds, "tag" | "index">;
   /** the blobs it uploads */
   store: BlobStore;
   /** the `replication` queue: its handlers, and the status view's pending and failed jobs */
@@ -77,8 +84,8 @@ interface Local {
 
 export class Replicator {
   private clients = new Map<string, { cfg: DownstreamConfig; client: DownstreamClient }>();
-  private readonly meta: ManifestMeta;
-  private readonly blobs: BlobMeta;
+  private readonly meta: ReplicatorDeps["meta"];
+  private readonly blobs: ReplicatorDeps["blobs"];
   private readonly store: BlobStore;
   /** downstream → digest → a downstream name holding it */
   private readonly mountHints = new Map<string, Map<string, string>>();
@@ -91,18 +98,20 @@ export class Replicator {
   private readonly signatures: ReplicatorDeps["signatures"];
 
   constructor(deps: ReplicatorDeps, private readonly events: ReplicationEvents = {}) {
-    const { cfg, kv } = deps;
+    const { cfg } = deps;
     this.cfg = cfg;
     this.jobs = deps.jobs;
     this.manifests = deps.manifests;
     this.listings = deps.listings;
     this.signatures = deps.signatures;
-    this.meta = new ManifestMeta(kv);
-    this.blobs = new BlobMeta(kv);
+    this.meta = deps.meta;
+    this.blobs = deps.blobs;
     this.store = deps.store;
-    this.state = new DownstreamState(kv);
-    this.deletes = new DownstreamDeletes(kv, this.state);
-    events.statusFrom?.(async () => (await replicationStatus(cfg, kv, deps.jobs)).downstreams);
+    this.state = deps.state;
+    this.deletes = new DownstreamDeletes(deps.meta, deps.holds, this.state);
+    events.statusFrom?.(async () =>
+      (await replicationStatus(cfg, this.state, deps.jobs)).downstreams
+    );
     for (const rc of cfg.repositories.values()) {
       for (const d of rc.downstreams ?? []) {
         this.clients.set(d.name, { cfg: d, client: new DownstreamClient(d) });
@@ -137,6 +146,18 @@ export class Replicator {
 
   downstream(name: string): { cfg: DownstreamConfig; client: DownstreamClient } | undefined {
     return this.clients.get(name);
+  }
+
+  /**
+   * One reconcile pass (reconcile.ts: `main.ts replicate`, the server's schedule) over `cfg`'s
+   * downstreams, with this replicator's clients and readers.
+   */
+  reconcile(cfg: Config, opts: ReconcileOptions = {}): Promise<ReconcileSummary> {
+    return reconcile(
+      cfg,
+      { meta: this.meta, jobs: this.jobs, downstream: (name) => this.downstream(name) },
+      opts,
+    );
   }
 
   /** Registers the four job kinds on the `replication` queue. */

@@ -1,7 +1,8 @@
 // What Wharf knows of each downstream across processes (the status view reads it): what it
 // supports, counts of job runs by outcome, the last success and the last error. Lives in KV, not
 // in a process, so every process that runs replication jobs adds to the same figures and a
-// capability learned by one process spares the others the failed request.
+// capability learned by one process spares the others the failed request. The one file of
+// lib/replication that holds the KV: these are the folder's own records.
 import { type DownstreamCaps, type DownstreamError, K } from "../kv/mod.ts";
 
 /** A remembered capability is asked again after this long (the operator may reconfigure). */

@@ -3,7 +3,7 @@
 // pending and failed jobs, the lag, and what state.ts recorded of its job runs.
 import type { Config, DownstreamConfig } from "../config/mod.ts";
 import type { JobQueues } from "../jobs/mod.ts";
-import { DownstreamState } from "./state.ts";
+import type { DownstreamState } from "./state.ts";
 
 /** Pending and failed jobs counted per status read, each set at most this many. */
 export const STATUS_SCAN_CAP = 10_000;
@@ -51,8 +51,9 @@ const iso = (ms: number | null) => ms === null ? null : new Date(ms).toISOString
 
 export async function replicationStatus(
   cfg: Config,
-  kv: Deno.Kv,
-  jobs: JobQueues,
+  /** what state.ts recorded of each downstream's job runs */
+  state: Pick<DownstreamState, "facts">,
+  jobs: Pick<JobQueues, "queue">,
   syncs: SyncStatusSource = () => Promise.resolve([]),
 ): Promise<ReplicationStatus> {
   const q = jobs.queue("replication");
@@ -85,7 +86,6 @@ export async function replicationStatus(
     }
     after = page.next;
   }
-  const state = new DownstreamState(kv);
   const downstreams: DownstreamStatus[] = [];
   for (const rc of cfg.repositories.values()) {
     for (const d of rc.downstreams ?? []) {
@@ -98,7 +98,7 @@ export async function replicationStatus(
 }
 
 async function one(
-  state: DownstreamState,
+  state: Pick<DownstreamState, "facts">,
   repository: string,
   d: DownstreamConfig,
   pending: { n: number; oldest: number } | undefined,

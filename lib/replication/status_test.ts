@@ -42,7 +42,7 @@ Deno.test("replication status: health, lag, counts and capabilities per downstre
     // a capability learned for another URL is not this downstream's
     await state.learn("fine", "http://elsewhere", { tagDelete: true });
 
-    const s = await replicationStatus(cfg, kv, jobs);
+    const s = await replicationStatus(cfg, state, jobs);
     const by = (n: string) => s.downstreams.find((d) => d.name === n)!;
     assert.deepEqual(s.downstreams.map((d) => d.name), ["fine", "slow", "broken", "limited"]);
     assert.equal(by("fine").health, "ok");
@@ -63,7 +63,7 @@ Deno.test("replication status: health, lag, counts and capabilities per downstre
 
     // a success after the failure: in step again
     await state.record("broken", "pushed", null);
-    assert.equal((await replicationStatus(cfg, kv, jobs)).downstreams[2].health, "ok");
+    assert.equal((await replicationStatus(cfg, state, jobs)).downstreams[2].health, "ok");
   } finally {
     kv.close();
     await Deno.remove(path);

@@ -9,7 +9,7 @@ import type { Metrics } from "../metrics/mod.ts";
 import { RateLimiter } from "../ratelimit/mod.ts";
 import { IndexRecords, type SearchField, searchFiles, type SearchPage } from "../index/mod.ts";
 import { BlobMeta, ManifestMeta } from "../metadata/mod.ts";
-import { type ReplicationStatus, replicationStatus } from "../replication/mod.ts";
+import { DownstreamState, type ReplicationStatus, replicationStatus } from "../replication/mod.ts";
 import { syncStatus } from "../sync/mod.ts";
 import { log } from "../log.ts";
 
@@ -52,7 +52,7 @@ export function httpParts(
       // Scheduled pull syncs' figures are lib/sync's (`syncs` in the body).
       replicationStatus(
         cfg,
-        kv,
+        new DownstreamState(kv),
         jobs,
         async () => (await syncStatus(cfg, kv)).map((r) => ({ ...r })),
       ),

@@ -20,7 +20,7 @@ import {
 } from "../storage/mod.ts";
 import { Metrics } from "../metrics/mod.ts";
 import { Registry } from "../registry/mod.ts";
-import { Replicator } from "../replication/mod.ts";
+import { DownstreamState, Replicator } from "../replication/mod.ts";
 import { Syncer, syncStatus } from "../sync/mod.ts";
 import { IndexRecords, LayerIndex } from "../index/mod.ts";
 import { AdvisoryStore, Reports, ScanRecords } from "../scan/mod.ts";
@@ -148,7 +148,10 @@ export async function openServices(cfg: Config, opts: OpenOptions): Promise<Serv
       return replicator ??= new Replicator(
         {
           cfg,
-          kv,
+          state: new DownstreamState(kv),
+          meta: new ManifestMeta(kv),
+          blobs: new BlobMeta(kv),
+          holds: new DigestHolds(kv),
           store,
           jobs,
           manifests: reg().manifests,

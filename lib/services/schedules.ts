@@ -2,7 +2,6 @@
 // replication reconcile, each one run at a time (lib/jobs/periodic.ts), each off unless configured.
 import { periodic } from "../jobs/mod.ts";
 import { formatSummary, formatVerify } from "../registry/mod.ts";
-import { reconcile } from "../replication/mod.ts";
 import { formatPrune, prune } from "../retention/mod.ts";
 import { auditedRun } from "../audit/mod.ts";
 import { log } from "../log.ts";
@@ -118,7 +117,7 @@ function scheduleReconcile(s: Services, signal: AbortSignal): void {
   );
   if (intervals.length === 0) return;
   periodic("reconcile", Math.min(...intervals) * 1000, async (signal) => {
-    const r = await reconcile(s.cfg, s.kv, s.jobs, s.replicator, { scheduledOnly: true, signal });
+    const r = await s.replicator.reconcile(s.cfg, { scheduledOnly: true, signal });
     log.info("reconcile finished", { ...r, errors: JSON.stringify(r.errors) });
   }, { signal });
 }

@@ -1,6 +1,7 @@
 // DESIGN.md §Layout: which folder may import which, no Hono in lib/, no cycles between lib
-// folders or among the files of one folder, and a lib folder reached from outside only through
-// its mod.ts (its public surface).
+// folders or among the files of one folder, a lib folder reached from outside only through
+// its mod.ts (its public surface), and in the folders that keep records of their own above
+// lib/metadata (index, scan, replication) only their store files holding the KV.
 import assert from "node:assert/strict";
 import { dirname, join, normalize, relative } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -46,6 +47,8 @@ const ALLOWED: Record<string, string[]> = {
     "signatures",
   ],
   sandbox: ["oci", "config", "streams"],
+  // The layer index: below the scan, which asks it for a layer's record and to queue its indexing
+  // (LayerIndexReader). It never imports lib/scan.
   index: [
     "oci",
     "config",
@@ -69,6 +72,7 @@ const ALLOWED: Record<string, string[]> = {
     "jobs",
     "upstream",
     "registry",
+    // scan → index: a scan reads its layers' listings and records through the layer index
     "index",
     "sandbox",
     "effects",
@@ -143,6 +147,57 @@ Deno.test("lib/ folders import only what DESIGN.md allows, and never Hono", asyn
     }
   }
   assert.deepEqual(problems, []);
+});
+
+Deno.test("the scan stands on the layer index, never the other way", async () => {
+  assert.ok(ALLOWED.scan.includes("index"), "lib/scan may import lib/index");
+  assert.ok(!ALLOWED.index.includes("scan"), "lib/index may not import lib/scan");
+  // the edge is real: the scan reaches the layer index through its mod.ts
+  const scanner = await Deno.readTextFile(join(ROOT, "lib/scan/scanner.ts"));
+  assert.ok(imports(scanner).includes("../index/mod.ts"));
+});
+
+/**
+ * The folders above lib/metadata that keep records of their own, and the files that hold the KV
+ * for them (the folder's stores); every other file of the folder, and every other folder, reaches
+ * those records through a store or the folder's narrow readers (LayerIndexReader, Reports, …).
+ */
+const KV_HOLDERS: Record<string, string[]> = {
+  index: ["index_records.ts"],
+  scan: ["scan_records.ts", "advisory_store.ts"],
+  replication: ["state.ts"],
+};
+
+/** The raw KV handles `src` holds, comments aside: the type, opening one, or a call on one. */
+function rawKv(src: string): string[] {
+  const code = src.replace(/\/\*[\s\S]*?\*\//g, "").replace(/(^|\s)\/\/.*$/gm, "");
+  const re =
+    /\bDeno\.Kv\b|\bDeno\.openKv\b|\bopenMetadata\b|\.atomic\(\)|\bkv\.(?:get|getMany|list|set|delete|atomic|enqueue)\b/g;
+  return [...code.matchAll(re)].map((m) => m[0]);
+}
+
+Deno.test("in lib/index, lib/scan and lib/replication only the store files hold the KV", async () => {
+  const problems: string[] = [];
+  for (const [folder, stores] of Object.entries(KV_HOLDERS)) {
+    for await (const file of tsFiles(join(ROOT, "lib", folder))) {
+      const rel = relative(join(ROOT, "lib", folder), file);
+      if (stores.includes(rel)) continue;
+      const found = rawKv(await Deno.readTextFile(file));
+      if (found.length) problems.push(`lib/${folder}/${rel}: ${[...new Set(found)].join(", ")}`);
+    }
+    for (const store of stores) {
+      assert.ok(rawKv(await Deno.readTextFile(join(ROOT, "lib", folder, store))).length > 0);
+    }
+  }
+  assert.deepEqual(problems, []);
+  // the check itself finds the type, a call and an open, and passes key types and comments
+  assert.deepEqual(rawKv("constructor(private readonly kv: Deno.Kv) {}"), ["Deno.Kv"]);
+  assert.deepEqual(rawKv("const e = await this.kv.get(k);"), ["kv.get"]);
+  assert.deepEqual(rawKv("const op = deps.kv.atomic();"), ["kv.atomic"]);
+  assert.deepEqual(rawKv("const op = this.db.atomic();"), [".atomic()"]);
+  assert.deepEqual(rawKv("await openMetadata(path);"), ["openMetadata"]);
+  assert.deepEqual(rawKv("key: Deno.KvKey; // a Deno.Kv is not held\n/** kv.get */"), []);
+  assert.deepEqual(rawKv('const u = "http://x"; kv.list(p);'), ["kv.list"]);
 });
 
 Deno.test("routes/ reaches no storage or KV module directly", async () => {

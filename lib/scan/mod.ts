@@ -16,7 +16,7 @@ export {
   type ReportsDeps,
 } from "./reports.ts";
 export { sweepReports } from "./report_sweep.ts";
-export { healReports, type ReportHealResult } from "./report_heal.ts";
+export { type ReportHealResult } from "./report_heal.ts";
 export { type AdvisoryMeta, AdvisoryStore } from "./advisory_store.ts";
 export { isImage, SCAN_KIND, scanImageJob } from "./scan_jobs.ts";
 export { ScanEffects } from "./write_effects.ts";

@@ -3,8 +3,9 @@
 // mode), opening the KV with the wrappers every process needs (open.ts: the busy retry,
 // kv_busy.ts, and the strict limits), the commit limits (kv_limits.ts), the one commit-retry
 // loop (commit_retry.ts), the KV's fault answers (kv_faults.ts), the timing wrapper
-// (instrumented_kv.ts) and small read helpers (kv_util.ts). The records themselves belong to
-// their owners (lib/metadata for the registry's, lib/jobs, lib/events, …).
+// (instrumented_kv.ts), the one lease and its renewal loop (lease.ts) and small read helpers
+// (kv_util.ts). The records themselves belong to their owners (lib/metadata for the registry's,
+// lib/jobs, lib/events, …).
 export * from "./keys.ts";
 export { openMetadata } from "./open.ts";
 export { instrumentKv, type ObserveOp as ObserveKvOp } from "./instrumented_kv.ts";
@@ -35,3 +36,20 @@ export {
   type RetryOptions,
 } from "./commit_retry.ts";
 export { getAll, hasAny, listAll } from "./kv_util.ts";
+export {
+  type HoldOptions,
+  holdWhileRunning,
+  keepRenewed,
+  Lease,
+  type LeaseFormat,
+  type LeaseHolder,
+  LeaseLost,
+  Leases,
+  type LeaseState,
+  type Renewable,
+  type Renewal,
+  renewEvery,
+  type RenewOptions,
+  type Taken,
+  UNTIL_FORMAT,
+} from "./lease.ts";

@@ -3,6 +3,7 @@
 // Local enqueues wake the loop at once; other processes' jobs are found by the next poll.
 // `kv.enqueue` is not used: Deno Deploy has no KV queues and KV Connect refuses them.
 import type { JobQueueConfig, QueueName } from "../config/mod.ts";
+import { keepRenewed, renewEvery } from "../kv/mod.ts";
 import { log } from "../log.ts";
 import { isPermanent } from "./errors.ts";
 import type { Claim, JobQueue } from "./queue.ts";
@@ -149,27 +150,18 @@ export class JobRunner {
   private async run(queue: JobQueue, c: Claim, ac: AbortController): Promise<void> {
     const t0 = performance.now();
     const rec = c.record;
-    // Renewals and the final write are chained so they never race on the record's versionstamp.
-    let chain: Promise<unknown> = Promise.resolve();
-    let lost = false;
-    const every = Math.max(200, this.cfg.leaseSecs * 1000 / 3);
-    const timer = setInterval(() => {
-      chain = chain.then(async () => {
-        if (lost) return;
-        try {
-          if (!await queue.renew(c)) {
-            lost = true;
-            ac.abort(new Error("lease lost"));
-          }
-        } catch (e) {
-          log.warn("job lease renewal failed", {
-            queue: queue.name,
-            id: rec.id,
-            error: errorMessage(e),
-          });
-        }
-      });
-    }, every);
+    // The claim is a lease on the record itself (its key holds the lease's end: queue.ts), renewed
+    // by the one renewal loop; the final write follows the loop's stop, so the two never race on
+    // the record's versionstamp.
+    const renewal = keepRenewed(() => queue.renew(c), renewEvery(this.cfg.leaseSecs * 1000), {
+      onError: (e) =>
+        log.warn("job lease renewal failed", {
+          queue: queue.name,
+          id: rec.id,
+          error: errorMessage(e),
+        }),
+    });
+    renewal.signal.addEventListener("abort", () => ac.abort(renewal.signal.reason));
     let outcome: JobOutcome;
     try {
       const handler = this.handlers.get(`${queue.name}:${rec.kind}`);
@@ -194,9 +186,8 @@ export class JobRunner {
           permanent = isPermanent(e);
         }
       }
-      clearInterval(timer);
-      await chain;
-      if (lost) outcome = "lost";
+      await renewal.stop();
+      if (renewal.signal.aborted) outcome = "lost";
       else if (error === null) outcome = await queue.complete(c) ? "ok" : "lost";
       else {
         outcome = await queue.fail(c, error, permanent);
@@ -214,7 +205,7 @@ export class JobRunner {
         error: errorMessage(e),
       });
     } finally {
-      clearInterval(timer);
+      await renewal.stop();
     }
     this.events.finished?.(queue.name, rec.kind, outcome, (performance.now() - t0) / 1000);
   }

@@ -1,10 +1,29 @@
 // The KV side of scrub: full scans of the reference keys, derived-key repairs, idle upload
 // sessions, emptied namespaces and the one-scrub-at-a-time lease. Every change is a commit
 // guarded by the versionstamp scrub read, so a concurrent writer always wins.
-import { type BlobRecord, hasAny, K, type UploadRecord } from "../kv/mod.ts";
+import {
+  type BlobRecord,
+  hasAny,
+  K,
+  type Lease,
+  type LeaseFormat,
+  Leases,
+  type UploadRecord,
+} from "../kv/mod.ts";
 
-/** A scrub renews its lease every LEASE_MS / 4; one that died frees it within LEASE_MS. */
+/** A scrub renews its lease every third of LEASE_MS; one that died frees it within LEASE_MS. */
 export const LEASE_MS = 2 * 60_000;
+
+/** The scrub lease as stored: when it was last renewed, and by whom. */
+export interface ScrubLease {
+  at: number;
+  holder: string;
+}
+
+const SCRUB_LEASE: LeaseFormat<ScrubLease> = {
+  write: (holder, now) => ({ at: now, holder }),
+  read: (v) => ({ holder: v.holder, until: v.at + LEASE_MS }),
+};
 const BATCH = 1000;
 
 export interface References {
@@ -20,20 +39,15 @@ export interface References {
 }
 
 export class ScrubMeta {
-  constructor(private readonly kv: Deno.Kv) {}
-
-  /** Takes the scrub lease; false when another live scrub holds it. */
-  async lock(holder: string): Promise<boolean> {
-    const e = await this.kv.get<{ at: number; holder: string }>(K.scrubLock());
-    if (e.value && e.value.holder !== holder && Date.now() - e.value.at < LEASE_MS) return false;
-    const r = await this.kv.atomic().check(e).set(K.scrubLock(), { at: Date.now(), holder })
-      .commit();
-    return r.ok;
+  private readonly leases: Leases<ScrubLease>;
+  constructor(private readonly kv: Deno.Kv) {
+    this.leases = new Leases(kv, SCRUB_LEASE);
   }
 
-  async unlock(holder: string): Promise<void> {
-    const e = await this.kv.get<{ at: number; holder: string }>(K.scrubLock());
-    if (e.value?.holder === holder) await this.kv.atomic().check(e).delete(K.scrubLock()).commit();
+  /** Takes the one-scrub-at-a-time lease; null when another live scrub holds it. */
+  async lease(holder: string): Promise<Lease<ScrubLease> | null> {
+    const r = await this.leases.take(K.scrubLock(), holder, LEASE_MS);
+    return r.ok ? r.lease : null;
   }
 
   /**

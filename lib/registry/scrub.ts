@@ -5,8 +5,8 @@
 // compacts pull history. Safe while servers run: every KV change is versionstamp-guarded.
 import { type Config, repositoryOf } from "../config/mod.ts";
 import type { BlobStore } from "../storage/mod.ts";
-import { BlobMeta, LEASE_MS, ReclaimMeta, ScrubMeta, UsageLedger } from "../metadata/mod.ts";
-import { K, type LinkRecord } from "../kv/mod.ts";
+import { BlobMeta, ReclaimMeta, ScrubMeta, UsageLedger } from "../metadata/mod.ts";
+import { holdWhileRunning, K, type LinkRecord } from "../kv/mod.ts";
 import { NO_FACTS, UsageMeta } from "../metadata/mod.ts";
 import { maxBytesOf, quotaPolicy } from "../quota/mod.ts";
 import { RegistryError } from "../oci/mod.ts";
@@ -117,23 +117,23 @@ export class Scrubber {
     return this;
   }
 
-  /** Runs one scrub; null when another scrub holds the lease. */
+  /**
+   * Runs one scrub; null when another scrub holds the lease. A scrub whose lease another took
+   * (it stalled for a whole term) stops before its next reclamation, failing with LeaseLost.
+   */
   async run(opts: ScrubOptions = {}): Promise<ScrubSummary | null> {
     const dryRun = opts.dryRun ?? false;
-    if (!dryRun && !(await this.meta.lock(this.holder))) return null;
-    const renew = dryRun
-      ? undefined
-      : setInterval(() => this.meta.lock(this.holder).catch(() => {}), LEASE_MS / 4);
+    const graceMs = (opts.graceSecs ?? this.cfg.global.scrub.graceSecs) * 1000;
     let s: ScrubSummary;
-    try {
-      s = await this.sweep(
-        dryRun,
-        (opts.graceSecs ?? this.cfg.global.scrub.graceSecs) * 1000,
-        opts.progress,
+    if (dryRun) s = await this.sweep(true, graceMs, opts.progress);
+    else {
+      const lease = await this.meta.lease(this.holder);
+      if (!lease) return null;
+      s = await holdWhileRunning(
+        lease,
+        (signal) => this.sweep(false, graceMs, opts.progress, signal),
+        { name: "scrub" },
       );
-    } finally {
-      clearInterval(renew);
-      if (!dryRun) await this.meta.unlock(this.holder);
     }
     for (const step of this.finished) await step(s);
     return s;
@@ -143,12 +143,18 @@ export class Scrubber {
     dryRun: boolean,
     graceMs: number,
     progress?: ProgressSink,
+    lease?: AbortSignal,
   ): Promise<ScrubSummary> {
     const t0 = performance.now();
+    // Each step told (a phase, a listed object, a reclamation) is where a scrub that lost its
+    // lease stops: another scrub may be reclaiming the same digests by then.
     const tell = (phase: string, unit: string, done: number, total: number | null, more?: {
       bytes?: number;
       bytesTotal?: number;
-    }) => progress?.({ phase, unit, done, total, ...more } satisfies ProgressUpdate);
+    }) => {
+      lease?.throwIfAborted();
+      progress?.({ phase, unit, done, total, ...more } satisfies ProgressUpdate);
+    };
     const s: ScrubSummary = {
       dryRun,
       blobs: 0,

@@ -2,7 +2,7 @@
 // webhook to its own commit:
 //   evq/<webhook>/<storage key>   → OutboxEntry   due at the key's time prefix (storageKey)
 // and each webhook's outbox is drained in batches by one process at a time, holding
-//   evlease/<webhook>             → {holder, until}
+//   evlease/<webhook>             → {holder, until}   a lease (lib/kv/lease.ts) per batch
 // A batch is one bounded `list`, up to `concurrency` deliveries in flight, and one commit that
 // removes what was delivered, moves what failed to a later key (exponential backoff with jitter,
 // as the job queues do) and turns what ran out of retries into a dead letter of the `events`
@@ -12,7 +12,14 @@
 // mid-batch leaves them in place and its lease runs out; delivery is at least once.
 import type { Config, EventWebhookConfig, JobQueueConfig } from "../config/mod.ts";
 import { failedKey, type JobRecord, storageKey } from "../jobs/mod.ts";
-import { K, type PlannedMutation } from "../kv/mod.ts";
+import {
+  K,
+  type LeaseFormat,
+  Leases,
+  type LeaseState,
+  type PlannedMutation,
+  UNTIL_FORMAT,
+} from "../kv/mod.ts";
 import { log } from "../log.ts";
 import { deliver } from "./deliver.ts";
 import type { WharfEvent } from "./event.ts";
@@ -31,6 +38,12 @@ export interface OutboxEntry {
 
 export const outboxKey = (webhook: string, sk: string): Deno.KvKey => K.outbox(webhook, sk);
 const leaseKey = (webhook: string): Deno.KvKey => K.outboxLease(webhook);
+
+/** The outbox lease's layout: `{ holder, until }`, released by setting `until` to 0. */
+const OUTBOX_LEASE: LeaseFormat<LeaseState> = {
+  ...UNTIL_FORMAT,
+  released: (holder) => ({ holder, until: 0 }),
+};
 
 /** Entries per batch: their deletes and moves stay far below a commit's 1,000 mutations. */
 const BATCH = 64;
@@ -81,13 +94,16 @@ export class OutboxDrainer {
   private readonly loops = new Map<string, Promise<void>>();
   private readonly wakers = new Set<() => void>();
   private timer: ReturnType<typeof setInterval> | undefined;
+  private readonly leases: Leases<LeaseState>;
 
   constructor(
     private readonly kv: Deno.Kv,
     private readonly cfg: Config,
     private readonly holder: string,
     private readonly now: () => number = Date.now,
-  ) {}
+  ) {
+    this.leases = new Leases(kv, OUTBOX_LEASE, now);
+  }
 
   private get queue(): JobQueueConfig {
     return this.cfg.global.jobQueue;
@@ -172,19 +188,14 @@ export class OutboxDrainer {
     const concurrency = Math.max(1, this.queue.concurrency.events);
     // The lease covers a whole batch at its slowest, plus the configured lease.
     const span = this.queue.leaseSecs * 1000 + Math.ceil(BATCH / concurrency) * hook.timeoutMs;
-    const lease = await this.kv.get<{ holder: string; until: number }>(leaseKey(hook.name));
-    if (lease.value && lease.value.holder !== this.holder && lease.value.until > now) {
-      return 0; // another process drains this webhook
-    }
-    const took = await this.kv.atomic().check(lease)
-      .set(leaseKey(hook.name), { holder: this.holder, until: now + span }).commit();
-    if (!took.ok) return 0;
+    const took = await this.leases.take(leaseKey(hook.name), this.holder, span);
+    if (!took.ok) return 0; // another process drains this webhook
+    const lease = took.lease;
     // Listed under the lease: a list from before it may predate the last holder's commit, and
     // delivering from it would repeat what that holder just delivered and deleted.
     const due = await list(BATCH);
     if (due.length === 0) {
-      await this.kv.atomic().check({ key: leaseKey(hook.name), versionstamp: took.versionstamp })
-        .set(leaseKey(hook.name), { holder: this.holder, until: 0 }).commit();
+      await this.leases.releaseInto(this.kv.atomic(), lease).commit();
       return 0;
     }
 
@@ -201,9 +212,7 @@ export class OutboxDrainer {
       }
     }));
 
-    const op = this.kv.atomic()
-      .check({ key: leaseKey(hook.name), versionstamp: took.versionstamp })
-      .set(leaseKey(hook.name), { holder: this.holder, until: 0 });
+    const op = this.leases.releaseInto(this.kv.atomic(), lease);
     const at = this.now();
     for (let i = 0; i < due.length; i++) {
       // Entries are never rewritten in place and only the lease holder moves them: checking

@@ -2,17 +2,15 @@
 // and every ranged read from a checkpoint must give back the original bytes.
 import assert from "node:assert/strict";
 import zlib from "node:zlib";
+import { type Checkpoint, CheckpointBuilder } from "./gzip_checkpoints.ts";
 import {
-  type Checkpoint,
-  CheckpointBuilder,
-  compressedRange,
   decodeTable,
   encodeCheckpoints,
   encodeTable,
   following,
-  inflateFrom,
   nearest,
-} from "./gzip_checkpoints.ts";
+} from "./checkpoint_table.ts";
+import { compressedRange, inflateFrom } from "./gzip_read.ts";
 import { FAST_MS, fc, fuzzParams, mutated, within } from "../../tests/helpers/fuzz.ts";
 import { concat } from "../../tests/helpers/bytes.ts";
 

@@ -6,20 +6,17 @@
 import assert from "node:assert/strict";
 import zlib from "node:zlib";
 import { join } from "node:path";
+import { type Checkpoint, CHECKPOINT_SPACING, CheckpointBuilder } from "./gzip_checkpoints.ts";
 import {
-  type Checkpoint,
-  CHECKPOINT_SPACING,
-  CheckpointBuilder,
   type CheckpointRef,
-  compressedRange,
   decodeTable,
   encodeCheckpoints,
   encodeTable,
   following,
-  inflateFrom,
   nearest,
-  resumePrefix,
-} from "./gzip_checkpoints.ts";
+} from "./checkpoint_table.ts";
+import { resumePrefix } from "./deflate_prefix.ts";
+import { compressedRange, inflateFrom } from "./gzip_read.ts";
 import { NativeCheckpointBuilder, nativeZlibAvailable } from "./native_checkpoints.ts";
 import { indexLayer } from "./indexer.ts";
 import { IndexRecords } from "./index_records.ts";

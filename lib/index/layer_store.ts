@@ -5,14 +5,8 @@
 import type { BlobStore } from "../storage/mod.ts";
 import { RegistryError } from "../oci/mod.ts";
 import { K } from "../kv/mod.ts";
-import {
-  type CheckpointRef,
-  compressedRange,
-  decodeTable,
-  following,
-  inflateFrom,
-  nearest,
-} from "./gzip_checkpoints.ts";
+import { type CheckpointRef, decodeTable, following, nearest } from "./checkpoint_table.ts";
+import { compressedRange, inflateFrom } from "./gzip_read.ts";
 import { decodeFrames, decompressFrame, type Frame, frameAt } from "./zstd_frames.ts";
 import { unsealTable } from "./table_seal.ts";
 import { countIntegrityFailure } from "../storage/mod.ts";

@@ -3,16 +3,9 @@
 // gzip, and the checkpoint spacing bounds how much a read inflates.
 import assert from "node:assert/strict";
 import zlib from "node:zlib";
-import {
-  CHECKPOINT_SPACING,
-  CheckpointBuilder,
-  compressedRange,
-  decodeTable,
-  encodeCheckpoints,
-  following,
-  inflateFrom,
-  nearest,
-} from "./gzip_checkpoints.ts";
+import { CHECKPOINT_SPACING, CheckpointBuilder } from "./gzip_checkpoints.ts";
+import { decodeTable, encodeCheckpoints, following, nearest } from "./checkpoint_table.ts";
+import { compressedRange, inflateFrom } from "./gzip_read.ts";
 import {
   decodeFrames,
   decompressFrame,

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { sealTable, unsealTable } from "./table_seal.ts";
-import { decodeTable, encodeTable } from "./gzip_checkpoints.ts";
+import { decodeTable, encodeTable } from "./checkpoint_table.ts";
 import { decodeFrames, encodeFrames } from "./zstd_frames.ts";
 
 const frames = [

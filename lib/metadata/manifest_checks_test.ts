@@ -1,12 +1,12 @@
 // What each manifest write checks (manifest_writes.ts): only the keys whose change would make it
 // wrong. A delete by digest conflicts with a tag write of ITS revision (revtagver), never with
-// one of another revision; a push naming many tags checks each of them, never the namespace's
-// tagver. Each test races one write between the reads and the commit of the write under test
+// one of another revision; a push naming many tags, and the release of a held image's few tags
+// (signature_meta.ts), check each of them, never the namespace's tagver. Each test races one write between the reads and the commit of the write under test
 // and counts that write's commits.
 import assert from "node:assert/strict";
 import { openTestKv, type TestKv } from "../../tests/helpers/kv.ts";
-import { K, type TagRecord } from "../kv/mod.ts";
-import { ManifestMeta, type ManifestWrite, NO_FACTS } from "./mod.ts";
+import { K, type SignatureVerdict, type TagRecord } from "../kv/mod.ts";
+import { ManifestMeta, type ManifestWrite, NO_FACTS, SignatureMeta } from "./mod.ts";
 
 const NS = "checks/ns";
 const digestOf = (c: string) => `sha256:${c.repeat(64)}`;
@@ -241,4 +241,56 @@ Deno.test("tag writes rewrite the revtagver of the revisions they join and leave
     await meta.deleteTag(NS, "a", () => {}, NO_FACTS);
     assert.notEqual((await t.kv.get(K.revTagVersion(NS, R2))).versionstamp, joined.versionstamp);
     assert.equal((await t.kv.get(K.revTagVersion(NS, R1))).versionstamp, left.versionstamp);
+  }));
+
+Deno.test("a held image's release checks the tags it writes, not the namespace's tagver", () =>
+  withKv(async (t, meta) => {
+    const sig = new SignatureMeta(t.kv);
+    const verdict: SignatureVerdict = {
+      state: "unverified",
+      fingerprint: "f",
+      checkedAt: 1,
+      signers: [],
+      held: { since: 1, until: Date.now() + 60_000, tags: ["a", "b"], tagCreatedAt: 1 },
+    };
+    const { held: _, ...verified } = { ...verdict, state: "verified" as const };
+    // R1 pushed into an enforce repository: held, `a` and `b` waiting for its signature.
+    await meta.commit({ ...write(R1, []), head: sig.pushMutations(NS, R1, verdict) }, NO_FACTS);
+    await meta.commit(write(R2, ["latest", "b"]), NO_FACTS);
+    const release = async (race: () => Promise<void>) => {
+      const r = raced(t, 1, race);
+      const pin = await sig.pin(NS, R1);
+      const out = await new SignatureMeta(r.kv).settle({
+        ns: NS,
+        digest: R1,
+        pin,
+        next: verified,
+        fx: NO_FACTS,
+      });
+      return { outcomes: r.outcomes, out };
+    };
+    // `latest` moves R2 → R3 while the release commits: nothing it decides on.
+    await meta.commit(write(R3, []), NO_FACTS);
+    const quiet = await release(() => meta.commit(write(R3, ["latest"]), NO_FACTS));
+    assert.deepEqual(quiet.outcomes, [true]);
+    assert.ok(typeof quiet.out !== "string");
+    assert.deepEqual(quiet.out.released, ["a", "b"]);
+    assert.deepEqual(await tagsOf(t), { a: R1, b: R1, latest: R3 });
+    assert.ok((await t.kv.get(K.revTagVersion(NS, R2))).versionstamp, "R2 heard `b` leave");
+    await assertConsistent(t);
+
+    // Held again, `b` waiting; `b` itself moves while the release commits: it reads again.
+    await sig.settle({
+      ns: NS,
+      digest: R1,
+      pin: await sig.pin(NS, R1),
+      next: verdict,
+      fx: NO_FACTS,
+    });
+    await t.kv.set(K.heldTag(NS, "b"), { digest: R1, at: 1, pushedBy: null });
+    await meta.commit(write(R2, ["b"]), NO_FACTS);
+    const raced2 = await release(() => meta.commit(write(R3, ["b"]), NO_FACTS));
+    assert.deepEqual(raced2.outcomes, [false, true]);
+    assert.deepEqual(await tagsOf(t), { a: R1, b: R1, latest: R3 });
+    await assertConsistent(t);
   }));

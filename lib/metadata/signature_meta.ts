@@ -4,10 +4,10 @@
 // crypto) happens before a commit, never inside its retry loop: a commit that finds sigver moved
 // answers "stale" and the caller judges again.
 //
-// A release is one commit: the verdict, the held tags written (up to 32: more than a commit can
-// check one by one, so checked through tagver, which every tag change rewrites) and the held-tag
-// and expiry records dropped, with the jobs and events the write effects plan for it.
-// HELD_TAGS_MAX keeps it inside KV's limits.
+// A release is one commit: the verdict, the held tags written (each checked, or when there are
+// more than the commit's checks, tagver, which every tag change rewrites) and the held-tag and
+// expiry records dropped, with the jobs and events the write effects plan for it. HELD_TAGS_MAX
+// keeps it inside KV's limits.
 import {
   CommitBudget,
   commitWithRetry,
@@ -15,6 +15,7 @@ import {
   HELD_TAGS_MAX,
   type HeldTag,
   K,
+  KV_LIMITS,
   type PlannedMutation,
   type ReferrerRecord,
   type RevisionRecord,
@@ -288,7 +289,13 @@ export class SignatureMeta {
           ]);
           const held = both.slice(0, tags.length) as Deno.KvEntryMaybe<HeldTag>[];
           const now = both.slice(tags.length) as Deno.KvEntryMaybe<TagRecord>[];
-          budget.checkOn(op, tagver);
+          // The tags it decides on, each checked as read when they fit beside the revision and
+          // the pin (a few, as a rule); more are guarded by tagver, which every tag change
+          // rewrites, so only then does a write of another tag conflict with the release.
+          const decided = now.filter((_, i) => held[i].value?.digest === digest);
+          if (decided.length <= KV_LIMITS.checks - budget.checks) {
+            for (const e of decided) budget.checkOn(op, e);
+          } else budget.checkOn(op, tagver);
           muts.push(set(K.tagver(ns), true));
           const touched = new Set<string>(); // revisions whose revtagver the commit rewrites
           tags.forEach((tag, i) => {

@@ -1,7 +1,7 @@
 // serve's listen address given outside the config files: the `--port` / `--bind` flags and the
 // WHARF_PORT / WHARF_BIND environment variables. Precedence: flag > environment > config file >
 // default. What was given holds for the process (listen_given.ts).
-import { ConfigError } from "./load.ts";
+import { ConfigError } from "./config_reader.ts";
 import type { ListenOverrides } from "./listen_given.ts";
 
 export { type ListenOverrides, setListenOverrides } from "./listen_given.ts";

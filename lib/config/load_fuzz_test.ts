@@ -1,7 +1,8 @@
 // Property and mutation fuzzing of the TOML config loader: a bad file must fail startup with a
 // ConfigError naming the key, never with a stray TypeError.
 import assert from "node:assert/strict";
-import { buildConfig, ConfigError, loadConfigFiles } from "./load.ts";
+import { buildConfig, loadConfigFiles } from "./load.ts";
+import { ConfigError } from "./config_reader.ts";
 import {
   expectOnly,
   FAST_MS,

@@ -1,7 +1,8 @@
 // The configuration: TOML files read and validated into a Config with every default filled in
 // (a problem names its file and key path), which repository governs a namespace, and live reload.
 export * from "./schema.ts";
-export { buildConfig, ConfigError, loadConfigFiles, parseVerifyConfig } from "./load.ts";
+export { buildConfig, loadConfigFiles, parseVerifyConfig } from "./load.ts";
+export { ConfigError } from "./config_reader.ts";
 export {
   BIND_ENV,
   type ListenFlags,

@@ -1,0 +1,231 @@
+// Judging a subject again and storing the verdict (a signature of it arrived, trust changed, a
+// child or parent was released): a held image that verifies is released in that commit, its tags
+// written; an image of an `enforce` repository that does not verify is held.
+import { repositoryOf, type VerifyConfig } from "../config/mod.ts";
+import { type ParsedManifest, parseManifest, RegistryError } from "../oci/mod.ts";
+import type { PlannedMutation, SignatureVerdict } from "../kv/mod.ts";
+import { log } from "../log.ts";
+import { isArtifact } from "./signature_rules.ts";
+import { record, sameVerdict } from "./signature_verdict.ts";
+import {
+  CHILDREN_JUDGED_MAX,
+  PARENTS_ASKED,
+  type SignatureJudge,
+  type SignaturesDeps,
+  UPSTREAM_RECHECK_MS,
+} from "./signature_judge.ts";
+
+/** Verdicts stored, holds taken and released. */
+export class SignatureHolds {
+  constructor(
+    private readonly d: SignaturesDeps,
+    private readonly judging: SignatureJudge,
+  ) {}
+
+  /**
+   * Judges `digest` again (a signature of it arrived, trust changed, a child or parent was
+   * released) and stores the verdict; a held image that verifies is released in that commit.
+   * Nothing happens when the revision is not there yet (a signature before its image: the
+   * image's push finds it).
+   */
+  async reconsider(
+    ns: string,
+    digest: string,
+    depth = 0,
+    fetchUpstream = true,
+  ): Promise<SignatureVerdict | null> {
+    const cfg = this.judging.policyOf(ns);
+    if (!cfg) return null;
+    let asked = false;
+    if (fetchUpstream && this.d.fetchUpstream) {
+      try {
+        asked = (await this.d.fetchUpstream(ns, digest)) !== null;
+      } catch (e) {
+        asked = true;
+        // An upstream down is no verdict: judge what is cached.
+        log.warn("upstream signatures not fetched", {
+          namespace: ns,
+          digest,
+          error: (e as Error).message,
+        });
+      }
+    }
+    const repo = repositoryOf(this.d.cfg, ns).name;
+    const fingerprint = this.judging.fingerprint(cfg);
+    for (let round = 0; round < 5; round++) {
+      const { rev, verdict: prev, pin } = await this.d.meta.judgement(ns, digest);
+      if (!rev) return null;
+      let parsed: ParsedManifest | null = null;
+      let bytes: Uint8Array | null = null;
+      try {
+        bytes = await this.d.body(ns, digest, rev);
+        parsed = parseManifest(bytes, rev.mediaType);
+      } catch (e) {
+        if (!(e instanceof RegistryError)) throw e;
+      }
+      if (prev?.state === "artifact" && prev.fingerprint === fingerprint) {
+        return prev;
+      }
+      let next: SignatureVerdict;
+      // An index is an artifact by its tag only (the referrers fallback tag, `sha256-<hex>`).
+      const tags = parsed && parsed.children.length > 0
+        ? await this.d.meta.tagsOf(ns, digest, 16)
+        : [];
+      if (parsed && isArtifact(parsed, tags)) {
+        next = {
+          state: "artifact",
+          fingerprint,
+          checkedAt: Date.now(),
+          signers: [],
+        };
+      } else {
+        const judged = await this.judging.judge(ns, digest, parsed, bytes, cfg);
+        let via: string | undefined;
+        if (!judged.verified && parsed && parsed.children.length === 0) {
+          via = (await this.judging.coveringIndex(ns, digest)) ?? undefined;
+        }
+        next = record(
+          via ? { ...judged, verified: true, reason: undefined } : judged,
+          fingerprint,
+          prev?.pushedBy ?? null,
+        );
+        if (via) next.via = via;
+        if (next.state === "unverified" && cfg.mode === "enforce") {
+          const now = Date.now();
+          next.held = prev?.held ?? {
+            since: now,
+            until: now + cfg.holdSecs * 1000,
+            tags: [],
+            tagCreatedAt: now,
+          };
+        }
+      }
+      // Unchanged: nothing written, unless the upstream was asked again (the time it was asked
+      // is what keeps the next pull from asking again within UPSTREAM_RECHECK_MS).
+      const recent = Date.now() - (prev?.checkedAt ?? 0) < UPSTREAM_RECHECK_MS;
+      if (prev && sameVerdict(prev, next) && (!asked || recent)) return prev;
+      const released = !!prev?.held && !next.held;
+      const fx = await this.d.effects.begin({
+        kind: "image-release",
+        ns,
+        digest,
+        tags: released ? prev!.held!.tags : [],
+      });
+      let planned: PlannedMutation[] = [];
+      let out;
+      try {
+        out = await this.d.meta.settle({
+          ns,
+          digest,
+          pin,
+          next,
+          fx,
+          mayMove: (tag, existing) =>
+            !existing || existing.digest === digest ||
+            !this.d.isImmutable(ns, tag),
+          events: () => (planned = this.transitionEvents(
+            ns,
+            digest,
+            prev,
+            next,
+            cfg,
+          )),
+        });
+      } finally {
+        await fx.committed();
+      }
+      if (out === "stale") continue;
+      if (out === "gone") return null;
+      this.d.events.committed(planned);
+      this.observeTransition(repo, prev, next);
+      if (released) {
+        log.info("held image released: its signature verified", {
+          namespace: ns,
+          digest,
+          tags: out.released.join(","),
+        });
+      }
+      if (
+        next.state === "verified" && prev?.state !== "verified" && depth < 2
+      ) {
+        await this.afterVerified(ns, digest, parsed, depth);
+      }
+      return next;
+    }
+    log.warn("signature verdict kept changing; left for the next re-check", {
+      namespace: ns,
+      digest,
+    });
+    return null;
+  }
+
+  /**
+   * A newly verified image: the indexes naming it may now meet their platform rule, and an
+   * index verified by its own signature covers its held children (bounded).
+   */
+  private async afterVerified(
+    ns: string,
+    digest: string,
+    parsed: ParsedManifest | null,
+    depth: number,
+  ): Promise<void> {
+    for (
+      const parent of await this.d.meta.parentsOf(ns, digest, PARENTS_ASKED)
+    ) {
+      const v = await this.d.meta.verdict(ns, parent);
+      if (v?.state === "unverified") {
+        await this.reconsider(
+          ns,
+          parent,
+          depth + 1,
+          false,
+        );
+      }
+    }
+    if (!parsed || parsed.children.length === 0) return;
+    const children = parsed.children.slice(0, CHILDREN_JUDGED_MAX).map((c) => c.digest);
+    const verdicts = await this.d.meta.verdicts(ns, children);
+    for (const [i, v] of verdicts.entries()) {
+      if (v?.state === "unverified") {
+        await this.reconsider(ns, children[i], depth + 1, false);
+      }
+    }
+  }
+
+  /** The events of a verdict change (planned into its commit). */
+  private transitionEvents(
+    ns: string,
+    digest: string,
+    prev: SignatureVerdict | null,
+    next: SignatureVerdict,
+    cfg: VerifyConfig,
+  ): PlannedMutation[] {
+    const out: PlannedMutation[] = [];
+    if (next.state === "verified" && prev?.state !== "verified") {
+      out.push(...this.judging.plan("image.verified", ns, digest, next, cfg));
+    }
+    if (prev?.held && !next.held) {
+      out.push(...this.judging.plan("image.released", ns, digest, next, cfg));
+    }
+    if (!prev?.held && next.held) {
+      out.push(...this.judging.plan("image.held", ns, digest, next, cfg));
+    }
+    if (
+      next.state === "unverified" && cfg.mode === "warn" &&
+      prev?.state !== "unverified"
+    ) {
+      out.push(...this.judging.plan("image.unverified", ns, digest, next, cfg));
+    }
+    return out;
+  }
+
+  private observeTransition(
+    repo: string,
+    prev: SignatureVerdict | null,
+    next: SignatureVerdict,
+  ) {
+    if (prev?.state !== next.state) this.d.observe?.verdict(repo, next.state);
+    if (prev?.held && !next.held) this.d.observe?.hold(repo, "released");
+    if (!prev?.held && next.held) this.d.observe?.hold(repo, "held");
+  }
+}

@@ -1,38 +1,40 @@
 // The KV side of `verify` (lib/registry/verify.ts): one pass at a time (a lease, renewed while it
 // runs), and the cursor an interrupted pass goes on from, per scope ("" for every blob, or one
 // namespace). The walk itself reads blob/, link/ and rev/ in key order.
-import { K, type VerifyCursor, type VerifyLease } from "../kv/mod.ts";
+import {
+  K,
+  type LeaseFormat,
+  Leases,
+  type Taken,
+  type VerifyCursor,
+  type VerifyLease,
+} from "../kv/mod.ts";
 
 /**
- * A pass renews its lease every VERIFY_LEASE_MS / 4 (a KV write every 2.5 s); one that died frees
- * it within this, so a run started after a kill -9 waits seconds, not minutes (a process cannot
- * look at another's /proc entry under its permission set to tell that it died).
+ * A pass renews its lease every third of VERIFY_LEASE_MS (a KV write every 3.3 s); one that died
+ * frees it within this, so a run started after a kill -9 waits seconds, not minutes (a process
+ * cannot look at another's /proc entry under its permission set to tell that it died).
  */
 export const VERIFY_LEASE_MS = 10_000;
 
-export class VerifyMeta {
-  constructor(private readonly kv: Deno.Kv) {}
+/** The verify lease as stored: its holder, its last renewal, and where it runs (for messages). */
+const VERIFY_LEASE: LeaseFormat<VerifyLease> = {
+  write: (holder, now) => ({ holder, at: now, host: Deno.hostname(), pid: Deno.pid }),
+  read: (v) => ({ holder: v.holder, until: v.at + VERIFY_LEASE_MS }),
+};
 
-  /**
-   * Takes (or renews) the lease for `lease.holder`; refused, with the holder, while another
-   * holder's lease is younger than VERIFY_LEASE_MS.
-   */
-  async lock(lease: VerifyLease): Promise<{ ok: true } | { ok: false; held: VerifyLease }> {
-    const e = await this.kv.get<VerifyLease>(K.verifyLock());
-    const held = e.value;
-    if (held && held.holder !== lease.holder && Date.now() - held.at < VERIFY_LEASE_MS) {
-      return { ok: false, held };
-    }
-    const r = await this.kv.atomic().check(e).set(K.verifyLock(), { ...lease, at: Date.now() })
-      .commit();
-    if (r.ok) return { ok: true };
-    const now = (await this.kv.get<VerifyLease>(K.verifyLock())).value;
-    return now && now.holder !== lease.holder ? { ok: false, held: now } : { ok: true };
+export class VerifyMeta {
+  private readonly leases: Leases<VerifyLease>;
+  constructor(private readonly kv: Deno.Kv) {
+    this.leases = new Leases(kv, VERIFY_LEASE);
   }
 
-  async unlock(holder: string): Promise<void> {
-    const e = await this.kv.get<VerifyLease>(K.verifyLock());
-    if (e.value?.holder === holder) await this.kv.atomic().check(e).delete(e.key).commit();
+  /**
+   * Takes the one-pass-at-a-time lease for `holder`; refused, with the holder's record, while
+   * another holder renewed it within VERIFY_LEASE_MS.
+   */
+  lease(holder: string): Promise<Taken<VerifyLease>> {
+    return this.leases.take(K.verifyLock(), holder, VERIFY_LEASE_MS);
   }
 
   async cursor(scope: string): Promise<VerifyCursor | null> {

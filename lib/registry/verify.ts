@@ -7,8 +7,14 @@
 // running servers: a blob is judged against its record as read before its bytes, and quarantined
 // only under the reclamation marker after a second hash, so a push or a scrub of the same digest
 // meanwhile is never reported as corruption ("raced": judged again next pass).
-import { K, type QuarantineRecord, type VerifyCursor, type VerifyLease } from "../kv/mod.ts";
-import { VERIFY_LEASE_MS, VerifyMeta } from "../metadata/mod.ts";
+import {
+  holdWhileRunning,
+  K,
+  type QuarantineRecord,
+  type VerifyCursor,
+  type VerifyLease,
+} from "../kv/mod.ts";
+import { VerifyMeta } from "../metadata/mod.ts";
 import { countIntegrityFailure, mismatch } from "../storage/mod.ts";
 import type { Quarantine, Throttle } from "./quarantine.ts";
 
@@ -91,34 +97,25 @@ export class Verifier {
     return Date.now() - (c.finishedAt ?? 0) >= everyMs / 2;
   }
 
-  /** One pass (or the rest of an interrupted one); `{ held }` while another verify holds the lease. */
+  /**
+   * One pass (or the rest of an interrupted one); `{ held }` while another verify holds the lease.
+   * A pass whose lease another took (it stalled for a whole term) stops as a Ctrl+C stops it.
+   */
   async run(opts: VerifyOptions = {}): Promise<VerifySummary | { held: VerifyLease }> {
-    const dryRun = opts.dryRun ?? false;
-    const lease = (): VerifyLease => ({
-      holder: this.holder,
-      at: Date.now(),
-      host: Deno.hostname(),
-      pid: Deno.pid,
-    });
-    if (!dryRun) {
-      let got = await this.meta.lock(lease());
-      if (!got.ok) {
-        // Its holder may be gone (a kill -9) with its lease running out within seconds: wait for
-        // that once. A live holder renews meanwhile and keeps it.
-        await sleep(got.held.at + VERIFY_LEASE_MS - Date.now() + 100, opts.signal);
-        got = await this.meta.lock(lease());
-      }
-      if (!got.ok) return { held: got.held };
+    if (opts.dryRun) return await this.pass(true, opts);
+    let got = await this.meta.lease(this.holder);
+    if (!got.ok) {
+      // Its holder may be gone (a kill -9) with its lease running out within seconds: wait for
+      // that once. A live holder renews meanwhile and keeps it.
+      await sleep(got.held.until - Date.now() + 100, opts.signal);
+      got = await this.meta.lease(this.holder);
     }
-    const renew = dryRun
-      ? undefined
-      : setInterval(() => this.meta.lock(lease()).catch(() => {}), VERIFY_LEASE_MS / 4);
-    try {
-      return await this.pass(dryRun, opts);
-    } finally {
-      clearInterval(renew);
-      if (!dryRun) await this.meta.unlock(this.holder);
-    }
+    if (!got.ok) return { held: got.held.value };
+    return await holdWhileRunning(
+      got.lease,
+      (signal) => this.pass(false, { ...opts, signal }),
+      { signal: opts.signal, name: "verify" },
+    );
   }
 
   private async pass(dryRun: boolean, opts: VerifyOptions): Promise<VerifySummary> {

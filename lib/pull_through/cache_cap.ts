@@ -15,6 +15,7 @@ import {
   stampOf,
   type UsageLedger,
 } from "../metadata/mod.ts";
+import { keepRenewed } from "../kv/mod.ts";
 import { evictionOrder } from "./eviction.ts";
 import { log } from "../log.ts";
 import type { CacheManifests } from "./ports.ts";
@@ -79,13 +80,20 @@ export class CacheCap {
   ): R {
     const body = read.stream;
     if (rc.maxCacheBytes === undefined || !body) return read;
-    const timer = setInterval(() => {
-      this.d.meta.imagesOf(ns, digest).then((images) => this.d.meta.touchAll(ns, images)).catch((
-        e,
-      ) => log.warn("cache hold not renewed", { namespace: ns, digest, error: String(e) }));
-    }, this.holdMs / 3);
-    Deno.unrefTimer(timer);
-    const stop = () => clearInterval(timer);
+    // A hold is never lost (a stamp is anyone's to refresh): the renewal loop only keeps time.
+    const renewal = keepRenewed(
+      async () => {
+        await this.d.meta.touchAll(ns, await this.d.meta.imagesOf(ns, digest));
+        return true;
+      },
+      this.holdMs / 3,
+      {
+        unref: true,
+        onError: (e) =>
+          log.warn("cache hold not renewed", { namespace: ns, digest, error: String(e) }),
+      },
+    );
+    const stop = () => void renewal.stop();
     if (sent) {
       sent.then(stop, stop);
       return read;

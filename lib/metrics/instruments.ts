@@ -203,3 +203,8 @@ export class InstrumentSet {
     return out.join("\n");
   }
 }
+
+/** One area's instruments (http_metrics.ts, store_metrics.ts, …), registered into a shared set. */
+export class MetricGroup {
+  constructor(protected readonly set: InstrumentSet) {}
+}

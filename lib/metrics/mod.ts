@@ -1,14 +1,8 @@
 // Prometheus instruments under stable names (`/metrics`), and byte-counting streams for bodies.
-export {
-  type AuthResultLabel,
-  Metrics,
-  type RepositoryUsageFigures,
-  REQUEST_BUCKETS,
-  SCRUB_KINDS,
-  type ScrubResult,
-  STORE_BUCKETS,
-  type StoreFigures,
-  type StoreRefusals,
-} from "./metrics.ts";
+export { Metrics } from "./metrics.ts";
+export { type AuthResultLabel, REQUEST_BUCKETS } from "./http_metrics.ts";
+export { STORE_BUCKETS, type StoreFigures, type StoreRefusals } from "./store_metrics.ts";
+export { type RepositoryUsageFigures } from "./registry_metrics.ts";
+export { SCRUB_KINDS, type ScrubResult } from "./maintenance_metrics.ts";
 export { Counter, Gauge, Histogram, InstrumentSet, type LabelValues } from "./instruments.ts";
 export { countingByteStream, countingStream } from "./counting_streams.ts";

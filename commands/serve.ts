@@ -5,7 +5,6 @@ import { PolicyCompileError } from "../lib/policy/mod.ts";
 import { RetentionCompileError } from "../lib/retention/mod.ts";
 import { isUpstreamError } from "../lib/upstream/mod.ts";
 import { openServices, startSchedules } from "../lib/services/mod.ts";
-import { Syncer } from "../lib/sync/mod.ts";
 import { Authenticator } from "../lib/auth/mod.ts";
 import { BlobStoreOpenError } from "../lib/storage/mod.ts";
 import { describe } from "./describe.ts";
@@ -61,7 +60,7 @@ async function serve(cfg: Config): Promise<void> {
       upstreams();
       downstreams();
       // A sync entry the reload added gets its first run queued (existing ones keep theirs).
-      new Syncer(next, services).schedule().catch(() => {});
+      services.syncer.withConfig(next).schedule().catch(() => {});
     };
   }, (r) => {
     const restart = r.restart?.length ? `; needs a restart: ${r.restart.join(", ")}` : "";

@@ -10,7 +10,7 @@ import { RateLimiter } from "../ratelimit/mod.ts";
 import { IndexRecords, type SearchField, searchFiles, type SearchPage } from "../index/mod.ts";
 import { BlobMeta, ManifestMeta } from "../metadata/mod.ts";
 import { DownstreamState, type ReplicationStatus, replicationStatus } from "../replication/mod.ts";
-import { syncStatus } from "../sync/mod.ts";
+import { SyncState, syncStatus } from "../sync/mod.ts";
 import { log } from "../log.ts";
 
 export interface HttpParts {
@@ -54,7 +54,9 @@ export function httpParts(
         cfg,
         new DownstreamState(kv),
         jobs,
-        async () => (await syncStatus(cfg, kv)).map((r) => ({ ...r })),
+        async () =>
+          (await syncStatus(cfg, { state: new SyncState(kv), runs: new Runs(kv) }))
+            .map((r) => ({ ...r })),
       ),
     jobRuns: (queue) => new Runs(kv).list(queue),
   };

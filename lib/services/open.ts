@@ -21,7 +21,7 @@ import {
 import { Metrics } from "../metrics/mod.ts";
 import { Registry } from "../registry/mod.ts";
 import { DownstreamState, Replicator } from "../replication/mod.ts";
-import { Syncer, syncStatus } from "../sync/mod.ts";
+import { Syncer, SyncState, syncStatus } from "../sync/mod.ts";
 import { IndexRecords, LayerIndex } from "../index/mod.ts";
 import { AdvisoryStore, Reports, ScanRecords } from "../scan/mod.ts";
 import { countOutbox, OutboxDrainer } from "../events/mod.ts";
@@ -162,7 +162,13 @@ export async function openServices(cfg: Config, opts: OpenOptions): Promise<Serv
       );
     },
     get syncer() {
-      return syncer ??= new Syncer(cfg, { kv, jobs, registry: reg() });
+      return syncer ??= new Syncer(cfg, {
+        state: new SyncState(kv),
+        runs: new Runs(kv),
+        links: new BlobMeta(kv),
+        jobs,
+        registry: reg(),
+      });
     },
     get layers() {
       return layers ??= new LayerIndex({
@@ -237,7 +243,9 @@ function registerJobHandlers(s: Services): void {
     log.error("could not schedule the syncs", { error: e instanceof Error ? e.message : String(e) })
   );
   if ([...cfg.repositories.values()].some((r) => (r.syncs ?? []).length > 0)) {
-    metrics.syncStatusFrom(() => syncStatus(cfg, s.kv));
+    metrics.syncStatusFrom(() =>
+      syncStatus(cfg, { state: new SyncState(s.kv), runs: new Runs(s.kv) })
+    );
   }
   const downstreams = [...cfg.repositories.values()].flatMap((r) =>
     (r.downstreams ?? []).map((d) => d.name)

@@ -4,7 +4,6 @@
 // job as insurance when the run is a job), and its referrers. A manifest is stored (and tagged)
 // only after all of that is in: a run cut short never leaves a tag whose content is missing.
 import type { Config, RepositoryConfig, SyncConfig } from "../config/mod.ts";
-import { BlobMeta } from "../metadata/mod.ts";
 import { type ParsedManifest, parseManifest, RegistryError } from "../oci/mod.ts";
 import type { SyncDeps } from "./deps.ts";
 import type { FetchedManifest, UpstreamSet } from "../upstream/mod.ts";
@@ -32,7 +31,7 @@ function parse(bytes: Uint8Array, contentType: string): ParsedManifest {
 
 export class ContentFetcher {
   private readonly inflight = new Map<string, Promise<void>>();
-  private readonly links: BlobMeta;
+  private readonly links: SyncDeps["links"];
   private readonly registry: SyncDeps["registry"];
 
   constructor(
@@ -46,7 +45,7 @@ export class ContentFetcher {
     private readonly hooks: ContentHooks,
   ) {
     this.registry = deps.registry;
-    this.links = new BlobMeta(deps.kv);
+    this.links = deps.links;
   }
 
   /** The digest `reference` resolves to here, or null. */

@@ -11,8 +11,7 @@ import { upstreamName, UpstreamSet } from "../upstream/mod.ts";
 import { ContentFetcher } from "./content.ts";
 import { RateGate, RateLimited } from "./rate_gate.ts";
 import { localNamespace, matchesTag } from "./select.ts";
-import type { SyncState } from "./state.ts";
-import { type ProgressSink, Runs, type RunTracker } from "../jobs/mod.ts";
+import type { ProgressSink, RunTracker } from "../jobs/mod.ts";
 
 export interface RunOptions {
   dryRun: boolean;
@@ -52,7 +51,6 @@ export class SyncRun {
   constructor(
     private readonly cfg: Config,
     private readonly deps: SyncDeps,
-    private readonly state: SyncState,
     private readonly rc: RepositoryConfig,
     private readonly n: number,
     private readonly sync: SyncConfig,
@@ -92,7 +90,7 @@ export class SyncRun {
   /** Runs to the end (or until rate-limited) and returns the finished record. */
   async run(): Promise<SyncRunRecord> {
     if (!this.opts.dryRun) {
-      this.tracker = await new Runs(this.deps.kv).start(
+      this.tracker = await this.deps.runs.start(
         "sync",
         `${this.rc.name}#${this.n} (${this.sync.namespaces.join(", ")})`,
         this.opts.cause ?? "schedule",
@@ -135,7 +133,7 @@ export class SyncRun {
         ? "partial"
         : "failed";
     }
-    if (!this.opts.dryRun) await this.state.finish(this.rc.name, this.n, this.record);
+    if (!this.opts.dryRun) await this.deps.state.finish(this.rc.name, this.n, this.record);
     await this.tracker?.finish({ ...this.figures(), outcome: this.record.outcome });
     return this.record;
   }
@@ -220,7 +218,7 @@ export class SyncRun {
       const failed = done.find((d) => d.status === "rejected");
       if (failed) throw (failed as PromiseRejectedResult).reason;
       this.record.cursor = { namespace: upstreamNs, tag: batch[batch.length - 1] };
-      if (!this.opts.dryRun) await this.state.save(this.rc.name, this.n, this.record);
+      if (!this.opts.dryRun) await this.deps.state.save(this.rc.name, this.n, this.record);
     }
     if (this.deferred) {
       // The run ends here: the next one starts over (unchanged tags cost a HEAD each).

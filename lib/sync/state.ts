@@ -1,7 +1,15 @@
 // A sync's KV records (lib/kv/keys.ts, sync/…): the per-repository lease that keeps one
-// run at a time across processes, the run in progress (its cursor lets a run cut short by a
-// crash resume where it stopped) and the last finished run (status view, schedule).
-import { K, type SyncLease, type SyncRunRecord } from "../kv/mod.ts";
+// run at a time across processes (lib/kv's lease), the run in progress (its cursor lets a run cut
+// short by a crash resume where it stopped) and the last finished run (status view, schedule).
+// The one file of lib/sync that holds the KV: these are the folder's own records.
+import {
+  K,
+  Leases,
+  type SyncLease,
+  type SyncRunRecord,
+  type Taken,
+  UNTIL_FORMAT,
+} from "../kv/mod.ts";
 
 /**
  * A lease not renewed for this long is free: its holder died. Twice the job lease (at least
@@ -13,32 +21,17 @@ const MAX_ERRORS = 20;
 const MAX_ERROR_CHARS = 500;
 
 export class SyncState {
-  constructor(
-    private readonly kv: Deno.Kv,
-    readonly leaseMs = syncLeaseMs(30),
-    private readonly now = Date.now,
-  ) {}
-
-  /** Takes (or renews) the repository's lease for `holder`; false when another live one holds it. */
-  async lease(repository: string, holder: string): Promise<boolean> {
-    const key = K.syncLease(repository);
-    const e = await this.kv.get<SyncLease>(key);
-    if (e.value && e.value.holder !== holder && e.value.until > this.now()) return false;
-    const r = await this.kv.atomic().check(e)
-      .set(key, { holder, until: this.now() + this.leaseMs } satisfies SyncLease).commit();
-    return r.ok;
+  private readonly leases: Leases<SyncLease>;
+  constructor(private readonly kv: Deno.Kv, now = Date.now) {
+    this.leases = new Leases(kv, UNTIL_FORMAT, now);
   }
 
-  async release(repository: string, holder: string): Promise<void> {
-    const key = K.syncLease(repository);
-    const e = await this.kv.get<SyncLease>(key);
-    if (e.value?.holder === holder) await this.kv.atomic().check(e).delete(key).commit();
-  }
-
-  /** Who holds the lease now (null: nobody live). */
-  async holder(repository: string): Promise<string | null> {
-    const e = await this.kv.get<SyncLease>(K.syncLease(repository));
-    return e.value && e.value.until > this.now() ? e.value.holder : null;
+  /**
+   * Takes the repository's lease for `holder` for `leaseMs` (its own live one too: a job taken
+   * over keeps its id); refused, with the holder, while another live one holds it.
+   */
+  lease(repository: string, holder: string, leaseMs: number): Promise<Taken<SyncLease>> {
+    return this.leases.take(K.syncLease(repository), holder, leaseMs);
   }
 
   async inProgress(repository: string, n: number): Promise<SyncRunRecord | null> {

@@ -1,8 +1,8 @@
 // The per-sync part of the replication status view (GET /v2/_svc/replication/status, issue 24
 // part 3): one row per `[[repository."<name>".sync]]` entry, read from its KV records.
 import type { Config } from "../config/mod.ts";
-import { SyncState } from "./state.ts";
-import { Runs, type RunView } from "../jobs/mod.ts";
+import type { SyncState } from "./state.ts";
+import type { Runs, RunView } from "../jobs/mod.ts";
 
 export interface SyncStatus {
   repository: string;
@@ -30,9 +30,16 @@ export interface SyncStatus {
 const iso = (ms: number | null | undefined) =>
   typeof ms === "number" && Number.isFinite(ms) ? new Date(ms).toISOString() : null;
 
-export async function syncStatus(cfg: Config, kv: Deno.Kv): Promise<SyncStatus[]> {
-  const state = new SyncState(kv);
-  const runs = new Runs(kv);
+/** What the status view reads: the entries' run records and a run's progress record. */
+export interface SyncRecords {
+  state: Pick<SyncState, "last" | "inProgress">;
+  runs: Pick<Runs, "get">;
+}
+
+export async function syncStatus(
+  cfg: Config,
+  { state, runs }: SyncRecords,
+): Promise<SyncStatus[]> {
   const out: SyncStatus[] = [];
   for (const rc of cfg.repositories.values()) {
     for (const [n, sync] of (rc.syncs ?? []).entries()) {

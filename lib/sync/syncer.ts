@@ -2,16 +2,17 @@
 // as any job: each `[[repository."<name>".sync]]` entry has one `sync` job on the `cache` queue
 // (lock key `sync:<repository>#<n>`) whose not-before time is the next run; a run ends by
 // queuing the next one. The jobs admin API and the UI's jobs view list them with the `cache`
-// jobs. A run holds the repository's KV lease (state.ts), so a scheduled run, `main.ts sync`
-// and a second server never run one repository's sync at the same time; a run whose process
-// died is taken over when its job lease expires and resumes from its cursor.
+// jobs. A run holds the repository's KV lease (state.ts, held while it runs by lib/kv's
+// holdWhileRunning), so a scheduled run, `main.ts sync` and a second server never run one
+// repository's sync at the same time; a run whose process died is taken over when its job lease
+// expires and resumes from its cursor.
 import type { Config } from "../config/mod.ts";
 import type { JobContext, ProgressSink } from "../jobs/mod.ts";
-import type { SyncRunRecord } from "../kv/mod.ts";
+import { holdWhileRunning, type SyncRunRecord } from "../kv/mod.ts";
 import type { SyncDeps } from "./deps.ts";
 import { log } from "../log.ts";
 import { SyncRun } from "./run.ts";
-import { syncLeaseMs, SyncState } from "./state.ts";
+import { syncLeaseMs, type SyncState } from "./state.ts";
 
 /** The `cache` job kind of a scheduled sync run. */
 export const SYNC_KIND = "sync";
@@ -27,9 +28,16 @@ export type RunResult = { busy: string } | { record: SyncRunRecord };
 
 export class Syncer {
   readonly state: SyncState;
+  private readonly leaseMs: number;
 
   constructor(private readonly cfg: Config, private readonly deps: SyncDeps) {
-    this.state = new SyncState(deps.kv, syncLeaseMs(cfg.global.jobQueue.leaseSecs));
+    this.state = deps.state;
+    this.leaseMs = syncLeaseMs(cfg.global.jobQueue.leaseSecs);
+  }
+
+  /** The same records and readers under another config (a reload's new entries). */
+  withConfig(cfg: Config): Syncer {
+    return new Syncer(cfg, this.deps);
   }
 
   /** Every configured entry as [repository, n]. Read per call: a reload may change them. */
@@ -87,7 +95,7 @@ export class Syncer {
     });
     if ("busy" in r) {
       // Another process runs it, or one that died holds the lease until it runs out.
-      await this.enqueue(repo, n, Date.now() + this.state.leaseMs / 2);
+      await this.enqueue(repo, n, Date.now() + this.leaseMs / 2);
       return;
     }
     const rec = r.record;
@@ -142,18 +150,9 @@ export class Syncer {
     const rc = this.cfg.repositories.get(repo);
     const sync = rc?.syncs?.[n];
     if (!rc || !sync) throw new Error(`repository ${repo} has no sync #${n}`);
-    if (!(await this.state.lease(repo, holder))) {
-      return { busy: (await this.state.holder(repo)) ?? "another process" };
-    }
-    const ac = new AbortController();
-    const onAbort = () => ac.abort(opts.signal.reason);
-    opts.signal.addEventListener("abort", onAbort, { once: true });
-    const renew = setInterval(() => {
-      this.state.lease(repo, holder).then((ok) => {
-        if (!ok) ac.abort(new Error("sync lease lost"));
-      }, () => {});
-    }, this.state.leaseMs / 4);
-    try {
+    const took = await this.state.lease(repo, holder, this.leaseMs);
+    if (!took.ok) return { busy: took.held.holder };
+    return await holdWhileRunning(took.lease, async (signal) => {
       const resume = opts.dryRun ? null : await this.state.inProgress(repo, n);
       if (resume) {
         log.info("sync run resumes", {
@@ -162,23 +161,16 @@ export class Syncer {
           cursor: JSON.stringify(resume.cursor),
         });
       }
-      const run = new SyncRun(this.cfg, this.deps, this.state, rc, n, sync, resume, {
-        ...opts,
-        signal: ac.signal,
-      });
+      const run = new SyncRun(this.cfg, this.deps, rc, n, sync, resume, { ...opts, signal });
       try {
         return { record: await run.run() };
       } catch (e) {
-        if (ac.signal.aborted) throw e; // stopped or lease lost: the record stays to resume
+        if (signal.aborted) throw e; // stopped or lease lost: the record stays to resume
         // Anything else (a KV failure, a bug) ends the run with its error; the schedule goes on.
         const rec = run.fail(e);
         if (!opts.dryRun) await this.state.finish(repo, n, rec);
         return { record: rec };
       }
-    } finally {
-      clearInterval(renew);
-      opts.signal.removeEventListener("abort", onAbort);
-      await this.state.release(repo, holder).catch(() => {});
-    }
+    }, { signal: opts.signal, name: "sync" });
   }
 }

@@ -2,7 +2,7 @@
 // CycloneDX 1.5 or SPDX 2.3 JSON SBOM, each package named by its package URL (purl). A report
 // whose packages were matched against no advisory record says so in each, where that format's
 // readers look: an empty list of findings there is "not checked", never "clean".
-import type { ImageReport } from "./scanner.ts";
+import type { ImageReport } from "./image_report.ts";
 import type { Package } from "./package_dbs.ts";
 import type { ConfigSecret } from "./config_secrets.ts";
 import { describeSecretKind } from "../index/mod.ts";

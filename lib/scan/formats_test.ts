@@ -4,7 +4,7 @@
 // report without findings does not.
 import assert from "node:assert/strict";
 import { notCheckedReason, reportCsv, reportCycloneDx, reportSpdx } from "./formats.ts";
-import type { ImageReport } from "./scanner.ts";
+import type { ImageReport } from "./image_report.ts";
 
 Deno.test("cyclonedx: each finding affects exactly the packages of its name and version", () => {
   const pkg = (name: string, version: string, location: string) =>

@@ -40,14 +40,10 @@ export {
   neededEcosystems,
   readFetchRun,
 } from "./advisory_refresh.ts";
-export {
-  type ConfigSecret,
-  type Finding,
-  type ImageReport,
-  SCAN_VERSION,
-  type ScanDeps,
-  SEVERITY_RANK,
-} from "./scanner.ts";
+export { type ScanDeps } from "./scanner.ts";
+export { type Finding, type ImageReport, SCAN_VERSION } from "./image_report.ts";
+export { SEVERITY_RANK } from "./advisory_match.ts";
+export { type ConfigSecret } from "./config_secrets.ts";
 export { type ScanRecord, ScanRecords } from "./scan_records.ts";
 export { SEVERITIES, type Severity } from "./osv.ts";
 export { reportCsv, reportCycloneDx, reportSpdx } from "./formats.ts";

@@ -9,14 +9,14 @@
 // What the clients do, each request sent to either process in turn:
 // - a retagger pushes an image the way docker does (HEAD the shared base layer, which the first
 //   push uploads; POST + PUT a small layer and a config of its own; PUT the manifest under one of
-//   the 3 tags), or, every third time, PUTs its previous manifest again under another of the 3
-//   tags (a retag of an existing revision). Each manifest it leaves behind it hands to the
-//   deleters and never pushes again, so a deleted manifest can only be gone for good;
+//   the 3 tags), or, every third time, PUTs its first manifest again under another of the 3 tags
+//   (a retag of an existing revision). Every other manifest it hands to the deleters as soon as
+//   it is tagged and never pushes again, so a deleted manifest can only be gone for good;
 // - a deleter, in turn: tags a handed-over manifest with a tag of its own and deletes that tag
 //   (then the tag must answer 404), deletes a handed-over manifest by digest (then the digest
-//   must answer 404 and no hot tag may name it; it may still carry a hot tag when deleted: a real
-//   conflict with the retaggers), and deletes one of the hot tags (202 or 404; the retaggers put
-//   it back, so only its answer is judged).
+//   must answer 404 and no hot tag may name it; every other one is the newest handed over, which
+//   may still carry a hot tag the retaggers are moving: a real conflict), and deletes one of the
+//   hot tags (202 or 404; the retaggers put it back, so only its answer is judged).
 //
 // Run: deno run -A --unstable-kv bench/contention_bench.ts [--secs N] (default 300)
 import { startServer, type TestServer } from "../tests/helpers/server.ts";
@@ -149,16 +149,18 @@ try {
   let retags = 0;
 
   const retaggers = Array.from({ length: RETAGGERS }, async (_, c) => {
-    let previous: Uint8Array | null = null;
+    // The manifest its retags of an existing revision name: never handed over, never deleted.
+    let kept: Uint8Array | null = null;
     for (let n = 0; performance.now() < until; n++) {
       const tag = TAGS[(c + n) % TAGS.length];
       try {
-        if (previous && n % 3 === 2) {
-          await putManifest("retag (existing manifest)", next(), tag, previous);
+        if (kept && n % 3 === 2) {
+          await putManifest("retag (existing manifest)", next(), tag, kept);
         } else {
           const body = await pushImage(c, n, tag);
-          if (previous) handed.push({ digest: await sha256(previous), body: previous });
-          previous = body;
+          // Handed over tagged: the deleters may find it still carrying `tag`.
+          if (kept) handed.push({ digest: await sha256(body), body });
+          else kept = body;
         }
         retags++;
       } catch (e) {
@@ -168,8 +170,14 @@ try {
     }
   });
 
-  const take = () =>
-    handed.length > 0 ? handed.splice(Math.floor(Math.random() * handed.length), 1)[0] : null;
+  // Every other time the newest: just tagged, it may still carry a hot tag that the retaggers
+  // are about to move (a real conflict); else any, mostly untagged by then.
+  let takes = 0;
+  const take = () => {
+    if (handed.length === 0) return null;
+    const i = takes++ % 2 ? handed.length - 1 : Math.floor(Math.random() * handed.length);
+    return handed.splice(i, 1)[0];
+  };
   const deleters = Array.from({ length: DELETERS }, async (_, d) => {
     for (let n = 0; performance.now() < until; n++) {
       const m = take();

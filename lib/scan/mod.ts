@@ -6,15 +6,9 @@
 // The scan's own records are ScanRecords' (scan_records.ts: each image's report pointer) and
 // AdvisoryStore's (the snapshot), which the composition root builds over the KV; a layer's index
 // record is the layer index's, asked through its LayerIndexReader.
-export {
-  DIFF_DEFAULT_N,
-  DIFF_MAX_N,
-  LOAD_KIND,
-  type PlatformSummary,
-  type ReportAnswer,
-  Reports,
-  type ReportsDeps,
-} from "./reports.ts";
+export { LOAD_KIND, Reports, type ReportsDeps } from "./reports.ts";
+export { type PlatformSummary, type ReportAnswer } from "./report_answer.ts";
+export { DIFF_DEFAULT_N, DIFF_MAX_N } from "./report_diff.ts";
 export { sweepReports } from "./report_sweep.ts";
 export { type ReportHealResult } from "./report_heal.ts";
 export { type AdvisoryMeta, AdvisoryStore } from "./advisory_store.ts";

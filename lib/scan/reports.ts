@@ -1,5 +1,6 @@
 // Image reports (packages, advisories, config secrets): the `scan` queue's two jobs, the advisory
-// watch, and the reads behind `/v2/<ns>/_svc/vulnerabilities/<digest>` and the image diff.
+// watch, and the reads behind `/v2/<ns>/_svc/vulnerabilities/<digest>` and the image diff (the
+// answers are report_answer.ts's and report_diff.ts's).
 import type { Config } from "../config/mod.ts";
 import type { DigestHolds, ManifestMeta, SvcMeta } from "../metadata/mod.ts";
 import {
@@ -11,22 +12,19 @@ import {
   type RunTracker,
 } from "../jobs/mod.ts";
 import { isImage, SCAN_KIND, scanImageJob } from "./scan_jobs.ts";
-import { parseManifest, RegistryError, truncate } from "../oci/mod.ts";
-import { type HealOptions, INDEX_VERSION, type IndexRecord, LayerReader } from "../index/mod.ts";
-import { catalogWalk, tarLayers } from "../index/mod.ts";
-import { diffImages, type ImageDiff, type SideInfo, type UnindexedLayer } from "./image_diff.ts";
-import { mergeLayers } from "./merged_fs.ts";
-import { INLINE_MERGE_ENTRIES, listingsFor } from "./listing_frames.ts";
-import type { DiffArgs } from "./diff_child.ts";
-import { isSandboxVerdict, runSandboxedJson } from "../sandbox/mod.ts";
+import { parseManifest } from "../oci/mod.ts";
+import { type HealOptions, LayerReader } from "../index/mod.ts";
+import { catalogWalk } from "../index/mod.ts";
+import type { ImageDiff } from "./image_diff.ts";
 import { log } from "../log.ts";
 import type { AdvisoryMeta, AdvisoryStore } from "./advisory_store.ts";
 import { type ScanDeps, Scanner } from "./scanner.ts";
-import { type ImageReport, SCAN_VERSION } from "./image_report.ts";
+import { SCAN_VERSION } from "./image_report.ts";
 import type { ScanRecord } from "./scan_records.ts";
 import { healReports, type ReportHealResult } from "./report_heal.ts";
-import { type AdvisoryDownloadProblem, AdvisoryRefresh } from "./advisory_refresh.ts";
-import { notCheckedReason } from "./formats.ts";
+import { AdvisoryRefresh } from "./advisory_refresh.ts";
+import { answerReport, type ReportAnswer } from "./report_answer.ts";
+import { ImageDiffs } from "./report_diff.ts";
 
 /** What Reports works with: the scanner's dependencies and the config's `[scan]`. */
 export interface ReportsDeps extends ScanDeps {
@@ -42,78 +40,14 @@ export interface ReportsDeps extends ScanDeps {
 }
 
 export const LOAD_KIND = "load-advisories";
-/** `n` of the diff: entries per list (added, removed, modified) */
-export const DIFF_DEFAULT_N = 1000;
-export const DIFF_MAX_N = 10_000;
-const DIFF_CHILD = new URL("./diff_child.ts", import.meta.url);
-/** DIFF_MAX_N entries in each of three lists, with paths of up to 16 KiB: far below this. */
-const MAX_DIFF_OUTPUT = 256 << 20;
 const LOAD_LOCK = "advisories";
-/**
- * Index states a newer indexer re-walks: a record of an older version in one of these is awaited
- * (202). Any other state (indexing that could not run: no listing of any version) is named in the
- * diff instead of awaited without end.
- */
-const REINDEXED: ReadonlySet<string> = new Set(["ready", "partial", "unsupported"]);
-
-export interface PlatformSummary {
-  digest: string;
-  platform: { os?: string; architecture?: string; variant?: string } | null;
-  status: "ready" | "scanning" | "not-an-image";
-  /** a ready report matched against advisories; absent when it was */
-  counts?: ScanRecord["counts"];
-  /**
-   * false (with `not_checked`, the reason, and no `counts`) for a ready report matched against
-   * no advisory record: its zero counts would read as a clean image. Absent when checked.
-   */
-  vulnerabilities_checked?: false;
-  not_checked?: string;
-  scanned_at?: string;
-  report: string;
-}
-
-/**
- * Why a stored report (by its record) was not matched against advisories, or null when it was:
- * the scanner's reasons (uncheckedReason), told from what the record keeps. A record written
- * before `checked` existed counts as checked when it names a snapshot that holds records.
- */
-function recordNotChecked(rec: ScanRecord, adv: AdvisoryMeta | null): string | null {
-  const records = rec.snapshot !== null && adv?.snapshot === rec.snapshot ? adv.records : null;
-  if (rec.checked ?? (rec.snapshot !== null && records !== 0)) return null;
-  if (rec.snapshot === null) return "no advisory data is loaded";
-  if (records === 0) return "the advisory snapshot holds no records";
-  const ecosystems = rec.ecosystems ?? [];
-  return `the advisory snapshot holds no records for ${
-    ecosystems.length > 0 ? ecosystems.join(", ") : "this image's packages"
-  }`;
-}
-
-/** A stored report with `vulnerabilities_checked` (and `not_checked`), older reports included. */
-function withCheck(report: ImageReport): ImageReport {
-  const reason = notCheckedReason(report);
-  return reason === null
-    ? { ...report, vulnerabilities_checked: true }
-    : { ...report, vulnerabilities_checked: false, not_checked: reason };
-}
-
-export type ReportAnswer =
-  | { status: 202 }
-  | {
-    status: 200;
-    kind: "image";
-    /** with the last advisory download's failure, when it failed (advisory_refresh.ts) */
-    report: ImageReport & { advisory_download?: AdvisoryDownloadProblem };
-    refreshing: boolean;
-  }
-  | { status: 200; kind: "index"; digest: string; manifests: PlatformSummary[] };
 
 export class Reports {
-  private diffing = false;
   readonly scanner: Scanner;
   readonly advisories: AdvisoryStore;
   readonly refresh: AdvisoryRefresh;
   private readonly meta: ReportsDeps["revisions"];
-  private readonly blobs: ReportsDeps["blobs"];
+  private readonly diffs: ImageDiffs;
   private stopWatch = () => {};
   private readonly cfg: Config;
   private readonly deps: ReportsDeps;
@@ -124,7 +58,7 @@ export class Reports {
     this.scanner = new Scanner(deps, new LayerReader(deps.store), deps.cfg.scan);
     this.advisories = this.scanner.advisories;
     this.meta = deps.revisions;
-    this.blobs = deps.blobs;
+    this.diffs = new ImageDiffs(deps.cfg, deps);
     this.refresh = new AdvisoryRefresh(deps.cfg, deps, () => this.queueLoad());
   }
 
@@ -299,80 +233,19 @@ export class Reports {
   }
 
   /** The report of a manifest of `ns`: an image's, or one summary per platform of an index. */
-  async report(ns: string, digest: string): Promise<ReportAnswer> {
-    const rev = await this.meta.revision(ns, digest);
-    if (!rev) {
-      throw new RegistryError("MANIFEST_UNKNOWN", `${truncate(ns)}@${truncate(digest)}`);
-    }
-    const parsed = parseManifest(await this.deps.manifests.body(digest, rev), rev.mediaType);
-    if (parsed.children.length > 0) {
-      const manifests: PlatformSummary[] = [];
-      const adv = await this.advisories.meta();
-      for (const child of parsed.children.slice(0, 256)) {
-        const link = `/v2/${ns}/_svc/vulnerabilities/${child.digest}`;
-        const platform = child.platform
-          ? {
-            os: child.platform.os,
-            architecture: child.platform.architecture,
-            ...(child.platform.variant ? { variant: child.platform.variant } : {}),
-          }
-          : null;
-        const childRev = await this.meta.revision(ns, child.digest);
-        let image = false;
-        if (childRev) {
-          try {
-            image = isImage(
-              parseManifest(
-                await this.deps.manifests.body(child.digest, childRev),
-                childRev.mediaType,
-              ),
-            );
-          } catch {
-            image = false;
-          }
-        }
-        if (!image) {
-          manifests.push({ digest: child.digest, platform, status: "not-an-image", report: link });
-          continue;
-        }
-        const rec = await this.current(ns, child.digest);
-        if (!rec) {
-          manifests.push({ digest: child.digest, platform, status: "scanning", report: link });
-          continue;
-        }
-        const notChecked = recordNotChecked(rec, adv);
-        manifests.push({
-          digest: child.digest,
-          platform,
-          status: "ready",
-          ...(notChecked === null
-            ? { counts: rec.counts }
-            : { vulnerabilities_checked: false, not_checked: notChecked }),
-          scanned_at: new Date(rec.scanned_at).toISOString(),
-          report: link,
-        });
-      }
-      return { status: 200, kind: "index", digest, manifests };
-    }
-    if (!isImage(parsed)) {
-      throw new RegistryError("UNSUPPORTED", `${truncate(digest)} is not an image: no report`, {
-        status: 404,
-      });
-    }
-    const rec = await this.current(ns, digest);
-    if (!rec) return { status: 202 };
-    const adv = await this.advisories.meta();
-    const refreshing = (adv?.snapshot ?? null) !== rec.snapshot;
-    const download = await this.refresh.problem();
-    return {
-      status: 200,
-      kind: "image",
-      report: {
-        ...withCheck(await this.scanner.report(rec)),
-        ...(download ? { advisory_download: download } : {}),
+  report(ns: string, digest: string): Promise<ReportAnswer> {
+    return answerReport(
+      {
+        revisions: this.meta,
+        manifests: this.deps.manifests,
+        advisories: this.advisories,
+        scanner: this.scanner,
+        refresh: this.refresh,
+        current: (ns, digest) => this.current(ns, digest),
       },
-      refreshing,
-    };
+      ns,
+      digest,
+    );
   }
 
   /**
@@ -380,146 +253,13 @@ export class Reports {
    * indexed yet (its index job is queued); a layer indexed but not ready (partial, unsupported,
    * …) or whose blob is not stored is named on its side, and the diff is not `complete`.
    */
-  async diff(
+  diff(
     ns: string,
     fromRef: string,
     toRef: string,
     limit: number,
   ): Promise<{ status: 202 } | { status: 200; diff: ImageDiff }> {
-    const sides = [];
-    for (const ref of [fromRef, toRef]) {
-      const { digest, rev } = await this.deps.manifests.resolve(ns, ref);
-      const parsed = parseManifest(await this.deps.manifests.body(digest, rev), rev.mediaType);
-      if (!isImage(parsed)) {
-        throw new RegistryError(
-          "UNSUPPORTED",
-          `${truncate(ref)} is not an image${
-            parsed.children.length ? ": name one platform's manifest" : ""
-          }`,
-          { status: 404 },
-        );
-      }
-      sides.push({ digest, layers: tarLayers(parsed) });
-    }
-    let waiting = false;
-    // Per side, the listing of each layer (null: none to read) and the layers not fully indexed.
-    const recs: (IndexRecord | null)[][] = [];
-    const infos: SideInfo[] = [];
-    for (const s of sides) {
-      const got: (IndexRecord | null)[] = [];
-      const unindexed: UnindexedLayer[] = [];
-      for (const d of s.layers) {
-        const rec = await this.deps.layers.record(d);
-        if (!rec || (rec.version < INDEX_VERSION && REINDEXED.has(rec.state))) {
-          // A layer whose bytes are not here will never be indexed: named now, not awaited.
-          if (!(await this.blobs.blob(d))) {
-            unindexed.push({
-              digest: d,
-              state: "not-stored",
-              error: "its blob is not stored here",
-            });
-            got.push(null);
-            continue;
-          }
-          waiting = true;
-          await this.deps.layers.queueIndex(d);
-          continue;
-        }
-        // Any state but ready (partial, unsupported, indexing that could not run on this
-        // machine, one the indexer adds later) is named: what it holds was not (all) compared.
-        // Only ready and partial records have a listing.
-        if (rec.state !== "ready") {
-          unindexed.push({
-            digest: d,
-            state: rec.state,
-            ...(rec.error ? { error: rec.error } : {}),
-          });
-          // A layer whose indexing could not run gets its retry queued, as its entries do.
-          if (!REINDEXED.has(rec.state)) await this.deps.layers.queueIndex(d);
-        }
-        got.push(rec.state === "ready" || rec.state === "partial" ? rec : null);
-      }
-      recs.push(got);
-      infos.push({ ...s, unindexed });
-    }
-    if (waiting) return { status: 202 };
-    // A diff holds both images' merged trees (in a sandbox when large): its size is bounded by
-    // entries, and one runs at a time per process (six diffs of a 1M-file image at once took
-    // 3.9 GiB when they ran here).
-    const total = recs.flat().reduce((n, r) => n + (r?.entries ?? 0), 0);
-    const max = this.cfg.scan.maxDiffEntries;
-    if (total > max) {
-      throw new RegistryError(
-        "UNSUPPORTED",
-        `the two images hold ${total} layer entries; images over ${max} together are not compared ([scan] max_diff_entries)`,
-        { status: 404 },
-      );
-    }
-    if (this.diffing) {
-      throw new RegistryError("TOOMANYREQUESTS", "another image diff is being computed", {
-        headers: { "Retry-After": "1" },
-      });
-    }
-    this.diffing = true;
-    try {
-      return await this.diffMerged(infos, recs, limit, total);
-    } finally {
-      this.diffing = false;
-    }
-  }
-
-  /**
-   * The diff of two images' merged listings: here for small images (tens of milliseconds),
-   * else in a sandbox process (diff_child.ts) under the scan budgets.
-   */
-  private async diffMerged(
-    sides: SideInfo[],
-    groups: (IndexRecord | null)[][],
-    limit: number,
-    total: number,
-  ): Promise<{ status: 200; diff: ImageDiff }> {
-    // A reader per diff: its lookup caches go with it.
-    const reader = new LayerReader(this.deps.store);
-    const mode = this.cfg.scan.sandbox;
-    if (mode === "off" || total <= INLINE_MERGE_ENTRIES) {
-      const merged = [];
-      for (const g of groups) {
-        merged.push(
-          await mergeLayers(
-            g.map((rec) => () => rec ? reader.entries(rec) : (async function* () {})()),
-          ),
-        );
-      }
-      return {
-        status: 200,
-        diff: diffImages(
-          { ...sides[0], merged: merged[0] },
-          { ...sides[1], merged: merged[1] },
-          limit,
-        ),
-      };
-    }
-    const { input, readPaths, stdin } = listingsFor(reader, groups, mode);
-    try {
-      const diff = await runSandboxedJson<ImageDiff>({
-        mode,
-        label: "diff",
-        module: DIFF_CHILD,
-        args: { listings: input, sides, limit } satisfies DiffArgs,
-        readPaths,
-        stdin,
-        budget: this.cfg.scan.budget,
-        maxOutputBytes: MAX_DIFF_OUTPUT,
-      });
-      return { status: 200, diff };
-    } catch (e) {
-      if (isSandboxVerdict(e)) {
-        throw new RegistryError("UNSUPPORTED", `the images could not be compared: ${e.message}`, {
-          status: 404,
-        });
-      }
-      throw e;
-    }
+    return this.diffs.diff(ns, fromRef, toRef, limit);
   }
 
   /** The stored record, queueing a scan when there is none or it is out of date. */

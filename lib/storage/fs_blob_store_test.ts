@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
-import { allocRing, FsBlobStore } from "./fs_blob_store.ts";
+import { FsBlobStore } from "./fs_blob_store.ts";
+import { allocRing } from "./fs_read.ts";
 import { blobStoreContract } from "../../tests/helpers/blob_store_contract.ts";
 
 blobStoreContract("fs", async () => {

@@ -9,7 +9,8 @@ export type {
   UploadReader,
 } from "./blob_store.ts";
 export { ConcurrentUploadError, TooLargeError } from "./blob_store.ts";
-export { FsBlobStore, limitStream, readFileRange } from "./fs_blob_store.ts";
+export { FsBlobStore } from "./fs_blob_store.ts";
+export { limitStream, readFileRange } from "./fs_read.ts";
 export {
   InstrumentedBlobStore,
   type ObserveOp as ObserveBlobStoreOp,

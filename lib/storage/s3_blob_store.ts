@@ -27,7 +27,7 @@ import {
   TooLargeError,
   type UploadReader,
 } from "./blob_store.ts";
-import { bodyChunks } from "./fs_blob_store.ts";
+import { bodyChunks } from "./body_chunks.ts";
 import { bareEtag, S3Client, type S3Settings } from "./s3_client.ts";
 import type { StoreWatch } from "./watch.ts";
 

@@ -43,9 +43,9 @@ export interface RetryOptions<T> {
 
 /**
  * How long a write whose commits keep conflicting goes on trying. Racing writers of one key
- * settle in milliseconds (16 clients retagging 3 tags: p99 under 100 ms, bench/README.md); ten
- * seconds of losing means the KV commits too slowly for its writers, which a client should hear
- * as 503 with Retry-After rather than wait on.
+ * settle in milliseconds (bench/README.md, Contention: 16 clients retagging 3 tags retried 31,567
+ * commits in 5 minutes, the slowest push answered in 2.6 s); ten seconds of losing means the KV commits too
+ * slowly for its writers, which a client should hear as 503 with Retry-After rather than wait on.
  */
 export const COMMIT_RETRY_MS = 10_000;
 

@@ -13,27 +13,25 @@
 // streams around a Web stream, neither reports the data offset of an entry in the
 // uncompressed stream (the random-access reads need it), and node-tar drops the PAX xattr
 // records this listing reports.
+//
+// Header fields are read by tar_header.ts, the capability xattr by tar_caps.ts.
+import {
+  BLOCK,
+  checksumOk,
+  cString,
+  HEADER_ONLY,
+  kindOf,
+  normalizePath,
+  parseNumber,
+  parsePax,
+  type Pax,
+  type TarEntry,
+  TarError,
+  type TarKind,
+} from "./tar_header.ts";
+import { decodeCapabilities } from "./tar_caps.ts";
 
-export type TarKind = "file" | "dir" | "symlink" | "hardlink" | "whiteout" | "opaque" | "other";
-
-export interface TarEntry {
-  path: string;
-  kind: TarKind;
-  size: number;
-  mode: number;
-  uid: number;
-  gid: number;
-  /** Unix seconds */
-  mtime: number;
-  /** where the entry's data starts in the uncompressed stream */
-  offset: number;
-  linkTarget?: string;
-  /** names of the permitted capabilities of a `security.capability` xattr */
-  capabilities?: string[];
-}
-
-/** A corrupt or truncated archive: what was yielded before it stands. */
-export class TarError extends Error {}
+export { type TarEntry, TarError, type TarKind } from "./tar_header.ts";
 
 export interface WalkOptions {
   /** file data, in order, for the entry about to be yielded (regular files only) */
@@ -42,83 +40,9 @@ export interface WalkOptions {
   maxEntries?: number;
 }
 
-const BLOCK = 512;
 // A PAX record set or a GNU long name is metadata: a megabyte is far beyond any real one, and
 // the cap keeps a hostile archive from making the walker buffer gigabytes.
 const META_MAX = 1024 * 1024;
-
-/** Linux capability numbers (include/uapi/linux/capability.h), named as libcap prints them. */
-const CAP_NAMES = [
-  "chown",
-  "dac_override",
-  "dac_read_search",
-  "fowner",
-  "fsetid",
-  "kill",
-  "setgid",
-  "setuid",
-  "setpcap",
-  "linux_immutable",
-  "net_bind_service",
-  "net_broadcast",
-  "net_admin",
-  "net_raw",
-  "ipc_lock",
-  "ipc_owner",
-  "sys_module",
-  "sys_rawio",
-  "sys_chroot",
-  "sys_ptrace",
-  "sys_pacct",
-  "sys_admin",
-  "sys_boot",
-  "sys_nice",
-  "sys_resource",
-  "sys_time",
-  "sys_tty_config",
-  "mknod",
-  "lease",
-  "audit_write",
-  "audit_control",
-  "setfcap",
-  "mac_override",
-  "mac_admin",
-  "syslog",
-  "wake_alarm",
-  "block_suspend",
-  "audit_read",
-  "perfmon",
-  "bpf",
-  "checkpoint_restore",
-];
-
-/**
- * The permitted set of a `vfs_cap_data` value (revision 1: 32 bits; 2 and 3: 64 bits, 3 adds
- * a root uid), as `cap_<name>`, or `cap_<n>` for a number newer than this table.
- */
-export function decodeCapabilities(v: Uint8Array): string[] {
-  if (v.length < 12) return [];
-  const dv = new DataView(v.buffer, v.byteOffset, v.byteLength);
-  const rev = dv.getUint32(0, true) & 0xff000000;
-  const words = rev === 0x01000000 ? 1 : (rev === 0x02000000 || rev === 0x03000000) ? 2 : 0;
-  if (words === 0 || v.length < 4 + 8 * words) return [];
-  const out: string[] = [];
-  for (let w = 0; w < words; w++) {
-    const permitted = dv.getUint32(4 + 8 * w, true);
-    for (let b = 0; b < 32; b++) {
-      if (permitted & (1 << b)) {
-        const n = w * 32 + b;
-        out.push(`cap_${CAP_NAMES[n] ?? String(n)}`);
-      }
-    }
-  }
-  return out;
-}
-
-/** No leading `./` or `/`, no trailing `/`, no empty or `.` segments. */
-export function normalizePath(p: string): string {
-  return p.split("/").filter((s) => s !== "" && s !== ".").join("/");
-}
 
 /** Pulls exact byte counts out of a chunked stream, tracking the absolute position. */
 class ByteSource {
@@ -191,166 +115,6 @@ class ByteSource {
     await this.reader.cancel().catch(() => {});
   }
 }
-
-function cString(b: Uint8Array): string {
-  const z = b.indexOf(0);
-  return new TextDecoder().decode(z < 0 ? b : b.subarray(0, z));
-}
-
-/** An octal field (NUL/space padded) or GNU base-256 (high bit set); null when unreadable. */
-function parseNumber(b: Uint8Array): number | null {
-  if (b.length > 0 && (b[0] & 0x80)) {
-    const negative = (b[0] & 0x40) !== 0;
-    let v = 0;
-    for (let i = 0; i < b.length; i++) {
-      let byte = i === 0 ? b[0] & 0x7f : b[i];
-      if (negative) byte = (i === 0 ? 0x7f : 0xff) - byte;
-      v = v * 256 + byte;
-      if (v > Number.MAX_SAFE_INTEGER) return null;
-    }
-    return negative ? -(v + 1) : v;
-  }
-  const s = cString(b).trim();
-  if (s === "") return 0;
-  if (!/^[0-7]+$/.test(s)) return null;
-  const v = parseInt(s, 8);
-  return Number.isSafeInteger(v) ? v : null;
-}
-
-function checksumOk(h: Uint8Array): boolean {
-  const stored = parseNumber(h.subarray(148, 156));
-  if (stored === null) return false;
-  let unsigned = 0;
-  let signed = 0;
-  for (let i = 0; i < BLOCK; i++) {
-    const b = i >= 148 && i < 156 ? 32 : h[i];
-    unsigned += b;
-    signed += b > 127 ? b - 256 : b;
-  }
-  return stored === unsigned || stored === signed;
-}
-
-interface Pax {
-  path?: string;
-  linkpath?: string;
-  size?: number;
-  mtime?: number;
-  uid?: number;
-  gid?: number;
-  capability?: Uint8Array;
-  /** any GNU.sparse.* record: the entry is a sparse file */
-  sparse?: boolean;
-  /** GNU.sparse.name (0.1, 1.0): the real name, over `path` */
-  sparseName?: string;
-  /** GNU.sparse.realsize (1.0) or GNU.sparse.size (0.x): the file's size with its holes */
-  sparseSize?: number;
-}
-
-/** PAX records `<len> <key>=<value>\n`; values stay bytes (an xattr value is binary). */
-function parsePax(data: Uint8Array, into: Pax): void {
-  const dec = new TextDecoder();
-  let i = 0;
-  while (i < data.length) {
-    if (data[i] === 0) break; // NUL padding after the last record
-    const sp = data.indexOf(0x20, i);
-    if (sp < 0 || sp - i > 20) throw new TarError("malformed PAX record length");
-    const len = Number(dec.decode(data.subarray(i, sp)));
-    if (!Number.isSafeInteger(len) || len <= sp - i + 1 || i + len > data.length) {
-      throw new TarError("malformed PAX record length");
-    }
-    const rec = data.subarray(sp + 1, i + len);
-    if (rec[rec.length - 1] !== 0x0a) throw new TarError("malformed PAX record");
-    const eq = rec.indexOf(0x3d);
-    if (eq < 0) throw new TarError("malformed PAX record");
-    const key = dec.decode(rec.subarray(0, eq));
-    const raw = rec.subarray(eq + 1, rec.length - 1);
-    const num = () => {
-      const s = dec.decode(raw);
-      if (!/^-?\d+(\.\d+)?$/.test(s)) throw new TarError(`malformed PAX ${key}`);
-      const v = Math.floor(Number(s));
-      if (!Number.isSafeInteger(v)) throw new TarError(`malformed PAX ${key}`);
-      return v;
-    };
-    switch (key) {
-      case "path":
-        into.path = dec.decode(raw);
-        break;
-      case "linkpath":
-        into.linkpath = dec.decode(raw);
-        break;
-      case "size":
-        into.size = num();
-        if (into.size < 0) throw new TarError("negative PAX size");
-        break;
-      case "mtime":
-        into.mtime = num();
-        break;
-      case "uid":
-        into.uid = num();
-        break;
-      case "gid":
-        into.gid = num();
-        break;
-      case "GNU.sparse.name":
-        into.sparse = true;
-        into.sparseName = dec.decode(raw);
-        break;
-      case "GNU.sparse.realsize":
-      case "GNU.sparse.size":
-        into.sparse = true;
-        into.sparseSize = num();
-        if (into.sparseSize < 0) throw new TarError(`negative PAX ${key}`);
-        break;
-      case "GNU.sparse.major":
-      case "GNU.sparse.minor":
-      case "GNU.sparse.map":
-      case "GNU.sparse.numblocks":
-      case "GNU.sparse.offset":
-      case "GNU.sparse.numbytes":
-        into.sparse = true;
-        break;
-      case "SCHILY.xattr.security.capability":
-        into.capability = raw.slice();
-        break;
-      case "LIBARCHIVE.xattr.security.capability":
-        // libarchive's own record carries the value base64-encoded (unpadded).
-        try {
-          const b64 = dec.decode(raw).replace(/-/g, "+").replace(/_/g, "/");
-          into.capability = Uint8Array.from(
-            atob(b64 + "=".repeat((4 - b64.length % 4) % 4)),
-            (c) => c.charCodeAt(0),
-          );
-        } catch {
-          // an unreadable value: no capabilities reported
-        }
-        break;
-    }
-    i += len;
-  }
-}
-
-function kindOf(type: string, name: string): TarKind {
-  switch (type) {
-    case "0":
-    case "\0":
-    case "7":
-      // v7 archives mark directories with a trailing slash only
-      return name.endsWith("/") ? "dir" : "file";
-    case "1":
-      return "hardlink";
-    case "2":
-      return "symlink";
-    case "5":
-    case "D":
-      return "dir";
-    default:
-      return "other";
-  }
-}
-
-// Types whose size field describes no data (as Go's archive/tar reads them): the size of a
-// link or directory never moves the reader.
-const HEADER_ONLY = new Set(["1", "2", "3", "4", "5", "6"]);
 
 /**
  * Yields every entry in tar order. A regular file's data goes to `onData` before the entry is

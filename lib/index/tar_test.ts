@@ -3,7 +3,9 @@
 // (ustar magic with PAX records for long names, base-256 numbers), plus hostile archives.
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
-import { decodeCapabilities, normalizePath, type TarEntry, TarError, walkTar } from "./tar.ts";
+import { type TarEntry, TarError, walkTar } from "./tar.ts";
+import { normalizePath } from "./tar_header.ts";
+import { decodeCapabilities } from "./tar_caps.ts";
 
 async function sh(cmd: string, args: string[], cwd?: string): Promise<string> {
   const out = await new Deno.Command(cmd, { args, cwd, stdout: "piped", stderr: "piped" })

@@ -1,5 +1,7 @@
 // The one error type of the registry. Every failure that reaches a client is a RegistryError;
-// routes/errors.ts turns it into the OCI body `{errors:[{code,message,detail}]}`.
+// routes/errors.ts turns it into the OCI body `{errors:[{code,message,detail}]}`. An answer whose
+// status is not its code's default below comes from a named factory in error_factories.ts: a
+// throw site never picks a status.
 
 export type ErrorCode =
   | "BLOB_UNKNOWN"

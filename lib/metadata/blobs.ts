@@ -1,5 +1,5 @@
 // Blob ownership: which namespaces may read which digests.
-import { RegistryError } from "../oci/mod.ts";
+import { RegistryError, stillReferenced } from "../oci/mod.ts";
 import {
   addJobs,
   type BlobRecord,
@@ -221,9 +221,7 @@ export class BlobMeta {
       // refver, so this delete fails and rescans instead of racing it.
       const refver = await this.kv.get(K.refver(ns));
       if (await hasAny(this.kv, K.brefs(ns, digest))) {
-        throw new RegistryError("DENIED", "blob is referenced by a manifest in this namespace", {
-          status: 405,
-        });
+        throw stillReferenced("blob is referenced by a manifest in this namespace");
       }
       // unlinkver tells strict-mode manifest commits that read the link before this one that
       // it is gone.

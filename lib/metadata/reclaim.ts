@@ -10,7 +10,7 @@
 //
 // A marker outlives its scrub only if that scrub died between 1 and 3; writers lift a marker
 // older than STALE_MARKER_MS (the next scrub also finishes or lifts it).
-import { RegistryError } from "../oci/mod.ts";
+import { reclaiming, type RegistryError } from "../oci/mod.ts";
 import { K, type ReclaimMarker } from "../kv/mod.ts";
 
 // A live claim lasts one reclamation (a few KV round trips and one unlink: milliseconds), so a
@@ -19,11 +19,7 @@ export const STALE_MARKER_MS = 60_000;
 const RETRY_AFTER_SECS = 2;
 
 export function reclaimingError(digest: string): RegistryError {
-  return new RegistryError(
-    "RECLAMATION_IN_PROGRESS",
-    `${digest} is being reclaimed; retry shortly`,
-    { status: 503, headers: { "Retry-After": String(RETRY_AFTER_SECS) } },
-  );
+  return reclaiming(digest, RETRY_AFTER_SECS);
 }
 
 /** Adds "no reclamation of `digest` is under way" to a writer's commit. */

@@ -16,7 +16,7 @@
 // committed growth since it read the total, and this process's own writes in between are
 // covered by its reservations. So the quota holds across processes sharing a KV as well; two
 // processes pushing into one repository at once take the key over in turn (conflicts, retried).
-import { RegistryError } from "../oci/mod.ts";
+import { deniedWithReason } from "../oci/mod.ts";
 import { type CommitBudget, commitWithRetry, getAll, K } from "../kv/mod.ts";
 
 /** Where a namespace's bytes count, and the limit there. */
@@ -55,8 +55,7 @@ export function formatBytes(n: number): string {
 export function quotaExceeded(repository: string, used: number, max: number, adds: number) {
   const text = `quota exceeded: ${repository} uses ${formatBytes(used)} of ${formatBytes(max)}; ` +
     `this push needs ${formatBytes(adds)} more`;
-  // As the message too: docker, podman and skopeo print an error's message, not its detail.
-  return new RegistryError("DENIED", text, { status: 403, message: text });
+  return deniedWithReason(text);
 }
 
 /** What one commit must add for a usage change: checks and mutations, planned from reads. */

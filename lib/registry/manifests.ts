@@ -2,11 +2,14 @@
 // of replication's last-writer-wins (X-Svc-Source-Timestamp rules 1-7).
 import {
   isValidTag,
+  manifestTooLarge,
   parseDigest,
   type ParsedManifest,
   parseManifest,
   RegistryError,
+  rejectedWrite,
   truncate,
+  unsettled,
 } from "../oci/mod.ts";
 import { type Config, repositoryOf } from "../config/mod.ts";
 import { concatBytes, digestBytes } from "../streams/mod.ts";
@@ -229,7 +232,7 @@ export class Manifests {
           );
         }
         if (existing.digest !== digest && immutable(tag)) {
-          throw new RegistryError("DENIED", `tag ${tag} is immutable`, { status: 409 });
+          throw rejectedWrite(`tag ${tag} is immutable`);
         }
       },
     };
@@ -244,10 +247,9 @@ export class Manifests {
           // A signature of this digest landed while the push was judged: judge it again.
           if (!(e instanceof StaleJudgement)) throw e;
           if (round + 1 >= JUDGE_ROUNDS) {
-            throw new RegistryError(
-              "INTERNAL_ERROR",
+            throw unsettled(
               `signatures of ${digest} kept arriving while the push was judged: retry`,
-              { status: 503, headers: { "Retry-After": "1" } },
+              1,
             );
           }
         }
@@ -418,18 +420,12 @@ export class Manifests {
         );
       }
       if (this.isImmutable(ns, tag)) {
-        throw new RegistryError(
-          "DENIED",
+        throw rejectedWrite(
           `tag ${tag} is immutable: neither it nor the manifest it names can be deleted`,
-          { status: 409 },
         );
       }
       if (opts.authorizedTags && !opts.authorizedTags.has(tag)) {
-        throw new RegistryError(
-          "DENIED",
-          `tag ${tag} was created while the delete was being authorized: retry`,
-          { status: 409 },
-        );
+        throw rejectedWrite(`tag ${tag} was created while the delete was being authorized: retry`);
       }
     };
     if (!parseDigest(reference)) {
@@ -485,8 +481,7 @@ async function readLimited(
   declared: number | null,
   max: number,
 ): Promise<Uint8Array> {
-  const tooBig = () =>
-    new RegistryError("MANIFEST_INVALID", `manifest exceeds ${max} bytes`, { status: 413 });
+  const tooBig = () => manifestTooLarge(max);
   if (declared !== null && declared > max) {
     await body?.cancel();
     throw tooBig();

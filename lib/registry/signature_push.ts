@@ -4,7 +4,7 @@
 import type { ParsedManifest } from "../oci/mod.ts";
 import { repositoryOf } from "../config/mod.ts";
 import type { ImageVerdict } from "../signatures/mod.ts";
-import { RegistryError } from "../oci/mod.ts";
+import { rejectedWrite } from "../oci/mod.ts";
 import {
   HELD_TAGS_MAX,
   type PlannedMutation,
@@ -110,11 +110,9 @@ export class SignaturePush {
     if (holds) {
       const tags = [...new Set([...(before?.held?.tags ?? []), ...p.tags])];
       if (tags.length > HELD_TAGS_MAX) {
-        throw new RegistryError(
-          "DENIED",
+        throw rejectedWrite(
           `${digest} waits for its signature and would keep ${tags.length} tags; at most ` +
             `${HELD_TAGS_MAX} wait with a held image: push its signature first`,
-          { status: 409 },
         );
       }
       // A tag it could never take is refused now, not when the signature arrives.

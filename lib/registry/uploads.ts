@@ -10,6 +10,7 @@ import {
   requireDigest,
   requireName,
   truncate,
+  uploadConflict,
 } from "../oci/mod.ts";
 import { type BlobStore, ConcurrentUploadError, TooLargeError } from "../storage/mod.ts";
 import { Hasher } from "../streams/mod.ts";
@@ -380,9 +381,7 @@ export class Uploads {
   ): Promise<Deno.KvEntry<UploadRecord>> {
     const next = await this.d.uploads.advance(entry, offset);
     if (next) return next;
-    throw new RegistryError("BLOB_UPLOAD_INVALID", "upload session changed concurrently", {
-      status: 409,
-    });
+    throw uploadConflict("upload session changed concurrently");
   }
 
   /** Two processes wrote the session at once: its bytes are not the hashed ones; it ends. */
@@ -392,11 +391,7 @@ export class Uploads {
     e: ConcurrentUploadError,
   ): Promise<RegistryError> {
     await this.reject(ns, uuid);
-    return new RegistryError(
-      "BLOB_UPLOAD_INVALID",
-      `${e.message}; the session is cancelled, start the upload again`,
-      { status: 409 },
-    );
+    return uploadConflict(`${e.message}; the session is cancelled, start the upload again`);
   }
 
   private async reject(ns: string, uuid: string): Promise<void> {

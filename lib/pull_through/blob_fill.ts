@@ -10,7 +10,7 @@
 // moved into place and linked to the namespace after the hash matched, or deleted. A follower's
 // stream ends only once the whole body hashed to the digest, so a client never sees a clean end
 // of wrong bytes.
-import { parseDigest, RegistryError } from "../oci/mod.ts";
+import { parseDigest, type RegistryError, upstreamFailed } from "../oci/mod.ts";
 import { Hasher } from "../streams/mod.ts";
 import type { BlobStore, UploadReader } from "../storage/mod.ts";
 import { type BlobMeta, NO_FACTS, type UsageLedger } from "../metadata/mod.ts";
@@ -403,10 +403,8 @@ export class BlobFill {
 
   /** The fill's failure as a client error (the body may already be partly sent). */
   failure(): RegistryError {
-    return new RegistryError(
-      "PROVIDER_UNAVAILABLE",
+    return upstreamFailed(
       `upstream fill of ${this.digest} failed: ${this.error?.message ?? "unknown"}`,
-      { status: 502 },
     );
   }
 }

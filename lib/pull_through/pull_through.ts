@@ -18,6 +18,8 @@ import {
   RegistryError,
   resolveRange,
   truncate,
+  unavailable,
+  upstreamFailed,
 } from "../oci/mod.ts";
 import { type Config, type RepositoryConfig, repositoryOf } from "../config/mod.ts";
 import { type RevisionRecord } from "../kv/mod.ts";
@@ -241,10 +243,8 @@ export class PullThrough {
       parsed = stored.parsed;
     } catch (e) {
       if (e instanceof RegistryError && e.code === "MANIFEST_INVALID") {
-        throw new RegistryError(
-          "PROVIDER_UNAVAILABLE",
+        throw upstreamFailed(
           `upstream served an unusable manifest for ${truncate(reference)}: ${e.detail}`,
-          { status: 502 },
         );
       }
       throw e;
@@ -641,7 +641,7 @@ function upstreamMessage(e: unknown): string {
  */
 function clientError(e: unknown, notFound: () => RegistryError): unknown {
   if (e instanceof FillError) {
-    return new RegistryError("PROVIDER_UNAVAILABLE", e.message, { status: 502 });
+    return upstreamFailed(e.message);
   }
   if (!isUpstreamError(e)) return e;
   const u = e as UpstreamError;
@@ -649,8 +649,5 @@ function clientError(e: unknown, notFound: () => RegistryError): unknown {
   if (u.status === 416) {
     return new RegistryError("SIZE_INVALID", `upstream: range not satisfiable (${u.message})`);
   }
-  return new RegistryError("PROVIDER_UNAVAILABLE", u.message, {
-    status: u.down ? 503 : 502,
-    headers: u.down ? { "Retry-After": String(u.retryAfterSecs ?? 5) } : {},
-  });
+  return u.down ? unavailable(u.message, u.retryAfterSecs ?? 5) : upstreamFailed(u.message);
 }

@@ -2,7 +2,7 @@
 // whether it was checked against advisories, older reports included), or one summary per
 // platform of an index.
 import type { ManifestMeta } from "../metadata/mod.ts";
-import { parseManifest, RegistryError, truncate } from "../oci/mod.ts";
+import { notApplicable, parseManifest, RegistryError, truncate } from "../oci/mod.ts";
 import { isImage } from "./scan_jobs.ts";
 import type { AdvisoryMeta, AdvisoryStore } from "./advisory_store.ts";
 import type { ImageReport } from "./image_report.ts";
@@ -135,9 +135,7 @@ export async function answerReport(
     return { status: 200, kind: "index", digest, manifests };
   }
   if (!isImage(parsed)) {
-    throw new RegistryError("UNSUPPORTED", `${truncate(digest)} is not an image: no report`, {
-      status: 404,
-    });
+    throw notApplicable(`${truncate(digest)} is not an image: no report`);
   }
   const rec = await d.current(ns, digest);
   if (!rec) return { status: 202 };

@@ -1,7 +1,7 @@
 // The image diff behind `/v2/<ns>/_svc/diff`: two images' merged listings compared, here for
 // small images or in a sandbox process (diff_child.ts), one diff at a time per process.
 import type { Config } from "../config/mod.ts";
-import { parseManifest, RegistryError, truncate } from "../oci/mod.ts";
+import { notApplicable, parseManifest, tooManyRequests, truncate } from "../oci/mod.ts";
 import { INDEX_VERSION, type IndexRecord, LayerReader, tarLayers } from "../index/mod.ts";
 import { isSandboxVerdict, runSandboxedJson } from "../sandbox/mod.ts";
 import { diffImages, type ImageDiff, type SideInfo, type UnindexedLayer } from "./image_diff.ts";
@@ -50,12 +50,10 @@ export class ImageDiffs {
       const { digest, rev } = await this.deps.manifests.resolve(ns, ref);
       const parsed = parseManifest(await this.deps.manifests.body(digest, rev), rev.mediaType);
       if (!isImage(parsed)) {
-        throw new RegistryError(
-          "UNSUPPORTED",
+        throw notApplicable(
           `${truncate(ref)} is not an image${
             parsed.children.length ? ": name one platform's manifest" : ""
           }`,
-          { status: 404 },
         );
       }
       sides.push({ digest, layers: tarLayers(parsed) });
@@ -108,16 +106,12 @@ export class ImageDiffs {
     const total = recs.flat().reduce((n, r) => n + (r?.entries ?? 0), 0);
     const max = this.cfg.scan.maxDiffEntries;
     if (total > max) {
-      throw new RegistryError(
-        "UNSUPPORTED",
+      throw notApplicable(
         `the two images hold ${total} layer entries; images over ${max} together are not compared ([scan] max_diff_entries)`,
-        { status: 404 },
       );
     }
     if (this.diffing) {
-      throw new RegistryError("TOOMANYREQUESTS", "another image diff is being computed", {
-        headers: { "Retry-After": "1" },
-      });
+      throw tooManyRequests("another image diff is being computed", 1);
     }
     this.diffing = true;
     try {
@@ -173,9 +167,7 @@ export class ImageDiffs {
       return { status: 200, diff };
     } catch (e) {
       if (isSandboxVerdict(e)) {
-        throw new RegistryError("UNSUPPORTED", `the images could not be compared: ${e.message}`, {
-          status: 404,
-        });
+        throw notApplicable(`the images could not be compared: ${e.message}`);
       }
       throw e;
     }

@@ -5,7 +5,15 @@
 // (machine_failure.ts).
 import type { Config } from "../config/mod.ts";
 import type { BlobStore } from "../storage/mod.ts";
-import { parseManifest, RegistryError, resolveRange, truncate } from "../oci/mod.ts";
+import {
+  notApplicable,
+  parseManifest,
+  rangeNotSatisfiable,
+  RegistryError,
+  resolveRange,
+  truncate,
+  unavailable,
+} from "../oci/mod.ts";
 import type { BlobMeta, ManifestMeta, SvcMeta } from "../metadata/mod.ts";
 import {
   type JobContext,
@@ -339,11 +347,7 @@ export class LayerIndex implements LayerIndexReader {
   private async unavailable(digest: string, cause: string): Promise<RegistryError> {
     const due = keyTime(await this.enqueue(digest));
     const secs = Math.min(RETRY_AFTER_MAX_SECS, Math.max(1, Math.ceil((due - Date.now()) / 1000)));
-    return new RegistryError(
-      "PROVIDER_UNAVAILABLE",
-      `${digest}: indexing could not run: ${cause}; it is retried`,
-      { headers: { "Retry-After": String(secs) } },
-    );
+    return unavailable(`${digest}: indexing could not run: ${cause}; it is retried`, secs);
   }
 
   /** The namespace owns the layer (else 404); a pull-through namespace fetches it first. */
@@ -380,9 +384,7 @@ export class LayerIndex implements LayerIndexReader {
     const broken = machineFailure(rec);
     if (broken !== null) throw await this.unavailable(digest, broken);
     if (rec.state === "unsupported") {
-      throw new RegistryError("UNSUPPORTED", `${digest} cannot be listed: ${rec.error}`, {
-        status: 404,
-      });
+      throw notApplicable(`${digest} cannot be listed: ${rec.error}`);
     }
     const refreshing = rec.version < INDEX_VERSION;
     if (refreshing) await this.enqueue(digest);
@@ -404,9 +406,7 @@ export class LayerIndex implements LayerIndexReader {
     const { rec, entry, size } = await this.locate(ns, digest, path);
     const r = resolveRange(rangeHeader, entry.size);
     if (r.kind === "unsatisfiable") {
-      throw new RegistryError("SIZE_INVALID", "range not satisfiable", {
-        headers: { "Content-Range": `bytes */${entry.size}` },
-      });
+      throw rangeNotSatisfiable(entry.size);
     }
     const [start, end] = r.kind === "partial" ? [r.start, r.end] : [0, entry.size - 1];
     const body = await this.reader.read(
@@ -456,17 +456,14 @@ export class LayerIndex implements LayerIndexReader {
     }).catch((e) => {
       // A budget, a dead sandbox or the child's own error is the file's verdict: 404, not 500.
       if (isSandboxVerdict(e)) {
-        throw new RegistryError("UNSUPPORTED", `${truncate(path)}: no details: ${e.message}`, {
-          status: 404,
-        });
+        throw notApplicable(`${truncate(path)}: no details: ${e.message}`);
       }
       // No sandbox could run it: the machine's trouble, not the file's.
       if (isMachineError(e)) {
         log.warn(machineMessage(`details of ${digest}`, errorText(e)), { digest });
-        throw new RegistryError(
-          "PROVIDER_UNAVAILABLE",
+        throw unavailable(
           `${truncate(path)}: details could not run: ${errorText(e)}; retry later`,
-          { headers: { "Retry-After": String(DETAILS_RETRY_SECS) } },
+          DETAILS_RETRY_SECS,
         );
       }
       throw e;

@@ -3,7 +3,7 @@
 // checkpoints and the zstd side copy are derived files in the blob store, in one of two slots,
 // so a re-index never changes files a reader of the current record is using.
 import type { BlobStore } from "../storage/mod.ts";
-import { RegistryError } from "../oci/mod.ts";
+import { RegistryError, tooManyRequests } from "../oci/mod.ts";
 import { K } from "../kv/mod.ts";
 import { type CheckpointRef, decodeTable, following, nearest } from "./checkpoint_table.ts";
 import { compressedRange, inflateFrom } from "./gzip_read.ts";
@@ -291,11 +291,7 @@ export class LayerReader {
     const long = end - cp.uoff > LONG_READ_BYTES;
     if (long) {
       if (this.longRead) {
-        throw new RegistryError(
-          "TOOMANYREQUESTS",
-          "another read inside a long deflate block is being inflated",
-          { headers: { "Retry-After": "1" } },
-        );
+        throw tooManyRequests("another read inside a long deflate block is being inflated", 1);
       }
       this.longRead = true;
     }

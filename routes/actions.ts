@@ -6,6 +6,8 @@ import {
   isValidName,
   isValidTag,
   isValidUuid,
+  methodNotAllowed,
+  methodUnsupported,
   parseDigest,
   RegistryError,
   truncate,
@@ -204,14 +206,9 @@ export function parseAction(method: string, path: string): Action | null {
     if (!name) {
       // SPEC pairs UNSUPPORTED with 400; only /token names a 405 (the OAuth 2.0 POST form).
       // Allow still tells the client what would work.
-      throw new RegistryError(
-        "UNSUPPORTED",
-        `method ${truncate(method)} not allowed on this path`,
-        {
-          status: path === "/token" ? 405 : 400,
-          headers: { Allow: Object.keys(r.methods).join(", ") },
-        },
-      );
+      const detail = `method ${truncate(method)} not allowed on this path`;
+      const allow = Object.keys(r.methods);
+      throw path === "/token" ? methodNotAllowed(detail, allow) : methodUnsupported(detail, allow);
     }
     const action: Action = { name };
     if (r.resource) action.resource = r.resource;

@@ -1,5 +1,5 @@
 import type { RequestScope } from "./scope.ts";
-import { RegistryError } from "../lib/oci/mod.ts";
+import { rangeNotSatisfiable } from "../lib/oci/mod.ts";
 import { noRedirect } from "./request.ts";
 
 export async function blobHandler(
@@ -27,11 +27,8 @@ export async function blobHandler(
     if (r.size !== null) extra.set("Content-Length", String(r.size));
     return new Response(head ? null : r.stream, { status: r.upstream.status, headers: extra });
   }
-  if (r.range.kind === "unsatisfiable") {
-    throw new RegistryError("SIZE_INVALID", "range not satisfiable", {
-      headers: { "Content-Range": `bytes */${r.size}` },
-    });
-  }
+  // A range is judged unsatisfiable only against a known size.
+  if (r.range.kind === "unsatisfiable") throw rangeNotSatisfiable(r.size!);
   if (r.range.kind === "partial") {
     extra.set("Content-Range", `bytes ${r.range.start}-${r.range.end}/${r.size}`);
     extra.set("Content-Length", String(r.range.end - r.range.start + 1));

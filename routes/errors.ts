@@ -1,6 +1,6 @@
 // The one place errors become responses: `{errors:[{code,message,detail}]}`.
 import type { Context } from "hono";
-import { RegistryError } from "../lib/oci/mod.ts";
+import { RegistryError, unavailable } from "../lib/oci/mod.ts";
 import { storeFaultAnswer } from "../lib/services/mod.ts";
 import { log } from "../lib/log.ts";
 
@@ -34,9 +34,7 @@ export function errorResponse(err: unknown, c: Context): Response {
       path: new URL(c.req.url).pathname,
       error: err.message,
     });
-    e = new RegistryError("PROVIDER_UNAVAILABLE", `${err.message}; retry later`, {
-      headers: { "Retry-After": String(MACHINE_RETRY_SECS) },
-    });
+    e = unavailable(`${err.message}; retry later`, MACHINE_RETRY_SECS);
   } else {
     log.error("unhandled error", {
       method: c.req.method,

@@ -31,9 +31,7 @@ export function queueOf(query: Query): string {
 function parse(query: Query, a: Action, reg: Registry): JobQuery {
   const listing = a.name === "list-jobs" || a.name === "list-failed-jobs";
   const bad = (detail: string) =>
-    listing
-      ? new RegistryError("NAME_UNKNOWN", detail)
-      : new RegistryError("UNSUPPORTED", detail, { status: 400 });
+    listing ? new RegistryError("NAME_UNKNOWN", detail) : new RegistryError("UNSUPPORTED", detail);
   const p = query.refusing(bad);
   p.atMostOnce(PARAMS);
   const q = p.one("queue") ?? "cache";
@@ -77,7 +75,7 @@ export async function jobsHandler(
           : await q.queue.deletePending(q.key!);
       } catch (e) {
         if (e instanceof NotAJobError) {
-          throw new RegistryError("UNSUPPORTED", e.message, { status: 400 });
+          throw new RegistryError("UNSUPPORTED", e.message);
         }
         throw e;
       }

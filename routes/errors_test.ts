@@ -262,3 +262,44 @@ Deno.test("any other error answers 500 INTERNAL_ERROR and leaks nothing", async 
     await assertBody(res, "INTERNAL_ERROR", "");
   }
 });
+
+// The count of status overrides at throw sites stays 0: a status other than a code's default is
+// a named factory's (lib/oci/error_factories.ts), so the mapper test above covers it.
+Deno.test("no throw site outside lib/oci picks a RegistryError's status", async () => {
+  const root = new URL("../", import.meta.url);
+  const found: string[] = [];
+  for (const dir of ["lib", "routes", "commands"]) {
+    for await (const path of sources(new URL(`${dir}/`, root))) {
+      if (path.includes("/lib/oci/")) continue;
+      const src = await Deno.readTextFile(path);
+      for (const call of registryErrorCalls(src)) {
+        if (/\bstatus\s*:/.test(call.text)) found.push(`${path}:${call.line}`);
+      }
+    }
+  }
+  assert.deepEqual(found, []);
+});
+
+async function* sources(dir: URL): AsyncGenerator<string> {
+  for await (const e of Deno.readDir(dir)) {
+    const url = new URL(e.name + (e.isDirectory ? "/" : ""), dir);
+    if (e.isDirectory) yield* sources(url);
+    else if (e.name.endsWith(".ts") && !e.name.endsWith("_test.ts")) yield url.pathname;
+  }
+}
+
+/** The argument text of each `RegistryError(` call (constructions and subclasses' `super(`). */
+function* registryErrorCalls(src: string): Generator<{ line: number; text: string }> {
+  const opens = [...src.matchAll(/RegistryError\(/g)].map((m) => m.index!);
+  if (/extends RegistryError\b/.test(src)) {
+    opens.push(...[...src.matchAll(/\bsuper\(/g)].map((m) => m.index!));
+  }
+  for (const start of opens) {
+    let i = src.indexOf("(", start) + 1;
+    for (let depth = 1; depth > 0 && i < src.length; i++) {
+      if (src[i] === "(") depth++;
+      else if (src[i] === ")") depth--;
+    }
+    yield { line: src.slice(0, start).split("\n").length, text: src.slice(start, i) };
+  }
+}

@@ -1,11 +1,13 @@
 // A parse of untrusted bytes in a child Deno process (docs/design.md, "Untrusted content"): the
 // child gets read access to its inputs, write access to its scratch folder, FFI where it needs
 // the native decoders, no network, no environment and no subprocesses, and a V8 heap cap. This
-// process watches its wall time, CPU time and resident memory and kills it the moment one passes
-// its budget, so a hostile layer costs the serving process nothing but a few polls.
+// process watches its wall time, CPU time and resident memory (budget_watch.ts) and kills it the
+// moment one passes its budget, so a hostile layer costs the serving process nothing but a few
+// polls.
 import type { SandboxBudget, SandboxMode } from "../config/mod.ts";
 import { BudgetExceededError, SandboxError, SandboxUnavailableError } from "./errors.ts";
 import { childCommand } from "./launch.ts";
+import { BudgetWatch, type Passed } from "./budget_watch.ts";
 import { concatBytes } from "../streams/mod.ts";
 import { setPriority } from "node:os";
 
@@ -119,32 +121,36 @@ export async function runInProcess(spec: SandboxSpec): Promise<string> {
     setPriority(child.pid, SANDBOX_NICENESS);
   } catch { /* not permitted here: same priority */ }
 
-  let tripped: BudgetExceededError | null = null;
-  const kill = (why: BudgetExceededError | null) => {
-    if (why && !tripped) tripped = why;
-    try {
-      child.kill("SIGKILL");
-    } catch { /* already gone */ }
-  };
-  const wall = setTimeout(
-    () => kill(new BudgetExceededError("max_wall_secs", budget.wallSecs, `${budget.wallSecs} s`)),
-    budget.wallSecs * 1000,
-  );
-  const onAbort = () => kill(null);
-  spec.signal?.addEventListener("abort", onAbort);
-  const poll = canPoll()
-    ? setInterval(async () => {
-      const u = await processUsage(child.pid);
-      if (!u) return;
-      if (u.rssBytes > budget.memoryBytes) {
-        kill(
-          new BudgetExceededError("max_memory_bytes", budget.memoryBytes, `${u.rssBytes} bytes`),
-        );
-      } else if (u.cpuSecs > budget.cpuSecs) {
-        kill(new BudgetExceededError("max_cpu_secs", budget.cpuSecs, `${u.cpuSecs} s`));
+  const maxOut = spec.maxOutputBytes ?? DEFAULT_OUTPUT;
+  // A budget passed or the job aborted kills the child.
+  const watch = new BudgetWatch({
+    budget,
+    maxOutputBytes: maxOut,
+    signal: spec.signal,
+    stop: () => {
+      try {
+        child.kill("SIGKILL");
+      } catch { /* already gone */ }
+    },
+  });
+  watch.start(
+    canPoll()
+      ? {
+        everyMs: POLL_MS,
+        check: async (): Promise<Passed | null> => {
+          const u = await processUsage(child.pid);
+          if (!u) return null;
+          if (u.rssBytes > budget.memoryBytes) {
+            return { budget: "max_memory_bytes", reached: `${u.rssBytes} bytes` };
+          }
+          if (u.cpuSecs > budget.cpuSecs) {
+            return { budget: "max_cpu_secs", reached: `${u.cpuSecs} s` };
+          }
+          return null;
+        },
       }
-    }, POLL_MS)
-    : undefined;
+      : undefined,
+  );
 
   // Each chunk is written before the next is asked for, so a source may reuse a chunk's memory
   // once it is asked again (no copies). The child may stop reading at any point (a budget, the
@@ -160,14 +166,13 @@ export async function runInProcess(spec: SandboxSpec): Promise<string> {
     }
   };
   const fed = spec.stdin ? feed(spec.stdin) : Promise.resolve();
-  const maxOut = spec.maxOutputBytes ?? DEFAULT_OUTPUT;
   const out: Uint8Array[] = [];
   let outBytes = 0;
   const stdout = (async () => {
     for await (const c of child.stdout) {
       outBytes += c.length;
       if (outBytes > maxOut) {
-        kill(new BudgetExceededError("output", maxOut, `over ${maxOut} bytes`));
+        watch.trip("output", `over ${maxOut} bytes`);
         break;
       }
       out.push(c);
@@ -185,12 +190,10 @@ export async function runInProcess(spec: SandboxSpec): Promise<string> {
   try {
     status = await child.status;
   } finally {
-    clearTimeout(wall);
-    if (poll !== undefined) clearInterval(poll);
-    spec.signal?.removeEventListener("abort", onAbort);
+    watch.end();
   }
   await Promise.all([stdout, stderr, fed]);
-  if (tripped) throw tripped;
+  if (watch.passed) throw watch.passed;
   spec.signal?.throwIfAborted();
   if (!status.success) {
     // V8 aborts on its heap cap ("Reached heap limit", "invalid size error"): that is the memory

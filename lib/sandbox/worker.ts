@@ -14,8 +14,9 @@
 // - CPU time: node:worker_threads' cpuUsage() gives the thread's, polled like a process's (a web
 //   Worker gives none: there max_wall_secs bounds it).
 // - permissions: a worker has this process's permissions, not the child's narrow grant.
-import { BudgetExceededError, SandboxError, SandboxUnavailableError } from "./errors.ts";
+import { SandboxError, SandboxUnavailableError } from "./errors.ts";
 import { DEFAULT_OUTPUT, heapCapMiB, type SandboxSpec } from "./process.ts";
+import { BudgetWatch } from "./budget_watch.ts";
 import type { ToChild, ToParent } from "./worker_protocol.ts";
 
 interface Events {
@@ -108,6 +109,13 @@ export async function runInWorker(spec: SandboxSpec): Promise<string> {
     finished = true;
     settle(o);
   };
+  // A budget passed ends the run with its error, the job's abort as aborted (budget_watch.ts).
+  const watch = new BudgetWatch({
+    budget,
+    maxOutputBytes: maxOut,
+    signal: spec.signal,
+    stop: (why) => finish(why ? { error: why } : { aborted: true }),
+  });
 
   const reader = spec.stdin?.getReader();
   let inputDone = !reader;
@@ -135,8 +143,7 @@ export async function runInWorker(spec: SandboxSpec): Promise<string> {
     }
   };
 
-  const outputTrip = (reached: string) =>
-    finish({ error: new BudgetExceededError("output", maxOut, reached) });
+  const outputTrip = (reached: string) => watch.trip("output", reached);
   const events: Events = {
     message(m) {
       if (finished) return;
@@ -158,15 +165,7 @@ export async function runInWorker(spec: SandboxSpec): Promise<string> {
         inputDone = true;
         reader?.cancel().catch(() => {});
       } else if ("memory" in m) {
-        if (m.over) {
-          finish({
-            error: new BudgetExceededError(
-              "max_memory_bytes",
-              budget.memoryBytes,
-              `${m.memory} bytes`,
-            ),
-          });
-        }
+        if (m.over) watch.trip("max_memory_bytes", `${m.memory} bytes`);
       } else if ("overflow" in m) {
         outputTrip(`${m.overflow} bytes`);
       } else if ("line" in m) {
@@ -175,15 +174,12 @@ export async function runInWorker(spec: SandboxSpec): Promise<string> {
       }
     },
     error(e) {
-      finish({
-        error: e.outOfMemory
-          ? new BudgetExceededError(
-            "max_memory_bytes",
-            budget.memoryBytes,
-            `the ${heapMiB} MiB heap`,
-          )
-          : new SandboxError(`${spec.label} sandbox worker died: ${e.message.slice(0, 500)}`),
-      });
+      if (e.outOfMemory) watch.trip("max_memory_bytes", `the ${heapMiB} MiB heap`);
+      else {
+        finish({
+          error: new SandboxError(`${spec.label} sandbox worker died: ${e.message.slice(0, 500)}`),
+        });
+      }
     },
     exit(code) {
       // A line posted just before an exit may still be on its way.
@@ -203,53 +199,32 @@ export async function runInWorker(spec: SandboxSpec): Promise<string> {
       `${spec.label}: no sandbox worker could be started (${e instanceof Error ? e.message : e})`,
     );
   }
-  const wall = setTimeout(
-    () =>
-      finish({
-        error: new BudgetExceededError("max_wall_secs", budget.wallSecs, `${budget.wallSecs} s`),
-      }),
-    budget.wallSecs * 1000,
-  );
   let cpu = NaN;
   let cpuChanged = Date.now();
-  let polling = false;
-  const poll = handle.cpuSecs
-    ? setInterval(async () => {
-      if (polling || finished) return;
-      polling = true;
-      try {
-        const now = Date.now();
-        const c = await handle!.cpuSecs!();
-        if (c !== cpu) cpuChanged = now;
-        cpu = c;
-        if (c > budget.cpuSecs) {
-          finish({
-            error: new BudgetExceededError("max_cpu_secs", budget.cpuSecs, `${c.toFixed(2)} s`),
-          });
-        } else if (lastHeard > 0 && now - lastHeard > STUCK_MS && now - cpuChanged > STUCK_MS) {
-          finish({
-            error: new BudgetExceededError(
-              "max_memory_bytes",
-              budget.memoryBytes,
-              `the ${heapMiB} MiB heap`,
-            ),
-          });
-        }
-      } catch {
-        /* gone: its exit says why */
-      } finally {
-        polling = false;
+  const cpuSecs = handle.cpuSecs;
+  watch.start(
+    cpuSecs
+      ? {
+        everyMs: POLL_MS,
+        check: async () => {
+          if (finished) return null;
+          const now = Date.now();
+          const c = await cpuSecs();
+          if (c !== cpu) cpuChanged = now;
+          cpu = c;
+          if (c > budget.cpuSecs) return { budget: "max_cpu_secs", reached: `${c.toFixed(2)} s` };
+          if (lastHeard > 0 && now - lastHeard > STUCK_MS && now - cpuChanged > STUCK_MS) {
+            return { budget: "max_memory_bytes", reached: `the ${heapMiB} MiB heap` };
+          }
+          return null;
+        },
       }
-    }, POLL_MS)
-    : undefined;
-  const onAbort = () => finish({ aborted: true });
-  if (spec.signal?.aborted) onAbort();
-  spec.signal?.addEventListener("abort", onAbort);
+      : undefined,
+  );
+  if (spec.signal?.aborted) finish({ aborted: true });
 
   const o = await outcome;
-  clearTimeout(wall);
-  if (poll !== undefined) clearInterval(poll);
-  spec.signal?.removeEventListener("abort", onAbort);
+  watch.end();
   // The worker never ends on its own: it is stopped here whatever the outcome.
   await handle.terminate().catch(() => {});
   // Cancelled first: a read still waiting on a slow store then ends at once.

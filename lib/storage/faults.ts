@@ -3,7 +3,7 @@
 // PROVIDER_UNAVAILABLE and RECLAMATION_IN_PROGRESS for 5xx, and a full or absent store is neither
 // a bug nor a reclamation). The operating system's error codes are classified here once, for the
 // fs store and for the error mapper's safety net (routes/errors.ts).
-import { RegistryError } from "../oci/mod.ts";
+import { type RegistryError, unavailable } from "../oci/mod.ts";
 
 /** `full`: no room (ENOSPC, EDQUOT, or below the reserve); `unavailable`: cannot be used now. */
 export type FaultKind = "full" | "unavailable";
@@ -42,9 +42,7 @@ export function osFault(e: unknown): { kind: FaultKind; why: string } | null {
  */
 export function storeFault(kind: FaultKind, store: string, why: string): RegistryError {
   const state = kind === "full" ? "is full" : "is unavailable";
-  return new RegistryError("PROVIDER_UNAVAILABLE", `${store} ${state} (${why}): retry later`, {
-    headers: { "Retry-After": String(RETRY_AFTER_SECS[kind]) },
-  });
+  return unavailable(`${store} ${state} (${why}): retry later`, RETRY_AFTER_SECS[kind]);
 }
 
 /** Bytes for people: `12.0 MiB`. */

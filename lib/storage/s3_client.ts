@@ -4,7 +4,7 @@
 // their body can be replayed; when the endpoint stays down the caller gets a 503
 // PROVIDER_UNAVAILABLE, never a half-written object (S3 writes are all-or-nothing).
 import { AwsV4Signer } from "aws4fetch";
-import { RegistryError } from "../oci/mod.ts";
+import { type RegistryError, unavailable } from "../oci/mod.ts";
 import { type FaultReport, RETRY_AFTER_SECS } from "./faults.ts";
 import { Presigner } from "./s3_presign.ts";
 import { Http1Client, proxyConfigured } from "../http/mod.ts";
@@ -75,9 +75,7 @@ export class S3Error extends Error {
    * revoked key, a deleted bucket), which is the provider's trouble, not the request's.
    */
   answer(): RegistryError {
-    return new RegistryError("PROVIDER_UNAVAILABLE", `${this.message}; retry later`, {
-      headers: { "Retry-After": String(RETRY_AFTER_SECS.unavailable) },
-    });
+    return unavailable(`${this.message}; retry later`, RETRY_AFTER_SECS.unavailable);
   }
 }
 
@@ -193,7 +191,8 @@ export class S3Client {
     }
     const detail = `${this.label} is ${state}: ${lastErr}`;
     this.report?.fault("unavailable", detail);
-    throw unavailable(detail);
+    // S3 did not answer, or answered 5xx, through every attempt.
+    throw unavailable(`${detail}; retry later`, RETRY_AFTER_SECS.unavailable);
   }
 
   /** One attempt: signed, sent, answered (headers) within the request's timeout. */
@@ -407,13 +406,6 @@ export class S3Client {
     await res.body?.cancel();
     return res.ok || res.status === 404;
   }
-}
-
-/** S3 did not answer, or answered 5xx, through every attempt. */
-function unavailable(detail: string): RegistryError {
-  return new RegistryError("PROVIDER_UNAVAILABLE", `${detail}; retry later`, {
-    headers: { "Retry-After": String(RETRY_AFTER_SECS.unavailable) },
-  });
 }
 
 /** An error and its causes in one line: fetch says "fetch failed" and keeps the why in `cause`. */

@@ -11,7 +11,7 @@ import { repositoryOf } from "../config/mod.ts";
 import type { JobContext, JobQueues } from "../jobs/mod.ts";
 import { PermanentJobError } from "../jobs/mod.ts";
 import type { PlannedMutation } from "../kv/mod.ts";
-import { RegistryError } from "../oci/mod.ts";
+import { RegistryError, unavailable } from "../oci/mod.ts";
 import { log } from "../log.ts";
 import {
   type AuditFields,
@@ -177,11 +177,7 @@ export class Events {
         if (status !== null) {
           throw new RegistryError("DENIED", `${ev.kind} refused by webhook ${h.name} (${status})`);
         }
-        throw new RegistryError(
-          "PROVIDER_UNAVAILABLE",
-          `webhook ${h.name} required for ${ev.kind} did not answer`,
-          { headers: { "Retry-After": "5" } },
-        );
+        throw unavailable(`webhook ${h.name} required for ${ev.kind} did not answer`, 5);
       }
     }));
   }

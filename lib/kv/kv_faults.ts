@@ -7,7 +7,7 @@
 // A running process keeps its open descriptors, so a chmod, `chattr +i` or a read-only bind
 // mount made after it opened the file changes nothing for it (a remount read-only is refused
 // while it writes); the read-only answer comes from a file that was so when the process started.
-import { RegistryError } from "../oci/mod.ts";
+import { type RegistryError, unavailable } from "../oci/mod.ts";
 
 export type KvFaultKind = "full" | "locked" | "read_only" | "unavailable";
 
@@ -39,10 +39,9 @@ export function kvFaultKind(e: unknown): KvFaultKind | null {
  */
 export function kvFaultError(kind: KvFaultKind, where: string, e: Error): RegistryError {
   const [, , state] = KINDS.find(([, k]) => k === kind)!;
-  return new RegistryError(
-    "PROVIDER_UNAVAILABLE",
+  return unavailable(
     `the metadata store (${where}) ${state} (${e.message}): retry later`,
-    { headers: { "Retry-After": String(RETRY_AFTER_SECS[kind]) } },
+    RETRY_AFTER_SECS[kind],
   );
 }
 

@@ -2,7 +2,7 @@
 import { Authenticator, ClientIpResolver } from "../lib/auth/mod.ts";
 import type { PolicySet } from "../lib/policy/mod.ts";
 import { httpParts, type Services } from "../lib/services/mod.ts";
-import { createApp, type Services as AppServices } from "../routes/app.ts";
+import { type AppServices, createApp } from "../routes/app.ts";
 
 /**
  * `routes` holds `routes`'s view of the services; a config reload swaps its authenticator in

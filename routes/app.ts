@@ -28,9 +28,9 @@ import { applyRateLimit } from "./rate_limit.ts";
 import { anonymousActor, identifyActor, withActor } from "../lib/events/mod.ts";
 import { auditAction, audited, auditHandler } from "./audit.ts";
 import { Query } from "./query.ts";
-import type { ConnEnv, Handler, RequestScope, Services } from "./scope.ts";
+import type { AppServices, ConnEnv, Handler, RequestScope } from "./scope.ts";
 
-export type { ConnEnv, Services } from "./scope.ts";
+export type { AppServices, ConnEnv } from "./scope.ts";
 
 const PULLS = new Set(["get-manifest", "get-blob", "list-tags", "get-referrers"]);
 /** Client writes: refused in a pull-through repository, which mirrors its upstreams. */
@@ -48,7 +48,7 @@ const JOB_ACTIONS = new Set(["list-jobs", "list-failed-jobs", "retry-job", "dele
 /** Actions naming one image whose verdict CEL rules may read as `image`. */
 const IMAGE_ACTIONS = new Set(["get-manifest", "get-signatures"]);
 
-export function createApp(services: Services): Hono<{ Bindings: ConnEnv }> {
+export function createApp(services: AppServices): Hono<{ Bindings: ConnEnv }> {
   const app = new Hono<{ Bindings: ConnEnv }>();
   const reg = services.registry;
   const gate = new Gate(

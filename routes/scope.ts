@@ -19,11 +19,12 @@ import type { RequestContext } from "./authorize.ts";
 import type { Query } from "./query.ts";
 
 /**
- * What the handlers share for the app's lifetime. The HttpParts (rate limiter, file search,
- * replication status) read the metadata KV; lib/services binds them to it, so no handler holds
- * the KV.
+ * What the HTTP app is built from and its handlers share for its lifetime: the part of the
+ * process's Services (lib/services) that commands/http_app.ts hands to routes. The HttpParts
+ * (rate limiter, file search, replication status) read the metadata KV; lib/services binds them
+ * to it, so no handler holds the KV.
  */
-export interface Services extends HttpParts {
+export interface AppServices extends HttpParts {
   registry: Registry;
   authenticator: Authenticator;
   policies: PolicySet;
@@ -71,7 +72,7 @@ export interface RequestScope {
   action: Action;
   head: boolean;
   registry: Registry;
-  services: Services;
+  services: AppServices;
   /** headers every answer carries (API version, `OCI-Namespace`, rate limits): handlers add theirs */
   headers: Headers;
   /** the authenticated caller */

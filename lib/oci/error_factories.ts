@@ -47,7 +47,7 @@ export function notApplicable(detail: string): RegistryError {
   return new RegistryError("UNSUPPORTED", detail, { status: 404 });
 }
 
-/** 400 UNSUPPORTED with Allow: a method the path does not serve (SPEC pairs UNSUPPORTED with 400). */
+/** 400 UNSUPPORTED with Allow: a method the path does not serve (SPEC pairs UNSUPPORTED, 400). */
 export function methodUnsupported(detail: string, allow: string[]): RegistryError {
   return new RegistryError("UNSUPPORTED", detail, { headers: { Allow: allow.join(", ") } });
 }

@@ -3,7 +3,7 @@
 // times GETs of one cached 128 MiB layer from a capped and an uncapped repository of one
 // server, alternating, one at a time and 8 at once, so the wrapper's cost shows (or does not)
 // beside the noise. The wrapper is a JS stream: the fs store's native file pipe (what concurrent
-// pulls get, lib/storage/fs_blob_store.ts) is lost under it.
+// pulls get, lib/storage/fs_read.ts) is lost under it.
 //
 // Run: deno run -A --unstable-kv bench/cache_hold_stream.ts
 import { FakeRegistry, generatedBlob } from "../tests/helpers/fake_registry.ts";

@@ -1,5 +1,6 @@
 // The operator hooks of issue 14: event webhooks, authorization webhooks and retention policies.
-// Types and their TOML readers live here so load.ts only calls in; a problem names its key path.
+// Types and their TOML readers live here so the section readers (global_config.ts,
+// repository_config.ts, auth_config.ts) only call in; a problem names its key path.
 // CEL rules are only syntax-checked later, where the functions they call are defined
 // (lib/retention): config imports no CEL environment.
 import { type Fail, int, only, strings, type Table, table } from "./table_readers.ts";

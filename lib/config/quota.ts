@@ -1,6 +1,6 @@
 // `[global.quota]`, `[repository."<name>".quota]` and `max_cache_bytes` (issue 26, parts 1–2):
-// storage limits per repository. Types and the TOML reader live here so load.ts only calls in;
-// a problem names its key path.
+// storage limits per repository. Types and the TOML reader live here so the section readers
+// (global_config.ts, repository_config.ts) only call in; a problem names its key path.
 import { type Fail, isTable, only, type Table } from "./table_readers.ts";
 
 export interface QuotaConfig {

@@ -1,6 +1,6 @@
 // `[global.rate_limit]` and `[repository."<name>".rate_limit]` (issue 26, part 3): the numbers of
-// the token buckets and who is exempt. Types and the TOML reader live here so load.ts only calls
-// in; a problem names its key path.
+// the token buckets and who is exempt. Types and the TOML reader live here so the section readers
+// (global_config.ts, repository_config.ts) only call in; a problem names its key path.
 import { parse as parseCel } from "@marcbachmann/cel-js";
 import { type KnownIdentities, parseIdentityRef } from "./identity_refs.ts";
 

@@ -255,7 +255,7 @@ export class OutboundGuard {
       if (lit?.some((a) => classifyAddress(a) === "loopback")) loopback = true;
     }
     this.loopbackNamed = loopback;
-    // load.ts validated the list; an entry still unreadable here allows nothing.
+    // The config (global_config.ts) validated the list; an entry still unreadable here allows nothing.
     this.allow = (opts.allow ?? []).flatMap((a) => parseCidr(a) ?? []);
     this.resolve = opts.resolve ?? systemResolver;
   }

@@ -49,7 +49,7 @@ export const FILL_MEMORY_BOUND = MAX_UNWRITTEN + KEEP_WRITTEN;
 /** A follower behind the memory window reads the file in chunks of this size... */
 const FOLLOW_CHUNK = 256 * 1024;
 /** ...into a ring of this many buffers: Deno.serve releases a chunk before the one after next
- * is pulled (see RING in fs_blob_store.ts), so a fresh ArrayBuffer per read, which V8 frees
+ * is pulled (see RING in lib/storage/fs_read.ts), so a fresh ArrayBuffer per read, which V8 frees
  * late, is not needed. */
 const FOLLOW_RING = 4;
 

@@ -116,7 +116,7 @@ export class S3Layout {
 }
 
 // Part buffers are reused: V8 frees large ArrayBuffers only under external-memory pressure, so a
-// fresh 2×P per PATCH let RSS climb during pushes (the same effect fs_blob_store.ts measured).
+// fresh 2×P per PATCH let RSS climb during pushes (the same effect fs_read.ts and body_chunks.ts measured).
 const POOL_MAX = 8;
 const pool: Uint8Array[] = [];
 export function takeBuffer(size: number): Uint8Array {

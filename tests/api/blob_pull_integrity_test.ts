@@ -1,5 +1,5 @@
 // The single fast pull of a large blob (>= 32 MiB) reads into a ring of reused buffers
-// (lib/storage/fs_blob_store.ts): a buffer must never be overwritten while the HTTP layer still
+// (lib/storage/fs_read.ts): a buffer must never be overwritten while the HTTP layer still
 // holds its bytes. Slow, jittery readers make the server's writes back up, which is when that
 // would show.
 import assert from "node:assert/strict";

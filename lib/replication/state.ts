@@ -3,12 +3,28 @@
 // in a process, so every process that runs replication jobs adds to the same figures and a
 // capability learned by one process spares the others the failed request. The one file of
 // lib/replication that holds the KV: these are the folder's own records.
-import { type DownstreamCaps, type DownstreamError, K } from "../kv/mod.ts";
+import { K } from "../kv/mod.ts";
 
 /** A remembered capability is asked again after this long (the operator may reconfigure). */
 export const CAPS_TTL_MS = 24 * 3600 * 1000;
 /** Longest error text kept per downstream. */
 const ERROR_MAX = 1000;
+
+/** What a downstream answered to deletes (null: not seen yet), learned for its `url`. */
+export interface DownstreamCaps {
+  url: string;
+  tagDelete: boolean | null;
+  digestDelete: boolean | null;
+  /** ms since epoch of the last change */
+  at: number;
+}
+
+/** The last replication job run to a downstream that failed or could not be applied. */
+export interface DownstreamError {
+  at: number;
+  outcome: string;
+  message: string;
+}
 
 export interface DownstreamFacts {
   caps: DownstreamCaps | null;

@@ -4,9 +4,9 @@
 // `prune`, matching local tags the upstream no longer lists are deleted, only after a complete
 // and valid listing.
 import type { Config, RepositoryConfig, SyncConfig } from "../config/mod.ts";
-import type { SyncRunRecord } from "../kv/mod.ts";
 import { RegistryError } from "../oci/mod.ts";
 import type { SyncDeps } from "./deps.ts";
+import type { SyncRunRecord } from "./state.ts";
 import { upstreamName, UpstreamSet } from "../upstream/mod.ts";
 import { ContentFetcher } from "./content.ts";
 import { RateGate, RateLimited } from "./rate_gate.ts";

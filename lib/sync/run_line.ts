@@ -1,5 +1,5 @@
 // How `main.ts sync` reports a finished run: one line, then its errors indented beneath it.
-import type { SyncRunRecord } from "../kv/mod.ts";
+import type { SyncRunRecord } from "./state.ts";
 
 /**
  * One line per finished run, as `main.ts sync` prints it; `elapsedSecs`: how long this command

@@ -2,14 +2,36 @@
 // run at a time across processes (lib/kv's lease), the run in progress (its cursor lets a run cut
 // short by a crash resume where it stopped) and the last finished run (status view, schedule).
 // The one file of lib/sync that holds the KV: these are the folder's own records.
-import {
-  K,
-  Leases,
-  type SyncLease,
-  type SyncRunRecord,
-  type Taken,
-  UNTIL_FORMAT,
-} from "../kv/mod.ts";
+import { K, Leases, type Taken, UNTIL_FORMAT } from "../kv/mod.ts";
+
+/** Who runs a repository's sync, until when (ms since epoch); renewed while it runs. */
+export interface SyncLease {
+  holder: string;
+  until: number;
+}
+
+/** One run of a `[[repository."<name>".sync]]` entry. Bounded: < 16 KiB. */
+export interface SyncRunRecord {
+  id: string;
+  /** the entry's namespaces when the run started (a reordered config does not resume it) */
+  namespaces: string[];
+  started_at: number;
+  finished_at: number | null;
+  /** the last namespace and tag done: a resumed run skips what sorts before it */
+  cursor: { namespace: string; tag: string } | null;
+  tags_fetched: number;
+  tags_unchanged: number;
+  tags_pruned: number;
+  blobs_fetched: number;
+  /** bytes of those blobs (absent in records of older versions) */
+  bytes_fetched?: number;
+  /** "ok", "partial" (some tags failed), "failed" (nothing changed), "rate-limited" */
+  outcome: string;
+  errors: string[];
+  dry_run: boolean;
+  /** when the schedule runs it next (ms since epoch): after interval_secs, or a rate limit */
+  next_at: number | null;
+}
 
 /**
  * A lease not renewed for this long is free: its holder died. Twice the job lease (at least

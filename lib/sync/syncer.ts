@@ -8,11 +8,11 @@
 // expires and resumes from its cursor.
 import type { Config } from "../config/mod.ts";
 import type { JobContext, ProgressSink } from "../jobs/mod.ts";
-import { holdWhileRunning, type SyncRunRecord } from "../kv/mod.ts";
+import { holdWhileRunning } from "../kv/mod.ts";
 import type { SyncDeps } from "./deps.ts";
 import { log } from "../log.ts";
 import { SyncRun } from "./run.ts";
-import { syncLeaseMs, type SyncState } from "./state.ts";
+import { syncLeaseMs, type SyncRunRecord, type SyncState } from "./state.ts";
 
 /** The `cache` job kind of a scheduled sync run. */
 export const SYNC_KIND = "sync";

@@ -212,7 +212,11 @@ Deno.test("an upstream that fails to answer is shared by the callers waiting on 
 function slowWrites(store: FsBlobStore, delayMs: number): FsBlobStore {
   return new Proxy(store, {
     get(target, prop, receiver) {
-      if (prop !== "appendUpload") return Reflect.get(target, prop, receiver);
+      if (prop !== "appendUpload") {
+        // The store keeps its parts in private fields: its methods run on the store itself.
+        const v = Reflect.get(target, prop, receiver);
+        return typeof v === "function" ? v.bind(target) : v;
+      }
       return (
         uuid: string,
         offset: number,

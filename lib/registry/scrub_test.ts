@@ -181,7 +181,7 @@ Deno.test("scrub: a writer racing a claimed digest gets 503 RECLAMATION_IN_PROGR
 });
 
 Deno.test("scrub: idle upload sessions and orphan upload files go; active ones stay", async () => {
-  await withEnv(async ({ reg, kv, store, scrub }) => {
+  await withEnv(async ({ reg, kv, dir, scrub }) => {
     const start = () =>
       reg.uploads.start("u/x", {
         digest: null,
@@ -201,7 +201,8 @@ Deno.test("scrub: idle upload sessions and orphan upload files go; active ones s
     const rec = (await kv.get<Record<string, unknown>>(key)).value!;
     await kv.set(key, { ...rec, startedAt: 0, updatedAt: 0 });
     const orphan = join(
-      store["root" as keyof FsBlobStore] as unknown as string,
+      dir,
+      "blobs",
       "uploads",
       "put-x",
     );

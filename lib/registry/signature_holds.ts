@@ -4,6 +4,7 @@
 import { repositoryOf, type VerifyConfig } from "../config/mod.ts";
 import { type ParsedManifest, parseManifest, RegistryError } from "../oci/mod.ts";
 import type { PlannedMutation, SignatureVerdict } from "../kv/mod.ts";
+import type { Settle, SettleOutcome } from "../metadata/mod.ts";
 import { log } from "../log.ts";
 import { isArtifact } from "./signature_rules.ts";
 import { record, sameVerdict } from "./signature_verdict.ts";
@@ -105,35 +106,15 @@ export class SignatureHolds {
       const recent = Date.now() - (prev?.checkedAt ?? 0) < UPSTREAM_RECHECK_MS;
       if (prev && sameVerdict(prev, next) && (!asked || recent)) return prev;
       const released = !!prev?.held && !next.held;
-      const fx = await this.d.effects.begin({
-        kind: "image-release",
+      let planned: PlannedMutation[] = [];
+      const out = await this.store(
         ns,
         digest,
-        tags: released ? prev!.held!.tags : [],
-      });
-      let planned: PlannedMutation[] = [];
-      let out;
-      try {
-        out = await this.d.meta.settle({
-          ns,
-          digest,
-          pin,
-          next,
-          fx,
-          mayMove: (tag, existing) =>
-            !existing || existing.digest === digest ||
-            !this.d.isImmutable(ns, tag),
-          events: () => (planned = this.transitionEvents(
-            ns,
-            digest,
-            prev,
-            next,
-            cfg,
-          )),
-        });
-      } finally {
-        await fx.committed();
-      }
+        pin,
+        next,
+        released ? prev!.held!.tags : [],
+        () => (planned = this.transitionEvents(ns, digest, prev, next, cfg)),
+      );
       if (out === "stale") continue;
       if (out === "gone") return null;
       this.d.events.committed(planned);
@@ -157,6 +138,36 @@ export class SignatureHolds {
       digest,
     });
     return null;
+  }
+
+  /**
+   * Stores `next` once (the caller judges again on "stale"): the write effects begun for a
+   * release of the held tags `releasing` and closed after the commit; a released tag that an
+   * immutable tag stands on is left where it is. `events` plans the commit's events.
+   */
+  async store(
+    ns: string,
+    digest: string,
+    pin: string | null,
+    next: SignatureVerdict,
+    releasing: string[],
+    events?: Settle["events"],
+  ): Promise<"stale" | "gone" | SettleOutcome> {
+    const fx = await this.d.effects.begin({ kind: "image-release", ns, digest, tags: releasing });
+    try {
+      return await this.d.meta.settle({
+        ns,
+        digest,
+        pin,
+        next,
+        fx,
+        mayMove: (tag, existing) =>
+          !existing || existing.digest === digest || !this.d.isImmutable(ns, tag),
+        events,
+      });
+    } finally {
+      await fx.committed();
+    }
   }
 
   /**

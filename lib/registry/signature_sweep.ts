@@ -201,26 +201,7 @@ export class SignatureSweep {
       if (!rev || !cur?.held) return;
       const next: SignatureVerdict = { ...cur };
       delete next.held;
-      const fx = await this.d.effects.begin({
-        kind: "image-release",
-        ns,
-        digest,
-        tags: cur.held.tags,
-      });
-      let out;
-      try {
-        out = await this.d.meta.settle({
-          ns,
-          digest,
-          pin,
-          next,
-          fx,
-          mayMove: (tag, existing) =>
-            !existing || existing.digest === digest || !this.d.isImmutable(ns, tag),
-        });
-      } finally {
-        await fx.committed();
-      }
+      const out = await this.holds.store(ns, digest, pin, next, cur.held.tags);
       if (out !== "stale") return;
     }
   }
@@ -240,28 +221,16 @@ export class SignatureSweep {
         ...cur,
         held: { ...cur.held, expired: true },
       };
-      const fx = await this.d.effects.begin({
-        kind: "image-release",
+      let planned: PlannedMutation[] = [];
+      // Still held (expired): no tag is released.
+      const out = await this.holds.store(
         ns,
         digest,
-        tags: [],
-      });
-      let planned: PlannedMutation[] = [];
-      let out;
-      try {
-        out = await this.d.meta.settle({
-          ns,
-          digest,
-          pin,
-          next,
-          fx,
-          events: () => (planned = this.judging.plan("image.held", ns, digest, next, cfg, {
-            expired: true,
-          })),
-        });
-      } finally {
-        await fx.committed();
-      }
+        pin,
+        next,
+        [],
+        () => (planned = this.judging.plan("image.held", ns, digest, next, cfg, { expired: true })),
+      );
       if (out === "stale") continue;
       if (out === "gone") return "gone";
       this.d.events.committed(planned);

@@ -129,13 +129,7 @@ function readDownstreams(
     const t = r.table(item, p);
     r.only(t, p, [
       "name",
-      "url",
-      "username",
-      "password",
-      "ca_bundle",
-      "connect_timeout_secs",
-      "read_timeout_secs",
-      "max_redirects",
+      ...CONNECTION_KEYS,
       "namespace_filter",
       "mode",
       "prune",
@@ -191,21 +185,23 @@ function readUpstreams(
   const list = items.map((item, i) => {
     const p = `${path}[${i}]`;
     const t = r.table(item, p);
-    r.only(t, p, [
-      "url",
-      "username",
-      "password",
-      "ca_bundle",
-      "connect_timeout_secs",
-      "read_timeout_secs",
-      "max_redirects",
-      "revalidate_secs",
-    ]);
+    r.only(t, p, [...CONNECTION_KEYS, "revalidate_secs"]);
     revalidateSecs ??= r.int(t, "revalidate_secs", p, 0);
     return readConnection(r, t, p);
   });
   return { list, revalidateSecs };
 }
+
+/** The keys readConnection reads, which every upstream and downstream table allows. */
+const CONNECTION_KEYS = [
+  "url",
+  "username",
+  "password",
+  "ca_bundle",
+  "connect_timeout_secs",
+  "read_timeout_secs",
+  "max_redirects",
+];
 
 /** url, credentials, ca_bundle and timeouts of an upstream or downstream table. */
 function readConnection(r: Reader, t: Table, p: string): UpstreamConfig {

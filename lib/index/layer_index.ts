@@ -16,13 +16,13 @@ import {
 } from "../oci/mod.ts";
 import type { BlobMeta, ManifestMeta, SvcMeta } from "../metadata/mod.ts";
 import {
+  BatchRun,
   type JobContext,
   type JobQueues,
   keyTime,
   PermanentJobError,
   type ProgressSink,
   type Runs,
-  type RunTracker,
 } from "../jobs/mod.ts";
 import type { Registry } from "../registry/mod.ts";
 import { INDEX_KIND, indexLayerJob, tarLayers } from "./layer_jobs.ts";
@@ -263,8 +263,15 @@ export class LayerIndex implements LayerIndexReader {
     const seen = new Set<string>();
     let queued = 0;
     let namespaces = 0;
-    let run: RunTracker | null = null;
-    let inBatch = 0;
+    const batch = new BatchRun(
+      this.runs,
+      this.jobs,
+      "reindex",
+      `${opts.force ? "every layer" : "layers without a current index"} of ${
+        opts.namespace ? `namespace ${opts.namespace}` : "every namespace"
+      }`,
+      opts.cause ?? "reindex command",
+    );
     const note = () => `${seen.size} layer(s), ${queued} ${opts.dryRun ? "to queue" : "queued"}`;
     let step = { index: 0, total: opts.namespace ? 1 : null as number | null };
     const report = () =>
@@ -295,31 +302,19 @@ export class LayerIndex implements LayerIndexReader {
             queued++;
             opts.report?.(`index ${layer} (${w.ns})`);
             if (!opts.dryRun) {
-              run ??= await this.runs.start(
-                "reindex",
-                `${opts.force ? "every layer" : "layers without a current index"} of ${
-                  opts.namespace ? `namespace ${opts.namespace}` : "every namespace"
-                }`,
-                opts.cause ?? "reindex command",
-              );
-              const r = await this.jobs.queue("index").enqueue({
+              await batch.enqueue({
                 ...indexLayerJob(layer),
                 payload: { digest: layer, force: opts.force === true },
-                batch: run.batch,
               });
-              // A job already pending for the layer is another run's.
-              if (r.enqueued) run.update({ queued: ++inBatch });
             }
           }
         }
         step = { index: w.index + 1, total: w.total };
         report();
       }
-      // A batch whose every job was pending already (another run's) has nothing to show.
-      if (inBatch === 0) await run?.discard();
-      else await run?.finish({ total: inBatch, queued: inBatch });
+      await batch.finish();
     } finally {
-      await run?.stop();
+      await batch.stop();
     }
     return { namespaces, layers: seen.size, queued };
   }

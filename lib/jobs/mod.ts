@@ -26,6 +26,7 @@ export {
   storageKey,
 } from "./record.ts";
 export { isQueueName, JobQueues } from "./queues.ts";
+export { BatchRun } from "./batch_run.ts";
 export {
   countBatchJob,
   isRunKind,

@@ -4,12 +4,12 @@
 import type { Config } from "../config/mod.ts";
 import type { DigestHolds, ManifestMeta, SvcMeta } from "../metadata/mod.ts";
 import {
+  BatchRun,
   type JobContext,
   periodic,
   PermanentJobError,
   type ProgressSink,
   type Runs,
-  type RunTracker,
 } from "../jobs/mod.ts";
 import { isImage, SCAN_KIND, scanImageJob } from "./scan_jobs.ts";
 import { parseManifest } from "../oci/mod.ts";
@@ -149,8 +149,15 @@ export class Reports {
   ): Promise<number> {
     const seen = new Set<string>();
     let queued = 0;
-    let run: RunTracker | null = null;
-    let inBatch = 0;
+    const batch = new BatchRun(
+      this.deps.runs,
+      this.deps.jobs,
+      "rescan",
+      `${opts.onlyStale ? "images without a current report" : "every image"} of ${
+        opts.namespace ? `namespace ${opts.namespace}` : "every namespace"
+      }`,
+      opts.cause ?? "scan command",
+    );
     let step = { index: 0, total: opts.namespace ? 1 : null as number | null };
     const report = () =>
       opts.progress?.({
@@ -176,30 +183,14 @@ export class Reports {
           if (opts.onlyStale && !(await this.stale(digest))) continue;
           queued++;
           opts.report?.(`scan ${w.ns}@${digest}`);
-          if (!opts.dryRun) {
-            run ??= await this.deps.runs.start(
-              "rescan",
-              `${opts.onlyStale ? "images without a current report" : "every image"} of ${
-                opts.namespace ? `namespace ${opts.namespace}` : "every namespace"
-              }`,
-              opts.cause ?? "scan command",
-            );
-            const r = await this.deps.jobs.queue("scan").enqueue({
-              ...scanImageJob(digest, w.ns),
-              batch: run.batch,
-            });
-            // A scan already pending for the image is another run's.
-            if (r.enqueued) run.update({ queued: ++inBatch });
-          }
+          if (!opts.dryRun) await batch.enqueue(scanImageJob(digest, w.ns));
         }
         step = { index: w.index + 1, total: w.total };
         report();
       }
-      // A batch whose every job was pending already (another run's) has nothing to show.
-      if (inBatch === 0) await run?.discard();
-      else await run?.finish({ total: inBatch, queued: inBatch });
+      await batch.finish();
     } finally {
-      await run?.stop();
+      await batch.stop();
     }
     return queued;
   }

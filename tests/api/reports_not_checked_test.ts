@@ -8,9 +8,8 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import { req, serverTestOpts } from "../helpers/api.ts";
 import { runCli, type TestServer, withServer } from "../helpers/server.ts";
-import { jsonBytes, OCI_INDEX, OCI_MANIFEST } from "../helpers/oci_content.ts";
 import { tarOf } from "../helpers/tar.ts";
-import { pushTarImage } from "../helpers/tar_image.ts";
+import { pushTarImage, pushTarIndex } from "../helpers/tar_image.ts";
 
 const FAST = `
 [global.job_queue]
@@ -51,24 +50,7 @@ async function pushDebian(s: TestServer, ns: string): Promise<{ digest: string; 
       { path: "var/lib/dpkg/status", data: STATUS },
     ]),
   ]);
-  const size = (await (await req(s, `/v2/${ns}/manifests/${img.digest}`)).arrayBuffer())
-    .byteLength;
-  const r = await req(s, `/v2/${ns}/manifests/multi`, {
-    method: "PUT",
-    headers: { "content-type": OCI_INDEX },
-    body: jsonBytes({
-      schemaVersion: 2,
-      mediaType: OCI_INDEX,
-      manifests: [{
-        mediaType: OCI_MANIFEST,
-        digest: img.digest,
-        size,
-        platform: { os: "linux", architecture: "amd64" },
-      }],
-    }) as BodyInit,
-  });
-  assert.equal(r.status, 201, await r.text());
-  return { digest: img.digest, index: r.headers.get("docker-content-digest")! };
+  return { digest: img.digest, index: await pushTarIndex(s.url, ns, "multi", img) };
 }
 
 const vuln = (ns: string, digest: string, q = "") => `/v2/${ns}/_svc/vulnerabilities/${digest}${q}`;

@@ -9,9 +9,8 @@ import { join } from "node:path";
 import type { Page } from "playwright-core";
 import { req } from "../helpers/api.ts";
 import { type TestServer, withServer } from "../helpers/server.ts";
-import { jsonBytes, OCI_INDEX, OCI_MANIFEST } from "../helpers/oci_content.ts";
 import { tarOf } from "../helpers/tar.ts";
-import { pushTarImage } from "../helpers/tar_image.ts";
+import { pushTarImage, pushTarIndex } from "../helpers/tar_image.ts";
 import { assertAccessible, browserSkipReason, launch, screenshot } from "./_browser.ts";
 
 const base = { ignore: browserSkipReason !== null, sanitizeOps: false, sanitizeResources: false };
@@ -74,23 +73,7 @@ Deno.test({
       assert.equal(body.advisories, null);
       assert.equal(body.vulnerabilities_checked, false);
       // An index of it: its platform table says "Not checked" instead of zero counts.
-      const size = (await (await req(s, `/v2/plain/deb/manifests/${img.digest}`)).arrayBuffer())
-        .byteLength;
-      const put = await req(s, "/v2/plain/deb/manifests/multi", {
-        method: "PUT",
-        headers: { "content-type": OCI_INDEX },
-        body: jsonBytes({
-          schemaVersion: 2,
-          mediaType: OCI_INDEX,
-          manifests: [{
-            mediaType: OCI_MANIFEST,
-            digest: img.digest,
-            size,
-            platform: { os: "linux", architecture: "amd64" },
-          }],
-        }) as BodyInit,
-      });
-      assert.equal(put.status, 201, await put.text());
+      await pushTarIndex(s.url, "plain/deb", "multi", img);
       const browser = await launch();
       try {
         const page = await browser.newPage();

@@ -1,5 +1,6 @@
 // Shared by the web UI's browser tests: Debian's chromium through playwright-core, an axe-core
-// accessibility check inside the page, and screenshots kept from the run.
+// accessibility check inside the page, checks that a page or its parts fit the window's width,
+// and screenshots kept from the run.
 import assert from "node:assert/strict";
 import axe from "axe-core";
 import { join } from "node:path";
@@ -75,4 +76,31 @@ export async function pickTheme(page: Page, theme: "light" | "dark" | "system"):
   await page.selectOption("label.theme select", theme);
   const attr = await page.evaluate(() => document.documentElement.getAttribute("data-theme"));
   assert.equal(attr, theme === "system" ? null : theme);
+}
+
+/** The page is no wider than the window. */
+export async function assertFits(page: Page, what: string): Promise<void> {
+  const [scroll, inner] = await page.evaluate(() => [
+    document.documentElement.scrollWidth,
+    innerWidth,
+  ]);
+  assert.ok(scroll <= inner, `${what}: the page is ${scroll} px wide in a ${inner} px window`);
+}
+
+/** Every element `selector` finds lies within the window's width and is visible. */
+export async function assertInView(page: Page, selector: string, what: string): Promise<void> {
+  const boxes = await page.$$eval(selector, (els) =>
+    els.map((e) => {
+      const r = e.getBoundingClientRect();
+      return { left: r.left, right: r.right, width: r.width, height: r.height };
+    }));
+  assert.ok(boxes.length > 0, `${what}: nothing matches ${selector}`);
+  const inner = await page.evaluate(() => innerWidth);
+  for (const b of boxes) {
+    assert.ok(b.width > 0 && b.height > 0, `${what}: ${selector} is not shown`);
+    assert.ok(
+      b.left >= 0 && b.right <= inner,
+      `${what}: ${selector} spans ${b.left}-${b.right} in a ${inner} px window`,
+    );
+  }
 }

@@ -6,12 +6,18 @@
 // the compare page's breadcrumb; Pull history's sentence about update_pull_time; the note of an
 // advisory download that failed.
 import assert from "node:assert/strict";
-import type { Page } from "playwright-core";
 import { req } from "../helpers/api.ts";
 import { pushImage, type TestServer, withServer } from "../helpers/server.ts";
 import { tarOf } from "../helpers/tar.ts";
 import { pushTarImage } from "../helpers/tar_image.ts";
-import { assertAccessible, browserSkipReason, launch, screenshot } from "./_browser.ts";
+import {
+  assertAccessible,
+  assertFits,
+  assertInView,
+  browserSkipReason,
+  launch,
+  screenshot,
+} from "./_browser.ts";
 
 const base = { ignore: browserSkipReason !== null, sanitizeOps: false, sanitizeResources: false };
 const WIDTHS = [1400, 420] as const;
@@ -30,33 +36,6 @@ async function until<T>(what: string, s: TestServer, f: () => Promise<T | null |
     if (v) return v;
     assert.ok(Date.now() < deadline, `${what}: timed out\n${s.output().slice(-3000)}`);
     await new Promise((res) => setTimeout(res, 200));
-  }
-}
-
-/** The page is no wider than the window. */
-async function assertFits(page: Page, what: string): Promise<void> {
-  const [scroll, inner] = await page.evaluate(() => [
-    document.documentElement.scrollWidth,
-    innerWidth,
-  ]);
-  assert.ok(scroll <= inner, `${what}: the page is ${scroll} px wide in a ${inner} px window`);
-}
-
-/** Every element `selector` finds lies within the window's width and is visible. */
-async function assertInView(page: Page, selector: string, what: string): Promise<void> {
-  const boxes = await page.$$eval(selector, (els) =>
-    els.map((e) => {
-      const r = e.getBoundingClientRect();
-      return { left: r.left, right: r.right, width: r.width, height: r.height };
-    }));
-  assert.ok(boxes.length > 0, `${what}: nothing matches ${selector}`);
-  const inner = await page.evaluate(() => innerWidth);
-  for (const b of boxes) {
-    assert.ok(b.width > 0 && b.height > 0, `${what}: ${selector} is not shown`);
-    assert.ok(
-      b.left >= 0 && b.right <= inner,
-      `${what}: ${selector} spans ${b.left}-${b.right} in a ${inner} px window`,
-    );
   }
 }
 

@@ -4,12 +4,11 @@
 // than the window); the OS named by id and version without a pretty name; the top bar's image
 // search; file search by name start.
 import assert from "node:assert/strict";
-import type { Page } from "playwright-core";
 import { drainQueues, withServer } from "../helpers/server.ts";
 import { pushTarImage } from "../helpers/tar_image.ts";
 import { tarOf } from "../helpers/tar.ts";
 import { isFile, missingReason, runs } from "./_tools.ts";
-import { assertAccessible, CHROMIUM, launch, screenshot } from "./_browser.ts";
+import { assertAccessible, assertFits, CHROMIUM, launch, screenshot } from "./_browser.ts";
 
 const skipReason = missingReason(
   "web UI narrow screens",
@@ -53,14 +52,6 @@ async function bundle(): Promise<string> {
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
-}
-
-async function assertNotWider(page: Page, what: string): Promise<void> {
-  const [scroll, inner] = await page.evaluate(() => [
-    document.documentElement.scrollWidth,
-    innerWidth,
-  ]);
-  assert.ok(scroll <= inner, `${what}: the page is ${scroll} px wide in a ${inner} px window`);
 }
 
 Deno.test({
@@ -201,7 +192,7 @@ Deno.test({
         for (const [name, url, ready] of views) {
           await page.goto(url);
           await page.waitForSelector(ready, { timeout: 30_000 });
-          await assertNotWider(page, `${name} at 420 px`);
+          await assertFits(page, `${name} at 420 px`);
           await screenshot(page, `narrow-420-${name.replace(/ /g, "-")}`);
         }
         await assertAccessible(page, "not found at 420 px");

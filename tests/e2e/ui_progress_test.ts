@@ -3,13 +3,19 @@
 // reindex batches (one of a namespace with a long name) with done of total as a bar and in words,
 // and the Replication page shows a sync run's tags checked of those to check while it runs.
 import assert from "node:assert/strict";
-import type { Page } from "playwright-core";
 import { req } from "../helpers/api.ts";
 import { pushImage, runCli, startServer, type TestServer, withServer } from "../helpers/server.ts";
 import { wharfCommand } from "../helpers/launch.ts";
 import { tarOf } from "../helpers/tar.ts";
 import { pushTarImage } from "../helpers/tar_image.ts";
-import { assertAccessible, browserSkipReason, launch, screenshot } from "./_browser.ts";
+import {
+  assertAccessible,
+  assertFits,
+  assertInView,
+  browserSkipReason,
+  launch,
+  screenshot,
+} from "./_browser.ts";
 
 const base = { ignore: browserSkipReason !== null, sanitizeOps: false, sanitizeResources: false };
 const WIDTHS = [1400, 420] as const;
@@ -17,29 +23,6 @@ const LONG =
   "platform-team/build-infrastructure/very-long-service-name-for-wrapping/release-candidates";
 /** Each blob GET to the upstream waits this long: the sync run lasts long enough to be watched. */
 const BLOB_DELAY_MS = 4000;
-
-async function assertFits(page: Page, what: string): Promise<void> {
-  const [scroll, inner] = await page.evaluate(() => [
-    document.documentElement.scrollWidth,
-    innerWidth,
-  ]);
-  assert.ok(scroll <= inner, `${what}: the page is ${scroll} px wide in a ${inner} px window`);
-}
-
-/** Every element `selector` finds is shown within the window's width. */
-async function assertInView(page: Page, selector: string, what: string): Promise<void> {
-  const boxes = await page.$$eval(selector, (els) =>
-    els.map((e) => {
-      const r = e.getBoundingClientRect();
-      return { left: r.left, right: r.right, width: r.width, height: r.height };
-    }));
-  assert.ok(boxes.length > 0, `${what}: nothing matches ${selector}`);
-  const inner = await page.evaluate(() => innerWidth);
-  for (const b of boxes) {
-    assert.ok(b.width > 0 && b.height > 0, `${what}: ${selector} is not shown`);
-    assert.ok(b.left >= 0 && b.right <= inner, `${what}: ${selector} spans ${b.left}-${b.right}`);
-  }
-}
 
 async function until<T>(what: string, s: TestServer, f: () => Promise<T | null | false>) {
   const deadline = Date.now() + 90_000;

@@ -56,12 +56,16 @@ async function makeCa(dir: string, name: string, subject: string): Promise<void>
   ]);
 }
 
+/**
+ * A key and a certificate for `subject` signed by the CA `ca`, with `extensions` (X.509 v3); none
+ * given, `openssl x509 -req` makes an X.509 v1 certificate (as older CAs issue).
+ */
 async function makeLeaf(
   dir: string,
   name: string,
   ca: string,
   subject: string,
-  extensions: string,
+  extensions?: string,
 ): Promise<void> {
   await openssl(dir, [
     "req",
@@ -74,7 +78,7 @@ async function makeLeaf(
     "-subj",
     subject,
   ]);
-  await Deno.writeTextFile(join(dir, `${name}.ext`), extensions);
+  if (extensions !== undefined) await Deno.writeTextFile(join(dir, `${name}.ext`), extensions);
   await openssl(dir, [
     "x509",
     "-req",
@@ -90,8 +94,7 @@ async function makeLeaf(
     "-days",
     "2",
     "-sha256",
-    "-extfile",
-    `${name}.ext`,
+    ...(extensions === undefined ? [] : ["-extfile", `${name}.ext`]),
   ]);
 }
 
@@ -147,36 +150,12 @@ export async function makeClientCert(
   opts: { v1?: boolean } = {},
 ): Promise<{ cert: string; key: string }> {
   const ca = pki.caCert.replace(/\.crt$/, "");
-  if (opts.v1) {
-    await openssl(dir, [
-      "req",
-      "-new",
-      ...EC,
-      "-keyout",
-      `${name}.key`,
-      "-out",
-      `${name}.csr`,
-      "-subj",
-      subject,
-    ]);
-    await openssl(dir, [
-      "x509",
-      "-req",
-      "-in",
-      `${name}.csr`,
-      "-CA",
-      `${ca}.crt`,
-      "-CAkey",
-      `${ca}.key`,
-      "-CAcreateserial",
-      "-out",
-      `${name}.crt`,
-      "-days",
-      "2",
-      "-sha256",
-    ]);
-  } else {
-    await makeLeaf(dir, name, ca, subject, LEAF + "extendedKeyUsage=clientAuth\n");
-  }
+  await makeLeaf(
+    dir,
+    name,
+    ca,
+    subject,
+    opts.v1 ? undefined : LEAF + "extendedKeyUsage=clientAuth\n",
+  );
   return { cert: join(dir, `${name}.crt`), key: join(dir, `${name}.key`) };
 }

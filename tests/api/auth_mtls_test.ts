@@ -5,26 +5,11 @@
 import assert from "node:assert/strict";
 import { assertError, serverTestOpts } from "../helpers/api.ts";
 import { concat, randomBytes, sha256 } from "../helpers/bytes.ts";
-import { makePki, type Pki } from "../helpers/certs.ts";
+import { makePki, opensslMissing, type Pki } from "../helpers/certs.ts";
 import { type TestServer, withServer } from "../helpers/server.ts";
 import { hashPassword } from "../../lib/auth/mod.ts";
 
-function opensslMissing(): string | null {
-  let ok = false;
-  try {
-    ok = new Deno.Command("openssl", { args: ["version"], stdout: "null", stderr: "null" })
-      .outputSync().success;
-  } catch { /* not installed */ }
-  if (ok) return null;
-  const reason = "openssl not found (apt-get install openssl)";
-  if (Deno.env.get("WHARF_REQUIRE_TOOLS") === "1") {
-    throw new Error(`WHARF_REQUIRE_TOOLS=1 but the mTLS tests cannot run: ${reason}`);
-  }
-  console.warn(`SKIPPING mTLS tests: ${reason}`);
-  return reason;
-}
-
-const MISSING = opensslMissing();
+const MISSING = opensslMissing("mTLS");
 
 const BOB_PASSWORD = "builder-secret";
 
@@ -160,7 +145,7 @@ const tags = (ns: string) => `/v2/${ns}/tags/list`;
 
 Deno.test({
   name: 'mTLS client_auth = "optional": anonymous, certificate identity, untrusted CA, + Basic',
-  ignore: MISSING !== null,
+  ignore: MISSING,
   ...serverTestOpts,
   fn: (t) =>
     withTlsServer("optional", async (s, cs) => {
@@ -284,7 +269,7 @@ Deno.test({
 
 Deno.test({
   name: 'mTLS client_auth = "required": no verified certificate, no handshake',
-  ignore: MISSING !== null,
+  ignore: MISSING,
   ...serverTestOpts,
   fn: (t) =>
     withTlsServer("required", async (s, cs) => {

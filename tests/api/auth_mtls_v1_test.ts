@@ -7,23 +7,9 @@
 import assert from "node:assert/strict";
 import { request } from "node:https";
 import { serverTestOpts } from "../helpers/api.ts";
-import { makeClientCert, makePki } from "../helpers/certs.ts";
+import { makeClientCert, makePki, opensslMissing } from "../helpers/certs.ts";
 import { type TestServer, withServer } from "../helpers/server.ts";
 import { hashPassword } from "../../lib/auth/mod.ts";
-
-function opensslMissing(): boolean {
-  try {
-    if (
-      new Deno.Command("openssl", { args: ["version"], stdout: "null", stderr: "null" })
-        .outputSync().success
-    ) return false;
-  } catch { /* not installed */ }
-  if (Deno.env.get("WHARF_REQUIRE_TOOLS") === "1") {
-    throw new Error("WHARF_REQUIRE_TOOLS=1 but openssl is missing (apt-get install openssl)");
-  }
-  console.warn("SKIPPING X.509 v1 tests: openssl not found");
-  return true;
-}
 
 interface Answer {
   status: number;
@@ -117,7 +103,7 @@ rules = [
   }
 }
 
-const MISSING = opensslMissing();
+const MISSING = opensslMissing("X.509 v1");
 
 function assertV1Refusal(a: Answer, what: string): void {
   assert.equal(a.status, 401, `${what}: ${a.status} ${a.body}`);

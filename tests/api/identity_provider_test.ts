@@ -7,27 +7,13 @@
 // that cannot be read one way stop startup.
 import assert from "node:assert/strict";
 import { assertError, serverTestOpts } from "../helpers/api.ts";
-import { makeClientCert, makePki, type Pki } from "../helpers/certs.ts";
+import { makeClientCert, makePki, opensslMissing, type Pki } from "../helpers/certs.ts";
 import { startIssuer, type TestIssuer } from "../helpers/oidc_issuer.ts";
 import { startServer, type TestServer, withServer } from "../helpers/server.ts";
 import { hashPassword } from "../../lib/auth/mod.ts";
 
 const PASSWORD = "ci-secret";
 const toml = (v: unknown) => JSON.stringify(v);
-
-function opensslMissing(): boolean {
-  try {
-    if (
-      new Deno.Command("openssl", { args: ["version"], stdout: "null", stderr: "null" })
-        .outputSync().success
-    ) return false;
-  } catch { /* not installed */ }
-  if (Deno.env.get("WHARF_REQUIRE_TOOLS") === "1") {
-    throw new Error("WHARF_REQUIRE_TOOLS=1 but openssl is missing (apt-get install openssl)");
-  }
-  console.warn("SKIPPING identity provider tests: openssl not found");
-  return true;
-}
 
 interface World {
   s: TestServer;
@@ -165,7 +151,7 @@ async function tokenFor(w: World, headers: Record<string, string>): Promise<stri
 const payloadOf = (jwt: string) =>
   JSON.parse(atob(jwt.split(".")[1].replace(/-/g, "+").replace(/_/g, "/")));
 
-const MISSING = opensslMissing();
+const MISSING = opensslMissing("identity provider");
 
 Deno.test({
   name: "a username from OIDC or a certificate is not the Basic user of that name",

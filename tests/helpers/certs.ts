@@ -34,6 +34,25 @@ async function openssl(cwd: string, args: string[]): Promise<void> {
   }
 }
 
+/**
+ * Whether openssl is missing, so `suite`'s tests are skipped (the reason printed); under
+ * WHARF_REQUIRE_TOOLS=1 (CI) a missing openssl fails the run instead of skipping.
+ */
+export function opensslMissing(suite: string): boolean {
+  try {
+    if (
+      new Deno.Command("openssl", { args: ["version"], stdout: "null", stderr: "null" })
+        .outputSync().success
+    ) return false;
+  } catch { /* not installed */ }
+  const reason = "openssl not found (apt-get install openssl)";
+  if (Deno.env.get("WHARF_REQUIRE_TOOLS") === "1") {
+    throw new Error(`WHARF_REQUIRE_TOOLS=1 but the ${suite} tests cannot run: ${reason}`);
+  }
+  console.warn(`SKIPPING ${suite} tests: ${reason}`);
+  return true;
+}
+
 const EC = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
 
 async function makeCa(dir: string, name: string, subject: string): Promise<void> {

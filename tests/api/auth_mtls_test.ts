@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { assertError, serverTestOpts } from "../helpers/api.ts";
 import { concat, randomBytes, sha256 } from "../helpers/bytes.ts";
-import { makePki, opensslMissing, type Pki } from "../helpers/certs.ts";
+import { makePki, opensslMissing, type Pki, tlsTable } from "../helpers/certs.ts";
 import { type TestServer, withServer } from "../helpers/server.ts";
 import { hashPassword } from "../../lib/auth/mod.ts";
 
@@ -15,12 +15,7 @@ const BOB_PASSWORD = "builder-secret";
 
 function tlsConfig(pki: Pki, clientAuth: "optional" | "required", bobHash: string): string {
   return `
-[server.tls]
-server_certificate_bundle = ${JSON.stringify(pki.serverCert)}
-server_private_key = ${JSON.stringify(pki.serverKey)}
-client_ca_bundle = ${JSON.stringify(pki.caCert)}
-client_auth = "${clientAuth}"
-
+${tlsTable(pki, clientAuth)}
 [auth.identity.bob]
 username = "bob"
 password = ${JSON.stringify(bobHash)}

@@ -7,7 +7,7 @@
 import assert from "node:assert/strict";
 import { request } from "node:https";
 import { serverTestOpts } from "../helpers/api.ts";
-import { makeClientCert, makePki, opensslMissing } from "../helpers/certs.ts";
+import { makeClientCert, makePki, opensslMissing, tlsTable } from "../helpers/certs.ts";
 import { type TestServer, withServer } from "../helpers/server.ts";
 import { hashPassword } from "../../lib/auth/mod.ts";
 
@@ -78,12 +78,7 @@ async function withV1(
       key: await Deno.readTextFile(pki.clientKey),
     };
     const config = `
-[server.tls]
-server_certificate_bundle = ${JSON.stringify(pki.serverCert)}
-server_private_key = ${JSON.stringify(pki.serverKey)}
-client_ca_bundle = ${JSON.stringify(pki.caCert)}
-client_auth = "${clientAuth}"
-
+${tlsTable(pki, clientAuth)}
 [auth.identity.bob]
 username = "bob"
 password = ${JSON.stringify(await hashPassword("pw"))}

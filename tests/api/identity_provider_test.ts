@@ -7,7 +7,7 @@
 // that cannot be read one way stop startup.
 import assert from "node:assert/strict";
 import { assertError, serverTestOpts } from "../helpers/api.ts";
-import { makeClientCert, makePki, opensslMissing, type Pki } from "../helpers/certs.ts";
+import { makeClientCert, makePki, opensslMissing, type Pki, tlsTable } from "../helpers/certs.ts";
 import { startIssuer, type TestIssuer } from "../helpers/oidc_issuer.ts";
 import { startServer, type TestServer, withServer } from "../helpers/server.ts";
 import { hashPassword } from "../../lib/auth/mod.ts";
@@ -32,12 +32,7 @@ function config(
   i: { corp: TestIssuer; pref: TestIssuer; mail: TestIssuer },
 ) {
   return `
-[server.tls]
-server_certificate_bundle = ${toml(pki.serverCert)}
-server_private_key = ${toml(pki.serverKey)}
-client_ca_bundle = ${toml(pki.caCert)}
-client_auth = "optional"
-
+${tlsTable(pki, "optional")}
 [auth.identity.ci]
 username = "ci"
 password = ${toml(hash)}

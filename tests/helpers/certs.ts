@@ -119,6 +119,17 @@ async function makeLeaf(
 
 const LEAF = "basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature\n";
 
+/** The `[server.tls]` table of a server that serves `pki`'s server certificate and checks client
+ * certificates against its CA. */
+export function tlsTable(pki: Pki, clientAuth: "optional" | "required"): string {
+  return `[server.tls]
+server_certificate_bundle = ${JSON.stringify(pki.serverCert)}
+server_private_key = ${JSON.stringify(pki.serverKey)}
+client_ca_bundle = ${JSON.stringify(pki.caCert)}
+client_auth = "${clientAuth}"
+`;
+}
+
 /** Writes a fresh PKI into `dir` (which must exist) and returns the file paths. */
 export async function makePki(dir: string): Promise<Pki> {
   await makeCa(dir, "ca", "/CN=Wharf Test CA");

@@ -3,22 +3,16 @@
 import assert from "node:assert/strict";
 import { req } from "../helpers/api.ts";
 import { sha256Hex, type TestServer } from "../helpers/server.ts";
-import { hashPassword } from "../../lib/auth/mod.ts";
+import { identityTables } from "../helpers/identities.ts";
 
 const enc = new TextEncoder();
 const PASSWORDS = { root: "root-audit-pw-1", alice: "alice-audit-pw-2", bob: "bob-audit-pw-3" };
 export const basic = (u: keyof typeof PASSWORDS) => `Basic ${btoa(`${u}:${PASSWORDS[u]}`)}`;
-const FAST_ARGON2 = { memoryCost: 1024, timeCost: 1, parallelism: 1 };
-const PULL = '["get-manifest", "get-blob", "list-tags", "get-referrers"]';
-
-export async function identities(): Promise<string> {
-  let out = "";
-  for (const [id, pw] of Object.entries(PASSWORDS)) {
-    const hash = await hashPassword(pw, FAST_ARGON2);
-    out += `\n[auth.identity.${id}]\nusername = "${id}"\npassword = "${hash}"\n`;
-  }
-  return out;
+export function identities(): Promise<string> {
+  return identityTables(PASSWORDS);
 }
+
+const PULL = '["get-manifest", "get-blob", "list-tags", "get-referrers"]';
 
 /**
  * root does anything, alice writes team/*, bob pulls; the rest is refused. /v2/ is refused to

@@ -11,7 +11,7 @@ import { randomBytes, sha256 } from "../helpers/bytes.ts";
 import { distinctManifest, OCI_MANIFEST } from "../helpers/oci_content.ts";
 import { type TestServer, withServer } from "../helpers/server.ts";
 import { wharfCommand } from "../helpers/launch.ts";
-import { hashPassword } from "../../lib/auth/mod.ts";
+import { identityTables } from "../helpers/identities.ts";
 
 type Kind = "anonymous" | "alice" | "bob";
 const KINDS: Kind[] = ["anonymous", "alice", "bob"];
@@ -31,23 +31,10 @@ function headersOf(kind: Kind): Record<string, string> {
   return kind === "anonymous" ? {} : { authorization: basic(kind, PASSWORDS[kind]) };
 }
 
-// The table makes hundreds of Basic requests; cheap argon2 parameters keep each verify short.
-// Verification cost itself is covered by lib/auth/basic_test.ts.
-const FAST_ARGON2 = { memoryCost: 1024, timeCost: 1, parallelism: 1 };
-
+// The table makes hundreds of Basic requests: the identities are hashed once (cheaply).
 let identitiesToml: Promise<string> | null = null;
 function identities(): Promise<string> {
-  identitiesToml ??= (async () => {
-    let out = "";
-    for (const [id, pw] of Object.entries(PASSWORDS)) {
-      out += `
-[auth.identity.${id}]
-username = "${id}"
-password = "${await hashPassword(pw, FAST_ARGON2)}"
-`;
-    }
-    return out;
-  })();
+  identitiesToml ??= identityTables(PASSWORDS);
   return identitiesToml;
 }
 

@@ -8,7 +8,7 @@ import { randomBytes, sha256 } from "../helpers/bytes.ts";
 import { distinctManifest, OCI_MANIFEST } from "../helpers/oci_content.ts";
 import { sendRaw } from "../helpers/raw_http.ts";
 import { type TestServer, withServer } from "../helpers/server.ts";
-import { hashPassword } from "../../lib/auth/mod.ts";
+import { identityTables } from "../helpers/identities.ts";
 
 const enc = new TextEncoder();
 const dec = new TextDecoder();
@@ -23,20 +23,6 @@ const ROOT = { authorization: basic("root", PASSWORDS.root) };
 const ALICE = { authorization: basic("alice", PASSWORDS.alice) };
 const BOB = { authorization: basic("bob", PASSWORDS.bob) };
 const bearer = (t: string) => ({ authorization: `Bearer ${t}` });
-
-// Cheap argon2 parameters: these tests are about tokens, not hashing cost.
-const FAST_ARGON2 = { memoryCost: 1024, timeCost: 1, parallelism: 1 };
-
-async function identities(): Promise<string> {
-  let out = "";
-  for (const [id, pw] of Object.entries(PASSWORDS)) {
-    out += `\n[auth.identity.${id}]\nusername = "${id}"\npassword = "${await hashPassword(
-      pw,
-      FAST_ARGON2,
-    )}"\n`;
-  }
-  return out;
-}
 
 const PULL = '["get-manifest", "get-blob", "list-tags", "get-referrers"]';
 
@@ -203,7 +189,7 @@ Deno.test({
   fn: async (t) => {
     const port = freePort();
     const realm = `http://127.0.0.1:${port}/token`;
-    const config = (await identities()) + tokenService(realm, TTL) + POLICY;
+    const config = (await identityTables(PASSWORDS)) + tokenService(realm, TTL) + POLICY;
     /** every credential this test sends; none may reach the server's output */
     const secrets: string[] = [SECRET, ...Object.values(PASSWORDS)];
     await withServer({ config, port }, async (s) => {
@@ -560,7 +546,7 @@ Deno.test({
   ...serverTestOpts,
   fn: async (t) => {
     const realm = "https://auth.example.test:8443/token";
-    const config = (await identities()) + tokenService(realm, 1, null) + POLICY;
+    const config = (await identityTables(PASSWORDS)) + tokenService(realm, 1, null) + POLICY;
     await withServer({ config }, async (s) => {
       const expected = `Bearer realm="${realm}",service="auth.example.test:8443"`;
 

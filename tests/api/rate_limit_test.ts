@@ -7,24 +7,12 @@
 import assert from "node:assert/strict";
 import { assertError, req, serverTestOpts } from "../helpers/api.ts";
 import { pushImage, startServer, type TestServer, withServer } from "../helpers/server.ts";
-import { hashPassword } from "../../lib/auth/mod.ts";
+import { identityTables } from "../helpers/identities.ts";
 
 const PASSWORDS = { alice: "alice-pw-3b7e01", bob: "bob-pw-5d2a77", ci: "ci-pw-88aa01" };
-const FAST_ARGON2 = { memoryCost: 1024, timeCost: 1, parallelism: 1 };
 const basic = (user: keyof typeof PASSWORDS) => ({
   authorization: `Basic ${btoa(`${user}:${PASSWORDS[user]}`)}`,
 });
-
-async function identities(): Promise<string> {
-  let out = "";
-  for (const [id, pw] of Object.entries(PASSWORDS)) {
-    out += `\n[auth.identity.${id}]\nusername = "${id}"\npassword = "${await hashPassword(
-      pw,
-      FAST_ARGON2,
-    )}"\n`;
-  }
-  return out;
-}
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -51,7 +39,7 @@ Deno.test({
   name: "pulls_per_hour: one identity limited across two processes on one KV, another not",
   ...serverTestOpts,
   async fn() {
-    const config = `${await identities()}
+    const config = `${await identityTables(PASSWORDS)}
 [global.rate_limit]
 pulls_per_hour = 4
 sync_interval_ms = 50
@@ -124,7 +112,7 @@ Deno.test({
   name: "concurrent pulls on two processes: over-admission stays within the documented bound",
   ...serverTestOpts,
   async fn() {
-    const config = `${await identities()}
+    const config = `${await identityTables(PASSWORDS)}
 [global.rate_limit]
 pulls_per_hour = 10
 sync_interval_ms = 100
@@ -205,7 +193,7 @@ Deno.test({
     "exemptions by identity and by CEL rule; requests_per_second with burst; repository override",
   ...serverTestOpts,
   async fn() {
-    const config = `${await identities()}
+    const config = `${await identityTables(PASSWORDS)}
 [global.rate_limit]
 pulls_per_hour = 1
 requests_per_second = 1

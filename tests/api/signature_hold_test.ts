@@ -16,25 +16,13 @@ import {
 import { distinctManifest, putManifest } from "../helpers/oci_content.ts";
 import { type TestServer, withServer } from "../helpers/server.ts";
 import { startReceiver } from "../helpers/webhook_receiver.ts";
-import { hashPassword } from "../../lib/auth/mod.ts";
+import { identityTables } from "../helpers/identities.ts";
 
 const NS = "signed/app";
 const PASSWORDS = { alice: "alice-pw-3b7e01", bob: "bob-pw-5d2a77", admin: "admin-pw-77e1" };
 const basic = (user: keyof typeof PASSWORDS) => ({
   authorization: `Basic ${btoa(`${user}:${PASSWORDS[user]}`)}`,
 });
-const FAST_ARGON2 = { memoryCost: 1024, timeCost: 1, parallelism: 1 };
-
-async function identities(): Promise<string> {
-  let out = "";
-  for (const [id, pw] of Object.entries(PASSWORDS)) {
-    out += `\n[auth.identity.${id}]\nusername = "${id}"\npassword = "${await hashPassword(
-      pw,
-      FAST_ARGON2,
-    )}"\n`;
-  }
-  return out;
-}
 
 /** Everyone may do everything but see held images; admin is granted get-held explicitly. */
 const POLICY = `
@@ -66,7 +54,8 @@ async function expectDenied(r: Response, digest: string): Promise<string> {
 
 Deno.test("verify enforce: holds, releases and who sees a held image", serverTestOpts, async () => {
   const key = await makeKey();
-  const config = (await identities()) + POLICY + verifyToml("signed", "enforce", { ci: key });
+  const config = (await identityTables(PASSWORDS)) + POLICY +
+    verifyToml("signed", "enforce", { ci: key });
   await withServer({ config }, async (s) => {
     const image = await distinctManifest("held");
 

@@ -15,6 +15,11 @@ import {
 } from "./signature_judge.ts";
 import type { SignatureHolds } from "./signature_holds.ts";
 
+/** MANIFEST_UNKNOWN for a tag of `ns` that names nothing (this caller may see). */
+function unknownTag(ns: string, tag: string): RegistryError {
+  return new RegistryError("MANIFEST_UNKNOWN", `${truncate(ns)}:${truncate(tag)}`);
+}
+
 export interface SignatureStatus {
   namespace: string;
   digest: string;
@@ -100,24 +105,10 @@ export class SignatureView {
         if (v?.held) {
           throw denied(ns, held.digest, v, `tag ${truncate(reference)} `);
         }
-        throw new RegistryError(
-          "MANIFEST_UNKNOWN",
-          `${truncate(ns)}:${truncate(reference)}`,
-        );
-      } else {
-        throw new RegistryError(
-          "MANIFEST_UNKNOWN",
-          `${truncate(ns)}:${truncate(reference)}`,
-        );
-      }
+        throw unknownTag(ns, reference);
+      } else throw unknownTag(ns, reference);
     }
-    const { rev, verdict } = await this.d.meta.revisionWithVerdict(ns, digest);
-    if (!rev) {
-      throw new RegistryError(
-        "MANIFEST_UNKNOWN",
-        `${truncate(ns)}@${truncate(reference)}`,
-      );
-    }
+    const { rev, verdict } = await this.revision(ns, digest, reference);
     if (verdict?.state === "verified" || verdict?.state === "artifact") {
       return { digest, rev };
     }
@@ -170,6 +161,17 @@ export class SignatureView {
     throw denied(ns, digest, verdict, "");
   }
 
+  /** The revision `digest` names and its verdict; MANIFEST_UNKNOWN naming `reference` if none. */
+  private async revision(
+    ns: string,
+    digest: string,
+    reference: string,
+  ): Promise<{ rev: RevisionRecord; verdict: SignatureVerdict | null }> {
+    const { rev, verdict } = await this.d.meta.revisionWithVerdict(ns, digest);
+    if (!rev) throw new RegistryError("MANIFEST_UNKNOWN", `${truncate(ns)}@${truncate(reference)}`);
+    return { rev, verdict };
+  }
+
   private sees(
     viewer: Viewer | null,
     by: PusherRecord | null | undefined,
@@ -193,18 +195,9 @@ export class SignatureView {
       if (held && (this.sees(viewer, held.pushedBy, ns, held.digest) || !tag)) {
         digest = held.digest;
       } else if (tag) digest = tag.digest;
-      else {throw new RegistryError(
-          "MANIFEST_UNKNOWN",
-          `${truncate(ns)}:${truncate(reference)}`,
-        );}
+      else throw unknownTag(ns, reference);
     }
-    const { rev, verdict } = await this.d.meta.revisionWithVerdict(ns, digest);
-    if (!rev) {
-      throw new RegistryError(
-        "MANIFEST_UNKNOWN",
-        `${truncate(ns)}@${truncate(reference)}`,
-      );
-    }
+    const { verdict } = await this.revision(ns, digest, reference);
     const mode = cfg?.mode ?? "off";
     const current = !!cfg && !!verdict &&
       verdict.fingerprint === this.judging.fingerprint(cfg);

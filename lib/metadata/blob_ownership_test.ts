@@ -5,7 +5,7 @@ import assert from "node:assert/strict";
 import { RegistryError } from "../oci/errors.ts";
 import { K } from "../kv/mod.ts";
 import { BlobMeta, ManifestMeta, type ManifestWrite, NO_FACTS } from "./mod.ts";
-import { openTestKv } from "../../tests/helpers/kv.ts";
+import { openTestKv, racingKv } from "../../tests/helpers/kv.ts";
 
 const NS = "race/ns";
 const BLOB = `sha256:${"b".repeat(64)}`;
@@ -53,24 +53,7 @@ function write(): ManifestWrite {
 Deno.test("a blob delete landing after the manifest read its links fails the manifest push", async () => {
   await withKv(async (kv, blobs) => {
     // The delete lands between the manifest's reads and its first commit.
-    let raced = false;
-    const racing = new Proxy(kv, {
-      get(target, prop) {
-        if (prop !== "atomic") return Reflect.get(target, prop, target);
-        return () => {
-          const op = target.atomic();
-          const commit = op.commit.bind(op);
-          op.commit = async () => {
-            if (!raced) {
-              raced = true;
-              await blobs.unlink(NS, BLOB, NO_FACTS);
-            }
-            return await commit();
-          };
-          return op;
-        };
-      },
-    });
+    const racing = racingKv(kv, (n) => n === 1 ? blobs.unlink(NS, BLOB, NO_FACTS) : undefined).kv;
     await assert.rejects(
       new ManifestMeta(racing).commit(write(), NO_FACTS),
       (e) => e instanceof RegistryError && e.code === "MANIFEST_BLOB_UNKNOWN",

@@ -4,7 +4,7 @@
 // (signature_meta.ts), check each of them, never the namespace's tagver. Each test races one write between the reads and the commit of the write under test
 // and counts that write's commits.
 import assert from "node:assert/strict";
-import { openTestKv, type TestKv } from "../../tests/helpers/kv.ts";
+import { openTestKv, racingKv, type TestKv } from "../../tests/helpers/kv.ts";
 import { K, type SignatureVerdict, type TagRecord } from "../kv/mod.ts";
 import { ManifestMeta, type ManifestWrite, NO_FACTS, SignatureMeta } from "./mod.ts";
 
@@ -38,24 +38,7 @@ function write(digest: string, tags: string[]): ManifestWrite {
  * KV itself; `outcomes` lists whether each of its commits landed.
  */
 function raced(t: TestKv, at: number, race: () => Promise<void>) {
-  const outcomes: boolean[] = [];
-  const kv = new Proxy(t.kv, {
-    get(target, prop) {
-      if (prop !== "atomic") return Reflect.get(target, prop, target);
-      return () => {
-        const op = target.atomic();
-        const commit = op.commit.bind(op);
-        op.commit = async () => {
-          if (outcomes.length + 1 === at) await race();
-          const r = await commit();
-          outcomes.push(r.ok);
-          return r;
-        };
-        return op;
-      };
-    },
-  });
-  return { kv, outcomes };
+  return racingKv(t.kv, (n) => n === at ? race() : undefined);
 }
 
 async function withKv(fn: (t: TestKv, meta: ManifestMeta) => Promise<void>): Promise<void> {
@@ -189,23 +172,11 @@ Deno.test("a push of many tags checks its own tags, one by one, never the namesp
     const many = Array.from({ length: 30 }, (_, i) => `v${i}`);
     await meta.commit(write(R2, ["latest"]), NO_FACTS);
     // Another tag of the namespace moves before each of the push's commits.
-    let n = 0;
-    const r = raced(t, 0, () => Promise.resolve());
-    const busy = new Proxy(r.kv, {
-      get(target, prop) {
-        if (prop !== "atomic") return Reflect.get(target, prop, target);
-        return () => {
-          const op = target.atomic();
-          const commit = op.commit.bind(op);
-          op.commit = async () => {
-            await meta.commit(write(n++ % 2 ? R2 : R3, ["latest"]), NO_FACTS);
-            return await commit();
-          };
-          return op;
-        };
-      },
-    });
-    await new ManifestMeta(busy).commit(write(R1, many), NO_FACTS);
+    const r = racingKv(
+      t.kv,
+      (n) => meta.commit(write(n % 2 ? R3 : R2, ["latest"]), NO_FACTS),
+    );
+    await new ManifestMeta(r.kv).commit(write(R1, many), NO_FACTS);
     assert.ok(r.outcomes.length >= 4, `${r.outcomes.length} commits for 30 tags`);
     assert.ok(r.outcomes.every((ok) => ok), `no commit conflicted: ${r.outcomes}`);
     const tags = await tagsOf(t);

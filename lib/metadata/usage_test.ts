@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { openTestKv } from "../../tests/helpers/kv.ts";
+import { openTestKv, racingKv } from "../../tests/helpers/kv.ts";
 import { commitRetryCounts, K, type LinkRecord } from "../kv/mod.ts";
 import { UsageMeta, usageValue } from "./usage.ts";
 
@@ -40,21 +40,10 @@ Deno.test("a writer between two repair commits makes the recount start over", as
   try {
     await drifted(t.kv);
     // The first repair commit goes through; before the second, a writer moves one of its qrefs.
-    let commits = 0;
-    const racing = new Proxy(t.kv, {
-      get(target, prop) {
-        if (prop !== "atomic") return Reflect.get(target, prop, target);
-        return () => {
-          const op = target.atomic();
-          const commit = op.commit.bind(op);
-          op.commit = async () => {
-            if (++commits === 2) await target.set(K.qref(REPO, digest(12)), new Deno.KvU64(9n));
-            return await commit();
-          };
-          return op;
-        };
-      },
-    });
+    const racing = racingKv(
+      t.kv,
+      (n) => n === 2 ? t.kv.set(K.qref(REPO, digest(12)), new Deno.KvU64(9n)) : undefined,
+    ).kv;
     const before = commitRetryCounts().get("usage.recount")?.conflicts ?? 0;
     const r = await new UsageMeta(racing).recount(REPO, [REPO], false);
     assert.equal(r.settled, true);
@@ -70,20 +59,7 @@ Deno.test("a recount that meets a writer on every attempt reports itself unsettl
   const t = await openTestKv();
   try {
     await drifted(t.kv);
-    const racing = new Proxy(t.kv, {
-      get(target, prop) {
-        if (prop !== "atomic") return Reflect.get(target, prop, target);
-        return () => {
-          const op = target.atomic();
-          const commit = op.commit.bind(op);
-          op.commit = async () => {
-            await target.atomic().sum(K.usage(REPO), 1n).commit();
-            return await commit();
-          };
-          return op;
-        };
-      },
-    });
+    const racing = racingKv(t.kv, () => t.kv.atomic().sum(K.usage(REPO), 1n).commit()).kv;
     const r = await new UsageMeta(racing).recount(REPO, [REPO], false);
     assert.equal(r.settled, false);
     assert.equal(r.actual, 250);

@@ -1,7 +1,7 @@
 // A metadata write states its facts while it builds each commit; a conflicted commit is rebuilt,
 // so the facts (and the jobs planned for them) of lost attempts must not count.
 import assert from "node:assert/strict";
-import { openTestKv } from "../../tests/helpers/kv.ts";
+import { openTestKv, racingKv } from "../../tests/helpers/kv.ts";
 import { K } from "../kv/mod.ts";
 import { ManifestMeta, type ManifestWrite } from "./mod.ts";
 import type { WriteFact, WriteFacts } from "./write_facts.ts";
@@ -57,24 +57,10 @@ Deno.test("a push that lost a commit race carries the facts of the attempt that 
   try {
     const kv = t.kv;
     // Between the push's reads and its first commit, another writer moves the tag.
-    let raced = false;
-    const racing = new Proxy(kv, {
-      get(target, prop) {
-        if (prop !== "atomic") return Reflect.get(target, prop, target);
-        return () => {
-          const op = target.atomic();
-          const commit = op.commit.bind(op);
-          op.commit = async () => {
-            if (!raced) {
-              raced = true;
-              await target.set(K.tag(NS, "t"), { digest: OTHER, createdAt: 0 });
-            }
-            return await commit();
-          };
-          return op;
-        };
-      },
-    });
+    const racing = racingKv(
+      kv,
+      (n) => n === 1 ? kv.set(K.tag(NS, "t"), { digest: OTHER, createdAt: 0 }) : undefined,
+    ).kv;
     const r = recording();
     await new ManifestMeta(racing).commit(write(["t"]), r.facts);
     assert.equal(r.attempts(), 2, "the first commit conflicted");

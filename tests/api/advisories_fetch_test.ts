@@ -4,7 +4,6 @@
 // names that source: the default (osv.dev) is never contacted.
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
-import zlib from "node:zlib";
 import { join } from "node:path";
 import { ConfigError, loadConfigFiles } from "../../lib/config/mod.ts";
 import { req, serverTestOpts } from "../helpers/api.ts";
@@ -12,6 +11,7 @@ import { runCli, type TestServer, withServer } from "../helpers/server.ts";
 import { wharfCommand } from "../helpers/launch.ts";
 import { tarOf } from "../helpers/tar.ts";
 import { pushTarImage } from "../helpers/tar_image.ts";
+import { zipOf } from "../helpers/zip.ts";
 
 const enc = new TextEncoder();
 
@@ -22,54 +22,6 @@ backoff_min_ms = 100
 backoff_max_ms = 300
 lease_secs = 3
 `;
-
-/** A ZIP of `files`, each deflated (CRCs are left 0: Wharf checks sizes and inflation). */
-function zipOf(files: Record<string, string>): Uint8Array {
-  const parts: Uint8Array[] = [];
-  const central: Uint8Array[] = [];
-  let at = 0;
-  for (const [name, text] of Object.entries(files)) {
-    const data = enc.encode(text);
-    const body = new Uint8Array(zlib.deflateRawSync(data));
-    const n = enc.encode(name);
-    const lh = new Uint8Array(30 + n.length);
-    const lv = new DataView(lh.buffer);
-    lv.setUint32(0, 0x04034b50, true);
-    lv.setUint16(8, 8, true);
-    lv.setUint32(18, body.length, true);
-    lv.setUint32(22, data.length, true);
-    lv.setUint16(26, n.length, true);
-    lh.set(n, 30);
-    const ch = new Uint8Array(46 + n.length);
-    const cv = new DataView(ch.buffer);
-    cv.setUint32(0, 0x02014b50, true);
-    cv.setUint16(10, 8, true);
-    cv.setUint32(20, body.length, true);
-    cv.setUint32(24, data.length, true);
-    cv.setUint16(28, n.length, true);
-    cv.setUint32(42, at, true);
-    ch.set(n, 46);
-    parts.push(lh, body);
-    central.push(ch);
-    at += lh.length + body.length;
-  }
-  const cdSize = central.reduce((s, c) => s + c.length, 0);
-  const eocd = new Uint8Array(22);
-  const ev = new DataView(eocd.buffer);
-  ev.setUint32(0, 0x06054b50, true);
-  ev.setUint16(8, central.length, true);
-  ev.setUint16(10, central.length, true);
-  ev.setUint32(12, cdSize, true);
-  ev.setUint32(16, at, true);
-  const all = [...parts, ...central, eocd];
-  const out = new Uint8Array(all.reduce((s, p) => s + p.length, 0));
-  let w = 0;
-  for (const p of all) {
-    out.set(p, w);
-    w += p.length;
-  }
-  return out;
-}
 
 const osv = (id: string, name: string, fixed: string) =>
   JSON.stringify({
@@ -92,7 +44,7 @@ function debianZip(n: number): Uint8Array {
   const filler = Array.from({ length: 4000 }, (_, i) => createHash("md5").update(`${n}:${i}`))
     .map((h) => h.digest("hex")).join("");
   files["filler.txt"] = filler;
-  return zipOf(files);
+  return zipOf(files, { deflate: true });
 }
 
 type Mode = "ok" | "cut" | "truncated" | "error" | "bad-md5";

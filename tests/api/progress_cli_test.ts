@@ -11,6 +11,7 @@ import { join } from "node:path";
 import { serverTestOpts } from "../helpers/api.ts";
 import { drainQueues, pushImage, startServer, type TestServer } from "../helpers/server.ts";
 import { launchOf, wharfCommand, wharfStderr } from "../helpers/launch.ts";
+import { zipOf } from "../helpers/zip.ts";
 
 const dec = new TextDecoder();
 const enc = new TextEncoder();
@@ -359,44 +360,16 @@ Deno.test({
   },
 });
 
-/** A stored (uncompressed) ZIP of one file: what advisories fetch verifies before keeping it. */
-function storedZip(name: string, data: Uint8Array): Uint8Array {
-  const n = enc.encode(name);
-  const lh = new Uint8Array(30 + n.length);
-  const lv = new DataView(lh.buffer);
-  lv.setUint32(0, 0x04034b50, true);
-  lv.setUint32(18, data.length, true);
-  lv.setUint32(22, data.length, true);
-  lv.setUint16(26, n.length, true);
-  lh.set(n, 30);
-  const ch = new Uint8Array(46 + n.length);
-  const cv = new DataView(ch.buffer);
-  cv.setUint32(0, 0x02014b50, true);
-  cv.setUint32(20, data.length, true);
-  cv.setUint32(24, data.length, true);
-  cv.setUint16(28, n.length, true);
-  ch.set(n, 46);
-  const eocd = new Uint8Array(22);
-  const ev = new DataView(eocd.buffer);
-  ev.setUint32(0, 0x06054b50, true);
-  ev.setUint16(8, 1, true);
-  ev.setUint16(10, 1, true);
-  ev.setUint32(12, ch.length, true);
-  ev.setUint32(16, lh.length + data.length, true);
-  const out = new Uint8Array(lh.length + data.length + ch.length + eocd.length);
-  out.set(lh, 0);
-  out.set(data, lh.length);
-  out.set(ch, lh.length + data.length);
-  out.set(eocd, lh.length + data.length + ch.length);
-  return out;
-}
-
 Deno.test({
   ...serverTestOpts,
   name: "advisories fetch: ecosystems and bytes of the download, each outcome, a summary",
   fn: async () => {
     const advisory = JSON.stringify({ id: "DEBIAN-CVE-2024-1", modified: "2024-06-01T00:00:00Z" });
-    const zip = storedZip("DEBIAN-CVE-2024-1.json", enc.encode(advisory + " ".repeat(300_000)));
+    // Stored (uncompressed): what advisories fetch verifies before keeping it.
+    const zip = zipOf(
+      { "DEBIAN-CVE-2024-1.json": enc.encode(advisory + " ".repeat(300_000)) },
+      { deflate: false },
+    );
     // Served in 16 KiB pieces, so the download reports its bytes as they come.
     const source = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, (r) => {
       if (!new URL(r.url).pathname.endsWith("/all.zip")) return new Response("no", { status: 404 });

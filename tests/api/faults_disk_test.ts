@@ -6,7 +6,7 @@
 // the disk is full while deletes and metadata commits go on.
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { req, serverTestOpts } from "../helpers/api.ts";
+import { assertUnavailable, req, serverTestOpts } from "../helpers/api.ts";
 import { sha256 } from "../helpers/bytes.ts";
 import { ignoreWithoutSmallFs, mountSmallFs, type SmallFs } from "../helpers/small_fs.ts";
 import { pushImage, runCli, startServer, type TestServer } from "../helpers/server.ts";
@@ -17,17 +17,6 @@ const MIB = 1 << 20;
 function blob(n: number): Uint8Array {
   const seed = crypto.getRandomValues(new Uint8Array(4));
   return new Uint8Array(n).map((_, i) => (i * 31 + seed[i & 3] + (i >> 11)) & 0xff);
-}
-
-/** An OCI error's status, code, detail and Retry-After, asserted to be a store's 503. */
-async function assertStoreFault(r: Response, detail: RegExp): Promise<string> {
-  const text = await r.text();
-  assert.equal(r.status, 503, text);
-  const e = JSON.parse(text).errors[0];
-  assert.equal(e.code, "PROVIDER_UNAVAILABLE", text);
-  assert.match(e.detail, detail);
-  assert.ok(Number(r.headers.get("retry-after")) > 0, "Retry-After");
-  return e.detail;
 }
 
 async function readyz(s: TestServer): Promise<{ status: number; body: Record<string, string> }> {
@@ -107,7 +96,7 @@ Deno.test({
 
       await fs.fill();
       const p2 = await patch(s, loc, data.subarray(MIB), MIB);
-      const detail = await assertStoreFault(
+      const detail = await assertUnavailable(
         p2,
         /^the blob store \(.*\) is full \(no space left on device\): retry later$/,
       );
@@ -122,7 +111,7 @@ Deno.test({
         method: "POST",
         body: other as BodyInit,
       });
-      await assertStoreFault(mono, /is full \(no space left on device\)/);
+      await assertUnavailable(mono, /is full \(no space left on device\)/);
       assert.deepEqual([...(await uploadFiles(fs.dir)).keys()], [uuid]);
       const man = await req(s, "/v2/full/app/manifests/v1", {
         method: "PUT",
@@ -135,7 +124,7 @@ Deno.test({
           annotations: { pad: "x".repeat(5000) },
         }),
       });
-      await assertStoreFault(man, /is full/);
+      await assertUnavailable(man, /is full/);
 
       const ready = await readyz(s);
       assert.equal(ready.status, 503);
@@ -187,9 +176,9 @@ Deno.test({
         method: "POST",
         body: chunk as BodyInit,
       });
-      await assertStoreFault(r, /under the 8\.0 MiB reserve of \[blob_store\] min_free_bytes/);
+      await assertUnavailable(r, /under the 8\.0 MiB reserve of \[blob_store\] min_free_bytes/);
       const p2 = await patch(s, loc, chunk, MIB);
-      await assertStoreFault(p2, /reserve/);
+      await assertUnavailable(p2, /reserve/);
       assert.equal(await committed(s, loc), `0-${MIB - 1}`);
       const ready = await readyz(s);
       assert.equal(ready.status, 503);

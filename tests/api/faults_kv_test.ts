@@ -6,7 +6,7 @@
 // the file open, a chmod changes nothing: that is asserted too.)
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { req, serverTestOpts } from "../helpers/api.ts";
+import { assertUnavailable, req, serverTestOpts } from "../helpers/api.ts";
 import { sha256 } from "../helpers/bytes.ts";
 import { holdKvLock } from "../helpers/kv_lock.ts";
 import { ignoreWithoutSmallFs, mountSmallFs } from "../helpers/small_fs.ts";
@@ -24,15 +24,6 @@ async function push(s: TestServer, ns: string, data: Uint8Array): Promise<Respon
     method: "POST",
     body: data as BodyInit,
   });
-}
-
-async function storeFault(r: Response, detail: RegExp): Promise<void> {
-  const text = await r.text();
-  assert.equal(r.status, 503, text);
-  const e = JSON.parse(text).errors[0];
-  assert.equal(e.code, "PROVIDER_UNAVAILABLE", text);
-  assert.match(e.detail, detail);
-  assert.ok(Number(r.headers.get("retry-after")) > 0, "Retry-After");
 }
 
 async function readyz(s: TestServer): Promise<{ status: number; error?: string }> {
@@ -58,7 +49,7 @@ Deno.test({
       try {
         const t = Date.now();
         const r = await push(s, "lock/app", blob(64 * 1024));
-        await storeFault(
+        await assertUnavailable(
           r,
           /^the metadata store \(.*metadata\.kv\) is locked by another process \(database is locked.*\): retry later$/,
         );
@@ -108,7 +99,7 @@ Deno.test({
           acked.push(await sha256(data));
           continue;
         }
-        await storeFault(
+        await assertUnavailable(
           r,
           /^the metadata store \(.*metadata\.kv\) is full \(database or disk is full\): retry later$/,
         );
@@ -154,7 +145,7 @@ Deno.test({
       await pushImage(s.url, "kvres/app", "v1");
       await fs.fill(4 * MIB);
       await new Promise((r) => setTimeout(r, 1100)); // the free-space reading's age
-      await storeFault(
+      await assertUnavailable(
         await push(s, "kvres/app", blob(1000)),
         /^the metadata store \(.*metadata\.kv\) is full \(.* free, under the 8\.0 MiB reserve/,
       );
@@ -194,7 +185,7 @@ Deno.test({
       const got = await req(s, `/v2/ro/app/manifests/v1`);
       assert.equal(got.headers.get("docker-content-digest"), img.digest);
       await got.body?.cancel();
-      await storeFault(
+      await assertUnavailable(
         await push(s, "ro/app", blob(1000)),
         /^the metadata store \(.*metadata\.kv\) is read-only \(.*read-only database.*\): retry later$/,
       );
@@ -205,7 +196,7 @@ Deno.test({
       for (;;) {
         const r = await push(s, "ro/app", blob(1000));
         if (r.status === 201) break;
-        await storeFault(r, /is read-only/);
+        await assertUnavailable(r, /is read-only/);
         assert.ok(Date.now() - t < 10_000, "writable again within seconds");
         await new Promise((res) => setTimeout(res, 250));
       }

@@ -67,6 +67,17 @@ export async function assertError(r: Response, status: number, code: string): Pr
   assertMessageAndDetail(await assertErrorCode(r, status, code));
 }
 
+/**
+ * A store that cannot take the request (503 PROVIDER_UNAVAILABLE with a Retry-After), its
+ * detail matching `detail`; returns the detail.
+ */
+export async function assertUnavailable(r: Response, detail: RegExp): Promise<string> {
+  const e = await assertErrorCode(r, 503, "PROVIDER_UNAVAILABLE");
+  assert.match(e.detail as string, detail);
+  assert.ok(Number(r.headers.get("retry-after")) > 0, "Retry-After");
+  return e.detail as string;
+}
+
 /** The code of an OCI error body whose code may be one of several; checks the rest of it. */
 export async function errorCode(r: Response): Promise<string> {
   const e = firstError(await r.text());

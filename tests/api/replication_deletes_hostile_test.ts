@@ -6,6 +6,7 @@
 import assert from "node:assert/strict";
 import { req, serverTestOpts } from "../helpers/api.ts";
 import { pushImage, withServer } from "../helpers/server.ts";
+import { until } from "../helpers/until.ts";
 
 type Mode = "html" | "redirect-loop" | "bad-400" | "garbage-digest" | "no-digest";
 
@@ -48,14 +49,6 @@ function hostile(mode: Mode) {
   });
   const port = (server.addr as Deno.NetAddr).port;
   return { url: `http://127.0.0.1:${port}`, deletes, stop: () => server.shutdown() };
-}
-
-async function until(what: string, cond: () => Promise<boolean>, ms = 30_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await cond())) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
 }
 
 const EXPECT: Record<Mode, RegExp> = {

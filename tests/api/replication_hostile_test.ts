@@ -15,6 +15,7 @@ import {
   OCI_MANIFEST,
   unique,
 } from "../helpers/oci_content.ts";
+import { until } from "../helpers/until.ts";
 
 type Mode = "html" | "truncated" | "redirect-loop" | "no-location" | "wrong-digest";
 
@@ -69,14 +70,6 @@ function hostile(mode: Mode) {
   });
   const port = (server.addr as Deno.NetAddr).port;
   return { url: `http://127.0.0.1:${port}`, seen, stop: () => server.shutdown() };
-}
-
-async function until(what: string, cond: () => Promise<boolean>, ms = 30_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await cond())) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
 }
 
 const EXPECT: Record<Mode, RegExp> = {

@@ -18,6 +18,7 @@ import {
   OCI_MANIFEST,
   unique,
 } from "../helpers/oci_content.ts";
+import { until } from "../helpers/until.ts";
 
 const SECRET = "UPLOAD-HOST-SAYS-<script>alert(1)</script>";
 
@@ -95,14 +96,6 @@ connect_timeout_secs = 2
 read_timeout_secs = 3
 ${uploadHosts.length ? `upload_hosts = ${JSON.stringify(uploadHosts)}` : ""}
 `;
-}
-
-async function until(what: string, cond: () => Promise<boolean>, ms = 30_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await cond())) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
 }
 
 /** Pushes a two-blob image to app/x:v1; returns the blobs' sizes. */

@@ -20,6 +20,7 @@ import { FakeRegistry } from "../helpers/fake_registry.ts";
 import { startReceiver } from "../helpers/webhook_receiver.ts";
 import { wharfCommand } from "../helpers/launch.ts";
 import { tarHeader } from "../helpers/tar.ts";
+import { until } from "../helpers/until.ts";
 
 /** No indexing or scanning of the test's random layers: only the bytes matter here. */
 const QUIET = `
@@ -272,14 +273,6 @@ Deno.test({
     }
   },
 });
-
-async function until(what: string, cond: () => Promise<boolean>, ms = 30_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await cond())) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 Deno.test({
   name:

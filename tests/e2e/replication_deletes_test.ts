@@ -9,6 +9,7 @@ import assert from "node:assert/strict";
 import { req } from "../helpers/api.ts";
 import { pushImage, runCli, type TestServer, withServer } from "../helpers/server.ts";
 import { distributionMissing, startDistribution } from "./_distribution.ts";
+import { until } from "../helpers/until.ts";
 
 const skipReason = distributionMissing();
 const base = { ignore: skipReason !== null, sanitizeOps: false, sanitizeResources: false };
@@ -32,14 +33,6 @@ backoff_max_ms = 1000
 max_attempts = 5
 lease_secs = 3
 `;
-
-async function until(what: string, cond: () => Promise<boolean>, ms = 30_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await cond())) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 const ACCEPT = "application/vnd.oci.image.manifest.v1+json";
 

@@ -8,6 +8,7 @@ import { req } from "../helpers/api.ts";
 import { pushImage, withServer } from "../helpers/server.ts";
 import { assertAccessible, browserSkipReason, launch, screenshot } from "./_browser.ts";
 import { distributionMissing, freePort, startDistribution } from "./_distribution.ts";
+import { until } from "../helpers/until.ts";
 
 const skipReason = browserSkipReason ?? distributionMissing();
 const base = { ignore: skipReason !== null, sanitizeOps: false, sanitizeResources: false };
@@ -48,14 +49,6 @@ interface Downstream {
   outcomes: Record<string, number>;
   supports: Record<string, boolean | null>;
   health: string;
-}
-
-async function until(what: string, cond: () => Promise<boolean>, ms = 30_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await cond())) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
 }
 
 Deno.test({

@@ -185,6 +185,24 @@ export class CommitBudget {
     return true;
   }
 
+  /**
+   * Whether `checks` and `ms` fit together, with `spare` checks left over; counts nothing (for a
+   * caller that must add all of them or none to a commit another part is building).
+   */
+  fitsAll(checks: Deno.KvKey[], ms: PlannedMutation[], spare = 0): boolean {
+    let keyBytes = 0;
+    let totalBytes = 0;
+    for (const k of checks) totalBytes += keySize(k);
+    for (const m of ms) {
+      const k = keySize(m.key);
+      if (m.kind === "set") {
+        keyBytes += k;
+        totalBytes += 2 * k + valueSize(m.value);
+      } else totalBytes += k;
+    }
+    return this.fits(checks.length + spare, ms.length, keyBytes, totalBytes);
+  }
+
   /** Counts `ms` and adds them to `op` only if all of them fit; false (nothing added) otherwise. */
   addAll(op: Deno.AtomicOperation, ms: PlannedMutation[]): boolean {
     if (!this.take(ms)) return false;

@@ -47,6 +47,18 @@ export interface ManifestWrite {
   head?: PlannedMutation[];
   /** mutations each written tag carries (a held tag the push replaces) */
   perTag?: (tag: string) => PlannedMutation[];
+  /**
+   * Another revision's change that rides in the head commit (issue 34: a signature's push
+   * releases the image it signs in its own commit). `add` runs on each attempt, after the
+   * head's own mutations and before its tags, and adds its checks and mutations whole or not
+   * at all, leaving `spare` checks for the tags; `landed` follows the head commit's landing.
+   */
+  alongside?: Alongside;
+}
+
+export interface Alongside {
+  add(op: Deno.AtomicOperation, budget: CommitBudget, spare: number): Promise<void>;
+  landed(): void;
 }
 
 /** Whether writing `tag` changes it: a write that changes nothing causes no job (no ping-pong). */

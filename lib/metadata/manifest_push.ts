@@ -157,6 +157,7 @@ export async function commitManifest(
       fixed.push(...fx.mutationsFor({ kind: "manifest-pushed", ns, digest }));
       if (w.head) fixed.push(...w.head);
       if (!budget.addAll(op, fixed)) throw new Error("manifest head exceeds KV limits");
+      await w.alongside?.add(op, budget, Math.min(tagEntries.length, TAGS_PER_COMMIT));
       // The head's tags take the checks left (at least 3: rev, pin, reservation, reclaim
       // marker, unlinkver and the usage plan's two take 7 at most).
       const tags = new TagCommit(op, budget, w, fx, !rev.value);
@@ -180,6 +181,7 @@ export async function commitManifest(
     },
   });
   fx.landed();
+  w.alongside?.landed();
   if (head.t < w.tags.length) {
     await commitTailTags(kv, w, fx, head.t, head.revStamp);
   }

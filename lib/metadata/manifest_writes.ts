@@ -27,6 +27,11 @@
 // manifest_deletes.ts (a tag's delete; a revision's, with the checks each of its commits makes)
 // and manifest_mutations.ts (what they are made of: ManifestWrite, a tag's and a body's
 // mutations, the tag writes of one commit).
-export { type ManifestWrite, type TagGuard, tagMutations } from "./manifest_mutations.ts";
+export {
+  type Alongside,
+  type ManifestWrite,
+  type TagGuard,
+  tagMutations,
+} from "./manifest_mutations.ts";
 export { commitManifest } from "./manifest_push.ts";
 export { deleteRevision, deleteTag, type RevisionDelete } from "./manifest_deletes.ts";

@@ -12,7 +12,7 @@ import {
 
 import type { UsageLedger } from "./usage.ts";
 
-export type { ManifestWrite, TagGuard } from "./manifest_writes.ts";
+export type { Alongside, ManifestWrite, TagGuard } from "./manifest_writes.ts";
 
 const TAG_CACHE_NAMESPACES = 1024;
 const TAG_CACHE_MAX_TAGS = 50_000;

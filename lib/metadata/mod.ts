@@ -3,7 +3,7 @@
 // each written in one atomic commit on the KV platform (lib/kv: keys, limits, the commit-retry
 // loop), and the facts those writes state for their effects (write_facts.ts).
 export { BlobMeta, type LinkRead } from "./blobs.ts";
-export { ManifestMeta, type ManifestWrite } from "./manifests.ts";
+export { type Alongside, ManifestMeta, type ManifestWrite } from "./manifests.ts";
 export { type Settle, type SettleOutcome, SignatureMeta } from "./signature_meta.ts";
 export { UploadMeta } from "./uploads.ts";
 export { NO_FACTS, type WriteFact, type WriteFacts } from "./write_facts.ts";

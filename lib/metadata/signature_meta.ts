@@ -25,6 +25,9 @@ import {
 import { tagMutations } from "./manifest_writes.ts";
 import type { WriteFacts } from "./write_facts.ts";
 
+/** Keys one `getMany` takes (Deno KV's limit). */
+const KV_GET_MANY_MAX = 10;
+
 const set = (key: Deno.KvKey, value: unknown): PlannedMutation => ({ kind: "set", key, value });
 const del = (key: Deno.KvKey): PlannedMutation => ({ kind: "delete", key });
 
@@ -40,6 +43,8 @@ export interface Settle {
   /** events planned with the commit, given what it did */
   events?: (did: SettleOutcome) => PlannedMutation[];
   fx: WriteFacts;
+  /** the held tags the judgement saw: read with the verdict when few (one round trip less) */
+  expectTags?: string[];
 }
 
 export interface SettleOutcome {
@@ -255,73 +260,108 @@ export class SignatureMeta {
    * released in the same commit: its held tags written, unless another push took the name.
    */
   async settle(s: Settle): Promise<"stale" | "gone" | SettleOutcome> {
-    const { ns, digest, fx } = s;
     const out = await commitWithRetry<"stale" | "gone" | SettleOutcome>(
       "signature verdict",
       async () => {
-        fx.attempt();
-        const [rev, cur, pin, tagver] = await this.kv.getMany<
-          [RevisionRecord, SignatureVerdict, unknown, unknown]
-        >([K.rev(ns, digest), K.sigVerdict(ns, digest), K.sigVersion(ns, digest), K.tagver(ns)]);
-        if (!rev.value) return { done: "gone" };
-        if (pin.versionstamp !== s.pin) return { done: "stale" };
-        const previous = cur.value;
         const op = this.kv.atomic();
-        const budget = new CommitBudget();
-        budget.checkOn(op, rev);
-        budget.checkOn(op, pin);
-        const muts: PlannedMutation[] = [
-          set(K.sigVerdict(ns, digest), s.next),
-          set(K.sigVersion(ns, digest), true),
-        ];
-        const was = previous?.held;
-        if (was && !was.expired) muts.push(del(K.holdExpiry(was.until, ns, digest)));
-        if (s.next.held && !s.next.held.expired) {
-          muts.push(set(K.holdExpiry(s.next.held.until, ns, digest), true));
-        }
-        const released: string[] = [];
-        if (was && !s.next.held && was.tags.length > 0) {
-          const tags = was.tags.slice(0, HELD_TAGS_MAX);
-          // held tags and tags in one read (getMany rounds of 10)
-          const both = await getAll<HeldTag | TagRecord>(this.kv, [
-            ...tags.map((t) => K.heldTag(ns, t)),
-            ...tags.map((t) => K.tag(ns, t)),
-          ]);
-          const held = both.slice(0, tags.length) as Deno.KvEntryMaybe<HeldTag>[];
-          const now = both.slice(tags.length) as Deno.KvEntryMaybe<TagRecord>[];
-          // The tags it decides on, each checked as read when they fit beside the revision and
-          // the pin (a few, as a rule); more are guarded by tagver, which every tag change
-          // rewrites, so only then does a write of another tag conflict with the release.
-          const decided = now.filter((_, i) => held[i].value?.digest === digest);
-          if (decided.length <= KV_LIMITS.checks - budget.checks) {
-            for (const e of decided) budget.checkOn(op, e);
-          } else budget.checkOn(op, tagver);
-          muts.push(set(K.tagver(ns), true));
-          const touched = new Set<string>(); // revisions whose revtagver the commit rewrites
-          tags.forEach((tag, i) => {
-            // Another push took the name since (a verified image, or another held one).
-            if (held[i].value?.digest !== digest) return;
-            muts.push(del(K.heldTag(ns, tag)));
-            const existing = now[i].value;
-            if (existing?.digest === digest) return;
-            if (s.mayMove && !s.mayMove(tag, existing)) return;
-            muts.push(...tagMutations(ns, digest, tag, existing, Date.now(), touched));
-            muts.push(
-              ...fx.mutationsFor({ kind: "tag-changed", ns, digest, tag, previous: existing }),
-            );
-            released.push(tag);
-          });
-        }
-        if (was && !s.next.held) {
-          muts.push(...fx.mutationsFor({ kind: "image-released", ns, digest, tags: released }));
-        }
-        const did = { previous, released };
-        if (s.events) muts.push(...s.events(did));
-        if (!budget.addAll(op, muts)) throw new Error("signature verdict exceeds KV limits");
-        return { op, value: did };
+        const did = await this.settleInto(s, op, new CommitBudget());
+        if (did === "full") throw new Error("signature verdict exceeds KV limits");
+        return typeof did === "string" ? { done: did } : { op, value: did };
       },
     );
-    if (typeof out !== "string") fx.landed();
+    if (typeof out !== "string") s.fx.landed();
     return out;
   }
+
+  /**
+   * One attempt of a settle, added to `op` whole or not at all: its reads, its checks (the
+   * revision, the pin, the tags a release decides on) and its mutations. "full" (nothing added)
+   * when they would not fit beside what `budget` already holds with `spare` checks left over:
+   * another commit can carry a settle (a signature's push releasing its subject in its own
+   * commit, SignaturePush), and its own tags need those checks.
+   */
+  async settleInto(
+    s: Settle,
+    op: Deno.AtomicOperation,
+    budget: CommitBudget,
+    spare = 0,
+  ): Promise<"stale" | "gone" | "full" | SettleOutcome> {
+    const { ns, digest, fx } = s;
+    fx.attempt();
+    // The held tags the judgement saw are read with the rest when few (one round trip).
+    const hint = (s.expectTags ?? []).slice(0, HELD_TAGS_MAX);
+    const hinted = hint.length > 0 && 4 + 2 * hint.length <= KV_GET_MANY_MAX;
+    const got = await this.kv.getMany<unknown[]>([
+      K.rev(ns, digest),
+      K.sigVerdict(ns, digest),
+      K.sigVersion(ns, digest),
+      K.tagver(ns),
+      ...(hinted ? heldAndTagKeys(ns, hint) : []),
+    ]);
+    const rev = got[0] as Deno.KvEntryMaybe<RevisionRecord>;
+    const pin = got[2];
+    if (!rev.value) return "gone";
+    if (pin.versionstamp !== s.pin) return "stale";
+    const previous = (got[1] as Deno.KvEntryMaybe<SignatureVerdict>).value;
+    const checks: Deno.AtomicCheck[] = [rev, pin];
+    const muts: PlannedMutation[] = [
+      set(K.sigVerdict(ns, digest), s.next),
+      set(K.sigVersion(ns, digest), true),
+    ];
+    const was = previous?.held;
+    if (was && !was.expired) muts.push(del(K.holdExpiry(was.until, ns, digest)));
+    if (s.next.held && !s.next.held.expired) {
+      muts.push(set(K.holdExpiry(s.next.held.until, ns, digest), true));
+    }
+    const released: string[] = [];
+    if (was && !s.next.held && was.tags.length > 0) {
+      const tags = was.tags.slice(0, HELD_TAGS_MAX);
+      // held tags and tags in one read (getMany rounds of 10), unless read above
+      const both = hinted && sameList(tags, hint)
+        ? got.slice(4) as Deno.KvEntryMaybe<HeldTag | TagRecord>[]
+        : await getAll<HeldTag | TagRecord>(this.kv, heldAndTagKeys(ns, tags));
+      const held = both.slice(0, tags.length) as Deno.KvEntryMaybe<HeldTag>[];
+      const now = both.slice(tags.length) as Deno.KvEntryMaybe<TagRecord>[];
+      // The tags it decides on, each checked as read when they fit beside the revision and
+      // the pin (a few, as a rule); more are guarded by tagver, which every tag change
+      // rewrites, so only then does a write of another tag conflict with the release.
+      const decided = now.filter((_, i) => held[i].value?.digest === digest);
+      const room = KV_LIMITS.checks - budget.checks - spare - checks.length;
+      if (decided.length <= room) checks.push(...decided);
+      else checks.push(got[3]);
+      muts.push(set(K.tagver(ns), true));
+      const touched = new Set<string>(); // revisions whose revtagver the commit rewrites
+      tags.forEach((tag, i) => {
+        // Another push took the name since (a verified image, or another held one).
+        if (held[i].value?.digest !== digest) return;
+        muts.push(del(K.heldTag(ns, tag)));
+        const existing = now[i].value;
+        if (existing?.digest === digest) return;
+        if (s.mayMove && !s.mayMove(tag, existing)) return;
+        muts.push(...tagMutations(ns, digest, tag, existing, Date.now(), touched));
+        muts.push(
+          ...fx.mutationsFor({ kind: "tag-changed", ns, digest, tag, previous: existing }),
+        );
+        released.push(tag);
+      });
+    }
+    if (was && !s.next.held) {
+      muts.push(...fx.mutationsFor({ kind: "image-released", ns, digest, tags: released }));
+    }
+    const did = { previous, released };
+    if (s.events) muts.push(...s.events(did));
+    if (!budget.fitsAll(checks.map((c) => c.key), muts, spare)) return "full";
+    for (const c of checks) budget.checkOn(op, c);
+    budget.addAll(op, muts);
+    return did;
+  }
+}
+
+/** A held tag's key and the tag's, for each of `tags` (held ones first). */
+function heldAndTagKeys(ns: string, tags: string[]): Deno.KvKey[] {
+  return [...tags.map((t) => K.heldTag(ns, t)), ...tags.map((t) => K.tag(ns, t))];
+}
+
+function sameList(a: string[], b: string[]): boolean {
+  return a.length === b.length && a.every((x, i) => x === b[i]);
 }

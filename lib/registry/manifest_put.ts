@@ -107,11 +107,15 @@ export class ManifestPuts {
       },
     };
     let plan: PushPlan | null = null;
+    let pushed = false;
     try {
       for (let round = 0;; round++) {
+        // A judgement of an earlier round was never committed: its scope closes unused.
+        await plan?.alongside?.finish(false);
         plan = await this.judged(w, bytes, tags, input.pusher ?? null);
         try {
           await this.admitted(ns, digest, record.size, () => this.d.meta.commit(w, fx));
+          pushed = true;
           break;
         } catch (e) {
           // A signature of this digest landed while the push was judged: judge it again.
@@ -126,6 +130,7 @@ export class ManifestPuts {
       }
     } finally {
       await fx.committed();
+      if (!pushed) await plan?.alongside?.finish(false);
     }
     if (plan) await this.signing!.afterPush(ns, plan);
     if (plan?.held) return { digest, subject: parsed.subject, tags: [], held: plan.reason };
@@ -151,6 +156,7 @@ export class ManifestPuts {
       pusher: pusherOf(pusher),
       guard: w.guard,
     }) ?? null;
+    w.alongside = plan?.alongside;
     if (!plan) return null;
     w.tags = plan.tags;
     w.held = plan.held;

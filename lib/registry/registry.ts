@@ -158,6 +158,7 @@ export class Registry {
         const rc = this.pullThrough.repository(ns);
         return rc ? this.pullThrough.fetchSignatures(rc, ns, digest) : null;
       },
+      mirrored: (ns) => this.pullThrough.repository(ns) !== null,
       observe: options.observeSignatures,
     });
     this.manifests.signing = this.signatures;

@@ -4,7 +4,8 @@
 import { repositoryOf, type VerifyConfig } from "../config/mod.ts";
 import { type ParsedManifest, parseManifest, RegistryError } from "../oci/mod.ts";
 import type { PlannedMutation, SignatureVerdict } from "../kv/mod.ts";
-import type { Settle, SettleOutcome } from "../metadata/mod.ts";
+import type { Alongside, Settle, SettleOutcome } from "../metadata/mod.ts";
+import type { SignatureArtifact } from "../signatures/mod.ts";
 import { log } from "../log.ts";
 import { isArtifact } from "./signature_rules.ts";
 import { record, sameVerdict } from "./signature_verdict.ts";
@@ -15,6 +16,22 @@ import {
   type SignaturesDeps,
   UPSTREAM_RECHECK_MS,
 } from "./signature_judge.ts";
+
+/** A judgement: what was read, and the verdict it comes to. */
+interface Decision {
+  prev: SignatureVerdict | null;
+  pin: string | null;
+  parsed: ParsedManifest | null;
+  next: SignatureVerdict;
+  /** an artifact already judged under this trust: nothing to store */
+  kept: boolean;
+}
+
+/** A subject judged before its signature's commit, riding in it (ManifestWrite.alongside). */
+export interface Prejudged extends Alongside {
+  /** after the push (`pushed`: it landed): its events, log and follow-ups, or a fresh judgement */
+  finish(pushed: boolean): Promise<void>;
+}
 
 /** Verdicts stored, holds taken and released. */
 export class SignatureHolds {
@@ -52,55 +69,11 @@ export class SignatureHolds {
       }
     }
     const repo = repositoryOf(this.d.cfg, ns).name;
-    const fingerprint = this.judging.fingerprint(cfg);
     for (let round = 0; round < 5; round++) {
-      const { rev, verdict: prev, pin } = await this.d.meta.judgement(ns, digest);
-      if (!rev) return null;
-      let parsed: ParsedManifest | null = null;
-      let bytes: Uint8Array | null = null;
-      try {
-        bytes = await this.d.body(ns, digest, rev);
-        parsed = parseManifest(bytes, rev.mediaType);
-      } catch (e) {
-        if (!(e instanceof RegistryError)) throw e;
-      }
-      if (prev?.state === "artifact" && prev.fingerprint === fingerprint) {
-        return prev;
-      }
-      let next: SignatureVerdict;
-      // An index is an artifact by its tag only (the referrers fallback tag, `sha256-<hex>`).
-      const tags = parsed && parsed.children.length > 0
-        ? await this.d.meta.tagsOf(ns, digest, 16)
-        : [];
-      if (parsed && isArtifact(parsed, tags)) {
-        next = {
-          state: "artifact",
-          fingerprint,
-          checkedAt: Date.now(),
-          signers: [],
-        };
-      } else {
-        const judged = await this.judging.judge(ns, digest, parsed, bytes, cfg);
-        let via: string | undefined;
-        if (!judged.verified && parsed && parsed.children.length === 0) {
-          via = (await this.judging.coveringIndex(ns, digest)) ?? undefined;
-        }
-        next = record(
-          via ? { ...judged, verified: true, reason: undefined } : judged,
-          fingerprint,
-          prev?.pushedBy ?? null,
-        );
-        if (via) next.via = via;
-        if (next.state === "unverified" && cfg.mode === "enforce") {
-          const now = Date.now();
-          next.held = prev?.held ?? {
-            since: now,
-            until: now + cfg.holdSecs * 1000,
-            tags: [],
-            tagCreatedAt: now,
-          };
-        }
-      }
+      const d = await this.decide(ns, digest, cfg);
+      if (!d) return null;
+      if (d.kept) return d.prev;
+      const { prev, pin, parsed, next } = d;
       // Unchanged: nothing written, unless the upstream was asked again (the time it was asked
       // is what keeps the next pull from asking again within UPSTREAM_RECHECK_MS).
       const recent = Date.now() - (prev?.checkedAt ?? 0) < UPSTREAM_RECHECK_MS;
@@ -138,6 +111,140 @@ export class SignatureHolds {
       digest,
     });
     return null;
+  }
+
+  /**
+   * The verdict `digest` has now: its revision, verdict and pin read, then judged (`incoming`: a
+   * signature being pushed, judged with the stored ones). Null when the revision is not there;
+   * `kept` when it is an artifact already judged under this trust.
+   */
+  private async decide(
+    ns: string,
+    digest: string,
+    cfg: VerifyConfig,
+    incoming?: SignatureArtifact,
+  ): Promise<Decision | null> {
+    const fingerprint = this.judging.fingerprint(cfg);
+    const { rev, verdict: prev, pin } = await this.d.meta.judgement(ns, digest);
+    if (!rev) return null;
+    let parsed: ParsedManifest | null = null;
+    let bytes: Uint8Array | null = null;
+    try {
+      bytes = await this.d.body(ns, digest, rev);
+      parsed = parseManifest(bytes, rev.mediaType);
+    } catch (e) {
+      if (!(e instanceof RegistryError)) throw e;
+    }
+    if (prev?.state === "artifact" && prev.fingerprint === fingerprint) {
+      return { prev, pin, parsed, next: prev, kept: true };
+    }
+    let next: SignatureVerdict;
+    // An index is an artifact by its tag only (the referrers fallback tag, `sha256-<hex>`).
+    const tags = parsed && parsed.children.length > 0
+      ? await this.d.meta.tagsOf(ns, digest, 16)
+      : [];
+    if (parsed && isArtifact(parsed, tags)) {
+      next = {
+        state: "artifact",
+        fingerprint,
+        checkedAt: Date.now(),
+        signers: [],
+      };
+    } else {
+      const judged = await this.judging.judge(ns, digest, parsed, bytes, cfg, incoming);
+      let via: string | undefined;
+      if (!judged.verified && parsed && parsed.children.length === 0) {
+        via = (await this.judging.coveringIndex(ns, digest)) ?? undefined;
+      }
+      next = record(
+        via ? { ...judged, verified: true, reason: undefined } : judged,
+        fingerprint,
+        prev?.pushedBy ?? null,
+      );
+      if (via) next.via = via;
+      if (next.state === "unverified" && cfg.mode === "enforce") {
+        const now = Date.now();
+        next.held = prev?.held ?? {
+          since: now,
+          until: now + cfg.holdSecs * 1000,
+          tags: [],
+          tagCreatedAt: now,
+        };
+      }
+    }
+    return { prev, pin, parsed, next, kept: false };
+  }
+
+  /**
+   * A signature's push judging the image it signs before its own commit, the signature judged
+   * as pushed (SignaturePush): the verdict change then rides in the push's commit, so a held
+   * image is released in the very commit that stores its signature. Null when there is nothing
+   * to judge here: no [verify], a pull-through namespace (its upstream is asked first), no
+   * revision yet (the image's push finds the signature), an artifact.
+   */
+  async prejudge(
+    ns: string,
+    subject: string,
+    incoming: SignatureArtifact,
+  ): Promise<Prejudged | null> {
+    const cfg = this.judging.policyOf(ns);
+    if (!cfg || this.d.mirrored?.(ns)) return null;
+    const d = await this.decide(ns, subject, cfg, incoming);
+    if (!d || d.kept) return null;
+    const { prev, next, pin, parsed } = d;
+    const released = !!prev?.held && !next.held;
+    const fx = await this.d.effects.begin({
+      kind: "image-release",
+      ns,
+      digest: subject,
+      tags: released ? prev!.held!.tags : [],
+    });
+    let planned: PlannedMutation[] = [];
+    let included = false;
+    let outcome: SettleOutcome | null = null;
+    const settle: Settle = {
+      ns,
+      digest: subject,
+      pin,
+      next,
+      fx,
+      expectTags: prev?.held?.tags,
+      mayMove: (tag, existing) =>
+        !existing || existing.digest === subject || !this.d.isImmutable(ns, tag),
+      events: () => (planned = this.transitionEvents(ns, subject, prev, next, cfg)),
+    };
+    const repo = repositoryOf(this.d.cfg, ns).name;
+    return {
+      add: async (op, budget, spare) => {
+        const did = await this.d.meta.settleInto(settle, op, budget, spare);
+        included = typeof did !== "string";
+        outcome = included ? did as SettleOutcome : null;
+      },
+      landed: () => {
+        if (included) fx.landed();
+      },
+      finish: async (pushed) => {
+        await fx.committed();
+        if (!pushed) return;
+        if (!included || !outcome) {
+          // It moved meanwhile (another signature, a delete) or did not fit: judged afresh.
+          await this.reconsider(ns, subject);
+          return;
+        }
+        this.d.events.committed(planned);
+        this.observeTransition(repo, prev, next);
+        if (outcome.released.length > 0 || (prev?.held && !next.held)) {
+          log.info("held image released: its signature verified", {
+            namespace: ns,
+            digest: subject,
+            tags: outcome.released.join(","),
+          });
+        }
+        if (next.state === "verified" && prev?.state !== "verified") {
+          await this.afterVerified(ns, subject, parsed, 0);
+        }
+      },
+    };
   }
 
   /**

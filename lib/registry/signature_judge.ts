@@ -66,6 +66,8 @@ export interface SignaturesDeps {
    * stored beside it (null: a hosted namespace, nothing to fetch)
    */
   fetchUpstream?: (ns: string, digest: string) => Promise<unknown> | null;
+  /** whether `ns` is a pull-through namespace (its upstream's signatures are fetched first) */
+  mirrored?: (ns: string) => boolean;
   /** a DELETE by digest (on_expiry = "delete") */
   deleteImage: (ns: string, digest: string) => Promise<void>;
   observe?: SignatureObserver;
@@ -92,10 +94,19 @@ export class SignatureJudge {
     return fp;
   }
 
-  /** Every signature artifact `digest` has in `ns`, bounded (ARTIFACTS_MAX, REFERRERS_SCANNED). */
-  async artifactsOf(ns: string, digest: string): Promise<SignatureArtifact[]> {
+  /**
+   * Every signature artifact `digest` has in `ns`, bounded (ARTIFACTS_MAX, REFERRERS_SCANNED).
+   * `incoming`: a signature being pushed, judged with the rest before its commit (it replaces
+   * the stored `.sig` manifest, or joins the referrers).
+   */
+  async artifactsOf(
+    ns: string,
+    digest: string,
+    incoming?: SignatureArtifact,
+  ): Promise<SignatureArtifact[]> {
     const blob = (d: string, max: number) => this.d.blob(ns, d, max);
-    const sigTag = cosignSignatureTag(digest);
+    const replacesTag = incoming?.format === "cosign-tag";
+    const sigTag = replacesTag ? null : cosignSignatureTag(digest);
     // The `.sig` tag and the referrers are looked up at once (two KV reads in flight).
     const [tagged, referrers] = await Promise.all([
       sigTag ? this.d.manifests.tag(ns, sigTag) : null,
@@ -104,7 +115,8 @@ export class SignatureJudge {
     const wanted: { format: SignatureFormat; digest: string }[] = [];
     if (tagged) wanted.push({ format: "cosign-tag", digest: tagged.digest });
     for (const r of referrers) {
-      if (wanted.length >= ARTIFACTS_MAX) break;
+      if (wanted.length >= ARTIFACTS_MAX - (incoming ? 1 : 0)) break;
+      if (r.digest === incoming?.digest) continue;
       const format = referrerFormat(r.rec.artifactType, r.rec.mediaType);
       if (format) wanted.push({ format, digest: r.digest });
     }
@@ -114,7 +126,17 @@ export class SignatureJudge {
       const manifest = await this.d.body(ns, w.digest, rev);
       return { format: w.format, digest: w.digest, manifest, readBlob: blob };
     }));
-    return found.filter((a) => a !== null);
+    const out: SignatureArtifact[] = found.filter((a) => a !== null);
+    if (!incoming) return out;
+    // Where a judgement after its commit would find it: the `.sig` first, referrers by digest
+    // (the stored verdict's signers keep one order either way).
+    let at = 0;
+    if (!replacesTag) {
+      if (out[0]?.format === "cosign-tag") at = 1;
+      while (at < out.length && out[at].digest < incoming.digest) at++;
+    }
+    out.splice(at, 0, incoming);
+    return out;
   }
 
   /**
@@ -128,11 +150,12 @@ export class SignatureJudge {
     parsed: ParsedManifest | null,
     bytes: Uint8Array | null,
     cfg: VerifyConfig,
+    incoming?: SignatureArtifact,
   ): Promise<Judged> {
     const started = performance.now();
     let own: ImageVerdict;
     try {
-      const artifacts = await this.artifactsOf(ns, digest);
+      const artifacts = await this.artifactsOf(ns, digest, incoming);
       own = await verifySubject(digest, artifacts, cfg, new Date(), {
         subjectManifest: bytes ?? undefined,
       });

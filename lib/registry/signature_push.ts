@@ -12,10 +12,16 @@ import {
   type SignatureVerdict,
   type TagRecord,
 } from "../kv/mod.ts";
-import { isArtifact, signedSubjects } from "./signature_rules.ts";
+import {
+  cosignSignatureTag,
+  isArtifact,
+  referrerFormat,
+  signedSubjects,
+} from "./signature_rules.ts";
 import { type Judged, record, warning } from "./signature_verdict.ts";
 import type { SignatureJudge, SignaturesDeps } from "./signature_judge.ts";
-import type { SignatureHolds } from "./signature_holds.ts";
+import type { Prejudged, SignatureHolds } from "./signature_holds.ts";
+import type { SignatureArtifact } from "../signatures/mod.ts";
 
 /** What a push commits for its verdict (Manifests.put hands it to the commit). */
 export interface PushPlan {
@@ -33,6 +39,11 @@ export interface PushPlan {
   /** the events planned into the commit (woken once it landed) */
   planned: PlannedMutation[];
   observe: () => void;
+  /**
+   * A signature's subject judged before the commit, its verdict change riding in it (the
+   * release happens in the commit that stores the signature); `subjects` is empty then.
+   */
+  alongside?: Prejudged;
 }
 
 /** A push judged, and what follows it. */
@@ -76,8 +87,17 @@ export class SignaturePush {
         checkedAt: now,
         signers: [],
       };
-      const subjects = signedSubjects(p.parsed, p.tags);
+      let subjects = signedSubjects(p.parsed, p.tags);
+      // One subject (a `.sig` tag, a referrer: the rule) is judged now, with this signature as
+      // pushed, and settled in this push's commit: no second commit after it.
+      let alongside: Prejudged | undefined;
+      const incoming = subjects.length === 1 ? this.incoming(p, subjects[0]) : null;
+      if (incoming) {
+        alongside = await this.holds.prejudge(ns, subjects[0], incoming) ?? undefined;
+        if (alongside) subjects = [];
+      }
       return {
+        alongside,
         pin: undefined,
         tags: p.tags,
         held: false,
@@ -156,10 +176,31 @@ export class SignaturePush {
     };
   }
 
+  /** The signature a push carries for `subject`, as the engine reads it (null: none it knows). */
+  private incoming(
+    p: { ns: string; digest: string; parsed: ParsedManifest; bytes: Uint8Array; tags: string[] },
+    subject: string,
+  ): SignatureArtifact | null {
+    const sigTag = cosignSignatureTag(subject);
+    const format = sigTag && p.tags.includes(sigTag)
+      ? "cosign-tag"
+      : p.parsed.subject === subject
+      ? referrerFormat(p.parsed.artifactType, p.parsed.mediaType)
+      : null;
+    if (!format) return null;
+    return {
+      format,
+      digest: p.digest,
+      manifest: p.bytes,
+      readBlob: (d, max) => this.d.blob(p.ns, d, max),
+    };
+  }
+
   /** After a push landed: its events woken, and the subjects an artifact signs judged again. */
   async afterPush(ns: string, plan: PushPlan): Promise<void> {
     this.d.events.committed(plan.planned);
     plan.observe();
+    await plan.alongside?.finish(true);
     for (const s of plan.subjects) await this.holds.reconsider(ns, s);
   }
 }

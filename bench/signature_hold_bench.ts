@@ -5,14 +5,30 @@
 // interleaved so drift on a shared machine hits both alike; then 3,000 pulls by tag of the
 // verified images of each (8 clients at once, interleaved per request). The client does the
 // same work for both repositories: only the server's verification differs.
-// Run: deno run -A bench/signature_hold_bench.ts [pushes] [pulls]   (loopback only)
+//
+// `--layers=<bytes>,…` gives each image new random layers of those sizes and `--base=<n>` n
+// shared base layers, pushed once before the run: each round then pushes as docker does (HEAD
+// every layer, POST + PUT the new ones and the config, PUT the manifest), so the fixed cost of
+// verification is weighed against a push of real size. Content is made before the clock starts.
+// Run: deno run -A bench/signature_hold_bench.ts [pushes] [pulls] [--layers=…] [--base=n]
+import { parseArgs } from "node:util";
 import { startServer } from "../tests/helpers/server.ts";
 import { cosignSignature, makeKey, pushSignature, verifyToml } from "../tests/helpers/cosign.ts";
-import { distinctManifest, OCI_MANIFEST } from "../tests/helpers/oci_content.ts";
+import { distinctManifest, imageManifest, OCI_MANIFEST } from "../tests/helpers/oci_content.ts";
+import { randomBytes, sha256 } from "./image_traffic.ts";
 
-const PUSHES = Number(Deno.args[0] ?? 300);
-const PULLS = Number(Deno.args[1] ?? 3000);
+const { positionals, values } = parseArgs({
+  args: Deno.args,
+  allowPositionals: true,
+  options: { layers: { type: "string", default: "" }, base: { type: "string", default: "0" } },
+});
+const PUSHES = Number(positionals[0] ?? 300);
+const PULLS = Number(positionals[1] ?? 3000);
+const LAYERS = values.layers ? values.layers.split(",").map(Number) : [];
+const BASE = Number(values.base);
 const CLIENTS = 8;
+const LAYER_TYPE = "application/vnd.oci.image.layer.v1.tar+gzip";
+const CONFIG_TYPE = "application/vnd.oci.image.config.v1+json";
 
 const key = await makeKey();
 const s = await startServer({
@@ -31,11 +47,60 @@ const fmt = (x: { mean: number; p50: number; p90: number; p99: number }) =>
     x.p99.toFixed(2)
   }`;
 
+interface Blob {
+  digest: string;
+  bytes: Uint8Array;
+}
+const blobOf = async (bytes: Uint8Array): Promise<Blob> => ({ digest: await sha256(bytes), bytes });
+const descOf = (mediaType: string, b: Blob) => ({
+  mediaType,
+  digest: b.digest,
+  size: b.bytes.byteLength,
+});
+
+/** Pushes a blob as docker does: HEAD, and when missing POST + PUT ?digest= with the body. */
+async function pushBlob(ns: string, b: Blob): Promise<void> {
+  const head = await fetch(`${s.url}/v2/${ns}/blobs/${b.digest}`, { method: "HEAD" });
+  await head.body?.cancel();
+  if (head.status === 200) return;
+  const post = await fetch(`${s.url}/v2/${ns}/blobs/uploads/`, { method: "POST" });
+  await post.body?.cancel();
+  if (post.status !== 202) throw new Error(`POST ${ns}: ${post.status}`);
+  const loc = new URL(post.headers.get("location")!, s.url);
+  loc.searchParams.set("digest", b.digest);
+  const put = await fetch(loc, { method: "PUT", body: b.bytes as BodyInit });
+  await put.body?.cancel();
+  if (put.status !== 201) throw new Error(`PUT ${ns}: ${put.status}`);
+}
+
+const base: Blob[] = [];
+for (let i = 0; i < BASE; i++) base.push(await blobOf(randomBytes(LAYERS[0] ?? 1 << 20)));
+
+/** An image to push: its blobs (none for a bare manifest) and its manifest. */
+async function imageOf(repo: string, i: number) {
+  if (LAYERS.length === 0 && BASE === 0) {
+    return { blobs: [] as Blob[], ...(await distinctManifest(`bench ${repo} ${i}`)) };
+  }
+  const config = await blobOf(new TextEncoder().encode(JSON.stringify({
+    architecture: "amd64",
+    os: "linux",
+    rootfs: { type: "layers", diff_ids: [] },
+    bench: `${repo} ${i}`,
+  })));
+  const fresh = await Promise.all(LAYERS.map((n) => blobOf(randomBytes(n))));
+  const body = imageManifest(
+    descOf(CONFIG_TYPE, config),
+    [...base, ...fresh].map((b) => descOf(LAYER_TYPE, b)),
+  );
+  return { blobs: [...base, ...fresh, config], body, digest: await sha256(body) };
+}
+
 async function pushOne(repo: string, i: number): Promise<number> {
   const ns = `${repo}/app`;
-  const image = await distinctManifest(`bench ${repo} ${i}`);
+  const image = await imageOf(repo, i);
   const sig = await cosignSignature(key, `bench/${ns}`, image.digest);
   const t0 = performance.now();
+  for (const b of image.blobs) await pushBlob(ns, b);
   const r = await fetch(`${s.url}/v2/${ns}/manifests/t${i}`, {
     method: "PUT",
     body: image.body as BodyInit,
@@ -89,7 +154,11 @@ try {
 
   const po = stats(push.off), pe = stats(push.enf);
   const lo = stats(pull.off), le = stats(pull.enf);
+  const shape = LAYERS.length || BASE
+    ? `${BASE} shared base layer(s) + new layers of ${LAYERS.join(", ") || "-"} bytes + config`
+    : "bare manifests";
   console.log(`signature_hold_bench: ${PUSHES} pushes (image + cosign signature) per repository,`);
+  console.log(`  images: ${shape}`);
   console.log(`  ${PULLS} pulls by tag per repository (${CLIENTS} clients, interleaved)`);
   console.log(`push off     : ${fmt(po)}`);
   console.log(`push enforce : ${fmt(pe)}  (held, then released by the signature)`);

@@ -10,22 +10,33 @@
 // shared base layers, pushed once before the run: each round then pushes as docker does (HEAD
 // every layer, POST + PUT the new ones and the config, PUT the manifest), so the fixed cost of
 // verification is weighed against a push of real size. Content is made before the clock starts.
+// `--skopeo` pushes make-images.sh's v1 image (three real gzip layers from this machine's files)
+// with skopeo, as users push, each round with a new config and `--layers` new random layers, then
+// its signature over HTTP (Debian's skopeo cannot sign with sigstore keys).
 // Run: deno run -A bench/signature_hold_bench.ts [pushes] [pulls] [--layers=…] [--base=n]
+//      [--skopeo]
 import { parseArgs } from "node:util";
 import { startServer } from "../tests/helpers/server.ts";
 import { cosignSignature, makeKey, pushSignature, verifyToml } from "../tests/helpers/cosign.ts";
 import { distinctManifest, imageManifest, OCI_MANIFEST } from "../tests/helpers/oci_content.ts";
 import { randomBytes, sha256 } from "./image_traffic.ts";
+import { buildImages, skopeoOk } from "../tests/e2e/_skopeo.ts";
+import { join } from "node:path";
 
 const { positionals, values } = parseArgs({
   args: Deno.args,
   allowPositionals: true,
-  options: { layers: { type: "string", default: "" }, base: { type: "string", default: "0" } },
+  options: {
+    layers: { type: "string", default: "" },
+    base: { type: "string", default: "0" },
+    skopeo: { type: "boolean", default: false },
+  },
 });
 const PUSHES = Number(positionals[0] ?? 300);
 const PULLS = Number(positionals[1] ?? 3000);
 const LAYERS = values.layers ? values.layers.split(",").map(Number) : [];
 const BASE = Number(values.base);
+const SKOPEO = values.skopeo;
 const CLIENTS = 8;
 const LAYER_TYPE = "application/vnd.oci.image.layer.v1.tar+gzip";
 const CONFIG_TYPE = "application/vnd.oci.image.config.v1+json";
@@ -95,7 +106,87 @@ async function imageOf(repo: string, i: number) {
   return { blobs: [...base, ...fresh, config], body, digest: await sha256(body) };
 }
 
+const images = SKOPEO ? await buildImages() : null;
+
+/**
+ * A layout holding make-images.sh's v1 with a config of its own and `--layers` new layers (the
+ * v1 layers hard-linked), for skopeo to push; its manifest digest.
+ */
+async function layoutOf(repo: string, i: number): Promise<{ dir: string; digest: string }> {
+  const src = images!.layout;
+  const dir = join(images!.dir, `round-${repo}-${i}`);
+  await Deno.mkdir(join(dir, "blobs", "sha256"), { recursive: true });
+  await Deno.copyFile(join(src, "oci-layout"), join(dir, "oci-layout"));
+  const path = (d: string) => join(dir, "blobs", "sha256", d.slice(7));
+  const put = async (bytes: Uint8Array) => {
+    const d = await sha256(bytes);
+    await Deno.writeFile(path(d), bytes);
+    return { digest: d, size: bytes.byteLength };
+  };
+  const manifest = JSON.parse(
+    await Deno.readTextFile(join(src, "blobs", "sha256", images!.v1.digest.slice(7))),
+  );
+  for (const l of manifest.layers) {
+    await Deno.link(join(src, "blobs", "sha256", l.digest.slice(7)), path(l.digest));
+  }
+  const config = JSON.parse(
+    await Deno.readTextFile(join(src, "blobs", "sha256", manifest.config.digest.slice(7))),
+  );
+  for (const n of LAYERS) {
+    // gzip, as the media type says: skopeo would compress a layer that is not, changing digests
+    const gz = new Blob([randomBytes(n) as BlobPart]).stream().pipeThrough(
+      new CompressionStream("gzip"),
+    );
+    const l = await put(new Uint8Array(await new Response(gz).arrayBuffer()));
+    manifest.layers.push({ mediaType: LAYER_TYPE, ...l });
+    config.rootfs.diff_ids.push(l.digest);
+  }
+  config.config = { ...config.config, Labels: { bench: `${repo} ${i}` } };
+  manifest.config = {
+    ...manifest.config,
+    ...(await put(new TextEncoder().encode(JSON.stringify(config)))),
+  };
+  const m = await put(new TextEncoder().encode(JSON.stringify(manifest)));
+  await Deno.writeTextFile(
+    join(dir, "index.json"),
+    JSON.stringify({
+      schemaVersion: 2,
+      manifests: [{
+        mediaType: OCI_MANIFEST,
+        ...m,
+        annotations: { "org.opencontainers.image.ref.name": "v1" },
+      }],
+    }),
+  );
+  return { dir, digest: m.digest };
+}
+
+async function pushWithSkopeo(repo: string, i: number): Promise<number> {
+  const ns = `${repo}/app`;
+  const { dir, digest } = await layoutOf(repo, i);
+  const sig = await cosignSignature(key, `bench/${ns}`, digest);
+  const t0 = performance.now();
+  await skopeoOk([
+    "copy",
+    "--quiet",
+    "--dest-tls-verify=false",
+    "--digestfile",
+    join(dir, "pushed"),
+    `oci:${dir}:v1`,
+    `docker://${new URL(s.url).host}/${ns}:t${i}`,
+  ]);
+  const q = await pushSignature(s, ns, sig);
+  await q.body?.cancel();
+  if (q.status !== 201) throw new Error(`signature ${repo} ${i}: ${q.status}`);
+  const took = performance.now() - t0;
+  const pushed = (await Deno.readTextFile(join(dir, "pushed"))).trim();
+  if (pushed !== digest) throw new Error(`skopeo pushed ${pushed}, not the layout's ${digest}`);
+  await Deno.remove(dir, { recursive: true });
+  return took;
+}
+
 async function pushOne(repo: string, i: number): Promise<number> {
+  if (SKOPEO) return await pushWithSkopeo(repo, i);
   const ns = `${repo}/app`;
   const image = await imageOf(repo, i);
   const sig = await cosignSignature(key, `bench/${ns}`, image.digest);
@@ -116,7 +207,7 @@ async function pushOne(repo: string, i: number): Promise<number> {
 
 try {
   // warm-up: code paths, KV pages, connections
-  for (let i = 0; i < 20; i++) {
+  for (let i = 0; i < (SKOPEO ? 3 : 20); i++) {
     await pushOne("off", 100_000 + i);
     await pushOne("enf", 100_000 + i);
   }
@@ -154,7 +245,9 @@ try {
 
   const po = stats(push.off), pe = stats(push.enf);
   const lo = stats(pull.off), le = stats(pull.enf);
-  const shape = LAYERS.length || BASE
+  const shape = SKOPEO
+    ? `skopeo copy of make-images.sh's v1 + new layers of ${LAYERS.join(", ") || "-"} bytes`
+    : LAYERS.length || BASE
     ? `${BASE} shared base layer(s) + new layers of ${LAYERS.join(", ") || "-"} bytes + config`
     : "bare manifests";
   console.log(`signature_hold_bench: ${PUSHES} pushes (image + cosign signature) per repository,`);
@@ -180,6 +273,7 @@ try {
     } pulls/s)`,
   );
 } finally {
+  images?.cleanup();
   await s.stop();
   await Deno.remove(s.dataDir, { recursive: true }).catch(() => {});
 }

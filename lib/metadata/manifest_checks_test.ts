@@ -5,7 +5,7 @@
 // and counts that write's commits.
 import assert from "node:assert/strict";
 import { openTestKv, racingKv, type TestKv } from "../../tests/helpers/kv.ts";
-import { K, type SignatureVerdict, type TagRecord } from "../kv/mod.ts";
+import { CommitBudget, K, type SignatureVerdict, type TagRecord } from "../kv/mod.ts";
 import { ManifestMeta, type ManifestWrite, NO_FACTS, SignatureMeta } from "./mod.ts";
 
 const NS = "checks/ns";
@@ -264,4 +264,98 @@ Deno.test("a held image's release checks the tags it writes, not the namespace's
     assert.deepEqual(raced2.outcomes, [false, true]);
     assert.deepEqual(await tagsOf(t), { a: R1, b: R1, latest: R3 });
     await assertConsistent(t);
+  }));
+
+Deno.test("a release rides in another push's commit (alongside), whole or not at all", () =>
+  withKv(async (t, meta) => {
+    const sig = new SignatureMeta(t.kv);
+    const verdict: SignatureVerdict = {
+      state: "unverified",
+      fingerprint: "f",
+      checkedAt: 1,
+      signers: [],
+      held: { since: 1, until: Date.now() + 60_000, tags: ["a"], tagCreatedAt: 1 },
+    };
+    const { held: _, ...verified } = { ...verdict, state: "verified" as const };
+    await meta.commit({ ...write(R1, []), head: sig.pushMutations(NS, R1, verdict) }, NO_FACTS);
+    // R2 (a signature of R1) pushed with R1's release riding in its commit, judged at `pin`.
+    const push = async (
+      digest: string,
+      tag: string,
+      race: (n: number) => unknown = () => {},
+    ) => {
+      const pin = await sig.pin(NS, R1);
+      const racing = racingKv(t.kv, race);
+      let added = "";
+      let landed = false;
+      const w: ManifestWrite = {
+        ...write(digest, [tag]),
+        alongside: {
+          add: async (op, budget, spare) => {
+            const did = await new SignatureMeta(racing.kv).settleInto(
+              { ns: NS, digest: R1, pin, next: verified, fx: NO_FACTS },
+              op,
+              budget,
+              spare,
+            );
+            added = typeof did === "string" ? did : "added";
+          },
+          landed: () => (landed = true),
+        },
+      };
+      await new ManifestMeta(racing.kv).commit(w, NO_FACTS);
+      return { outcomes: racing.outcomes, added, landed };
+    };
+    // Another signature of R1 lands between this push's reads and its commit: the commit fails
+    // on R1's pin, the retry finds it moved and leaves the release out; the push itself lands.
+    const another = () => t.kv.set(K.sigVersion(NS, R1), true); // what its commit writes
+    const stale = await push(R2, "sig-a", (n) => n === 1 ? another() : undefined);
+    assert.deepEqual(stale.outcomes, [false, true]);
+    assert.equal(stale.added, "stale");
+    assert.deepEqual(await tagsOf(t), { "sig-a": R2 }, "R1 still held: `a` not written");
+    // Undisturbed: one commit writes the signature's tag, R1's verdict and its released tag.
+    const quiet = await push(R3, "sig-b");
+    assert.deepEqual(quiet.outcomes, [true]);
+    assert.deepEqual([quiet.added, quiet.landed], ["added", true]);
+    assert.deepEqual(await tagsOf(t), { "sig-a": R2, "sig-b": R3, a: R1 });
+    const [a, b, v] = await t.kv.getMany([
+      K.tag(NS, "a"),
+      K.tag(NS, "sig-b"),
+      K.sigVerdict(NS, R1),
+    ]);
+    assert.equal(a.versionstamp, b.versionstamp, "released in the push's own commit");
+    assert.equal((v.value as SignatureVerdict).state, "verified");
+    await assertConsistent(t);
+  }));
+
+Deno.test("settleInto adds nothing when its checks would not fit beside the commit's", () =>
+  withKv(async (t) => {
+    const sig = new SignatureMeta(t.kv);
+    const held: SignatureVerdict = {
+      state: "unverified",
+      fingerprint: "f",
+      checkedAt: 1,
+      signers: [],
+      held: { since: 1, until: Date.now() + 60_000, tags: [], tagCreatedAt: 1 },
+    };
+    await new ManifestMeta(t.kv).commit(
+      { ...write(R1, []), head: sig.pushMutations(NS, R1, held) },
+      NO_FACTS,
+    );
+    const op = t.kv.atomic();
+    const budget = new CommitBudget();
+    for (let i = 0; i < 8; i++) budget.check(["filler", i]);
+    const { held: _, ...verified } = { ...held, state: "verified" as const };
+    const settle = { ns: NS, digest: R1, pin: await sig.pin(NS, R1), next: verified, fx: NO_FACTS };
+    // 8 checks taken and 1 kept spare: its two (revision, pin) do not fit.
+    assert.equal(await sig.settleInto(settle, op, budget, 1), "full");
+    assert.deepEqual([budget.checks, budget.mutations], [8, 0]);
+    assert.ok((await op.commit()).ok);
+    assert.equal((await sig.verdict(NS, R1))?.state, "unverified");
+    // With no spare kept, they fit.
+    const op2 = t.kv.atomic();
+    const did = await sig.settleInto(settle, op2, budget, 0);
+    assert.ok(typeof did !== "string");
+    assert.ok((await op2.commit()).ok);
+    assert.equal((await sig.verdict(NS, R1))?.state, "verified");
   }));

@@ -58,17 +58,36 @@ export interface SettleOutcome {
 export class SignatureMeta {
   constructor(private readonly kv: Deno.Kv) {}
 
-  /** A judgement's read: the revision, its verdict and the pin (sigver), in one round trip. */
+  /**
+   * A judgement's read: the revision, its verdict and the pin (sigver), in one round trip, with
+   * up to 7 `tags` of `ns` (a push's: its `.sig` tag, the tags it writes) read beside them.
+   */
   async judgement(
     ns: string,
     digest: string,
-  ): Promise<{ rev: RevisionRecord | null; verdict: SignatureVerdict | null; pin: string | null }> {
-    const [rev, v, pin] = await this.kv.getMany<[RevisionRecord, SignatureVerdict, unknown]>([
+    tags: string[] = [],
+  ): Promise<{
+    rev: RevisionRecord | null;
+    verdict: SignatureVerdict | null;
+    pin: string | null;
+    tags: (TagRecord | null)[];
+  }> {
+    const beside = tags.length <= KV_GET_MANY_MAX - 3 ? tags : [];
+    const got = await this.kv.getMany<unknown[]>([
       K.rev(ns, digest),
       K.sigVerdict(ns, digest),
       K.sigVersion(ns, digest),
+      ...beside.map((t) => K.tag(ns, t)),
     ]);
-    return { rev: rev.value, verdict: v.value, pin: pin.versionstamp };
+    const read = beside.length === tags.length
+      ? got.slice(3).map((e) => e.value as TagRecord | null)
+      : (await getAll<TagRecord>(this.kv, tags.map((t) => K.tag(ns, t)))).map((e) => e.value);
+    return {
+      rev: got[0].value as RevisionRecord | null,
+      verdict: got[1].value as SignatureVerdict | null,
+      pin: got[2].versionstamp,
+      tags: read,
+    };
   }
 
   /** The gate's read of a pull: revision and verdict in one round trip. */

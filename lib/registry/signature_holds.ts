@@ -11,6 +11,8 @@ import { isArtifact } from "./signature_rules.ts";
 import { record, sameVerdict } from "./signature_verdict.ts";
 import {
   CHILDREN_JUDGED_MAX,
+  type IncomingSignature,
+  incomingSignature,
   PARENTS_ASKED,
   type SignatureJudge,
   type SignaturesDeps,
@@ -122,7 +124,7 @@ export class SignatureHolds {
     ns: string,
     digest: string,
     cfg: VerifyConfig,
-    incoming?: SignatureArtifact,
+    incoming?: IncomingSignature,
   ): Promise<Decision | null> {
     const fingerprint = this.judging.fingerprint(cfg);
     const { rev, verdict: prev, pin } = await this.d.meta.judgement(ns, digest);
@@ -151,7 +153,7 @@ export class SignatureHolds {
         signers: [],
       };
     } else {
-      const judged = await this.judging.judge(ns, digest, parsed, bytes, cfg, incoming);
+      const judged = await this.judging.judge(ns, digest, parsed, bytes, cfg, { incoming });
       let via: string | undefined;
       if (!judged.verified && parsed && parsed.children.length === 0) {
         via = (await this.judging.coveringIndex(ns, digest)) ?? undefined;
@@ -189,7 +191,8 @@ export class SignatureHolds {
   ): Promise<Prejudged | null> {
     const cfg = this.judging.policyOf(ns);
     if (!cfg || this.d.mirrored?.(ns)) return null;
-    const d = await this.decide(ns, subject, cfg, incoming);
+    // The signature's own check begins now, beside the reads of what is stored.
+    const d = await this.decide(ns, subject, cfg, incomingSignature(subject, incoming, cfg));
     if (!d || d.kept) return null;
     const { prev, next, pin, parsed } = d;
     const released = !!prev?.held && !next.held;

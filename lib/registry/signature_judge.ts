@@ -3,16 +3,18 @@
 // the policy and trust fingerprint of a repository, and the events a verdict plans.
 import { type Config, repositoryOf, type VerifyConfig } from "../config/mod.ts";
 import {
+  checkSignature,
   type ImageVerdict,
   indexVerdict,
   type PlatformVerdict,
   type SignatureArtifact,
   type SignatureFormat,
+  type SignerVerdict,
   trustFingerprint,
   verifySubject,
 } from "../signatures/mod.ts";
 import type { ParsedManifest } from "../oci/mod.ts";
-import type { PlannedMutation, RevisionRecord, SignatureVerdict } from "../kv/mod.ts";
+import type { PlannedMutation, RevisionRecord, SignatureVerdict, TagRecord } from "../kv/mod.ts";
 import { type ManifestMeta, type SignatureMeta } from "../metadata/mod.ts";
 import type { WriteEffects } from "../effects/mod.ts";
 import type { Events } from "../events/mod.ts";
@@ -73,6 +75,28 @@ export interface SignaturesDeps {
   observe?: SignatureObserver;
 }
 
+/** A signature being pushed, judged with the stored ones before its commit. */
+export interface IncomingSignature {
+  artifact: SignatureArtifact;
+  /** its check, begun before the registry's reads so the crypto overlaps them */
+  checked: Promise<SignerVerdict[]> | null;
+}
+
+/**
+ * Begins checking a signature being pushed. A sigstore bundle waits for the judgement: a message
+ * signature signs the subject's manifest, which is read there.
+ */
+export function incomingSignature(
+  subject: string,
+  artifact: SignatureArtifact,
+  cfg: VerifyConfig,
+): IncomingSignature {
+  if (artifact.format === "sigstore-bundle") return { artifact, checked: null };
+  const checked = checkSignature(subject, artifact, cfg);
+  checked.catch(() => {}); // awaited by the judgement, unless it ends before (no revision yet)
+  return { artifact, checked };
+}
+
 /** Judging: a repository's policy and trust, a subject's artifacts, its verdict. */
 export class SignatureJudge {
   readonly #fingerprints = new WeakMap<VerifyConfig, string>();
@@ -103,13 +127,14 @@ export class SignatureJudge {
     ns: string,
     digest: string,
     incoming?: SignatureArtifact,
+    read: { sigTag?: TagRecord | null } = {},
   ): Promise<SignatureArtifact[]> {
     const blob = (d: string, max: number) => this.d.blob(ns, d, max);
     const replacesTag = incoming?.format === "cosign-tag";
-    const sigTag = replacesTag ? null : cosignSignatureTag(digest);
-    // The `.sig` tag and the referrers are looked up at once (two KV reads in flight).
+    const sigTag = replacesTag || read.sigTag !== undefined ? null : cosignSignatureTag(digest);
+    // The `.sig` tag (unless read with the judgement) and the referrers are looked up at once.
     const [tagged, referrers] = await Promise.all([
-      sigTag ? this.d.manifests.tag(ns, sigTag) : null,
+      sigTag ? this.d.manifests.tag(ns, sigTag) : replacesTag ? null : read.sigTag ?? null,
       this.d.meta.referrersOf(ns, digest, REFERRERS_SCANNED),
     ]);
     const wanted: { format: SignatureFormat; digest: string }[] = [];
@@ -150,14 +175,18 @@ export class SignatureJudge {
     parsed: ParsedManifest | null,
     bytes: Uint8Array | null,
     cfg: VerifyConfig,
-    incoming?: SignatureArtifact,
+    opts: { incoming?: IncomingSignature; sigTag?: TagRecord | null } = {},
   ): Promise<Judged> {
+    const { incoming } = opts;
     const started = performance.now();
     let own: ImageVerdict;
     try {
-      const artifacts = await this.artifactsOf(ns, digest, incoming);
+      const artifacts = await this.artifactsOf(ns, digest, incoming?.artifact, opts);
       own = await verifySubject(digest, artifacts, cfg, new Date(), {
         subjectManifest: bytes ?? undefined,
+        checked: incoming?.checked
+          ? new Map([[incoming.artifact.digest, incoming.checked]])
+          : undefined,
       });
     } catch (e) {
       // A broken artifact is a verdict about content (not a machine failure): not verified.

@@ -111,7 +111,15 @@ export class SignaturePush {
         observe: () => this.d.observe?.verdict(repo, "artifact"),
       };
     }
-    const { rev, verdict: previous, pin } = await this.d.meta.judgement(ns, digest);
+    // The `.sig` tag the judgement looks for and the tags this push writes, read with it.
+    const sigTag = cosignSignatureTag(digest);
+    const named = [...(sigTag ? [sigTag] : []), ...p.tags];
+    const { rev, verdict: previous, pin, tags: read } = await this.d.meta.judgement(
+      ns,
+      digest,
+      named,
+    );
+    const stored = new Map(named.map((t, i) => [t, read[i]]));
     const before = rev ? previous : null;
     const reuse = before && before.fingerprint === fingerprint &&
       before.state === "verified";
@@ -122,7 +130,9 @@ export class SignaturePush {
         checkedAt: before!.checkedAt,
         byPlatforms: before!.byPlatforms,
       }
-      : await this.judging.judge(ns, digest, p.parsed, p.bytes, cfg);
+      : await this.judging.judge(ns, digest, p.parsed, p.bytes, cfg, {
+        sigTag: sigTag ? stored.get(sigTag) ?? null : undefined,
+      });
     const holds = !judged.verified && cfg.mode === "enforce";
     const v = record(judged, fingerprint, before?.pushedBy ?? p.pusher);
     if (reuse && before!.via) v.via = before!.via;
@@ -136,7 +146,7 @@ export class SignaturePush {
         );
       }
       // A tag it could never take is refused now, not when the signature arrives.
-      for (const t of p.tags) p.guard(t, await this.d.manifests.tag(ns, t));
+      for (const t of p.tags) p.guard(t, stored.get(t) ?? null);
       v.pushedBy = before?.held ? before.pushedBy ?? p.pusher : p.pusher;
       v.held = {
         since: before?.held?.since ?? now,

@@ -2,7 +2,7 @@
 // engine that checks a subject digest's signature artifacts (cosign tags, sigstore bundles,
 // notation envelopes) against it, offline and within bounds: bytes in, a verdict out.
 export * from "./types.ts";
-export { type VerifyOptions, verifySubject } from "./verify.ts";
+export { checkSignature, type VerifyOptions, verifySubject } from "./verify.ts";
 export { indexVerdict, type PlatformVerdict } from "./index_verdict.ts";
 export { trustFingerprint } from "./fingerprint.ts";
 export { LIMITS as SIGNATURE_LIMITS } from "./limits.ts";

@@ -13,6 +13,25 @@ export interface VerifyOptions {
    * signs them, so it can be checked only with them
    */
   subjectManifest?: Uint8Array;
+  /**
+   * artifacts already being checked (by digest), e.g. a signature being pushed, checked while
+   * the registry reads the ones it has stored (checkSignature)
+   */
+  checked?: ReadonlyMap<string, Promise<SignerVerdict[]>>;
+}
+
+/**
+ * One artifact checked on its own (its own budget: bounded all the same), to hand to
+ * verifySubject as `checked`. Not for a sigstore bundle holding a message signature, which
+ * needs the subject's manifest: the caller leaves those to verifySubject.
+ */
+export function checkSignature(
+  digest: string,
+  art: SignatureArtifact,
+  cfg: VerifyConfig,
+  now: Date = new Date(),
+): Promise<SignerVerdict[]> {
+  return checkArtifact(digest, art, cfg, new Budget(), now, {});
 }
 
 /**
@@ -34,7 +53,8 @@ export async function verifySubject(
   const budget = new Budget();
   const signers: SignerVerdict[] = [];
   for (const art of artifacts.slice(0, LIMITS.artifacts)) {
-    signers.push(...await checkArtifact(digest, art, cfg, budget, now, options));
+    const early = options.checked?.get(art.digest);
+    signers.push(...await (early ?? checkArtifact(digest, art, cfg, budget, now, options)));
   }
   const skipped = Math.max(0, artifacts.length - LIMITS.artifacts);
   const valid = new Set(signers.filter((s) => s.valid).map((s) => s.signer));

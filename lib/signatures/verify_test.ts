@@ -11,6 +11,7 @@ import {
 } from "../../tests/helpers/signing.ts";
 import { parseVerifyConfig } from "../config/mod.ts";
 import {
+  checkSignature,
   type ImageVerdict,
   indexVerdict,
   SIGNATURE_LIMITS,
@@ -173,4 +174,37 @@ Deno.test("the trust fingerprint changes with the trust material, not with key o
   assert.notEqual(f({ a }), f({ a }, { threshold: 2 }));
   assert.equal(f({ a }), f({ a }, { hold_secs: 5, mode: "warn" }));
   assert.match(f({ a }), /^sha256:[a-f0-9]{64}$/);
+});
+
+Deno.test("checkSignature checks one artifact alone; verifySubject takes it as checked, not again", async () => {
+  const payload = simpleSigningPayload(IMAGE);
+  const good = cosignArtifact([{ payload, signature: cosignSign(payload, ci.privateKey) }]);
+  const alone = await checkSignature(IMAGE, good, cfg);
+  assert.deepEqual(alone.map((s) => [s.signer, s.valid]), [["key:ci", true]]);
+  // The pushed signature's check began before the stored ones were read: its verdicts are used
+  // as they are (its blobs are not read a second time), the stored artifacts checked as usual.
+  let reads = 0;
+  const counted: SignatureArtifact = {
+    ...good,
+    readBlob: (d, max) => {
+      reads++;
+      return good.readBlob(d, max);
+    },
+  };
+  const other = sha256("someone else");
+  const stored = cosignArtifact([{
+    payload: simpleSigningPayload(other),
+    signature: cosignSign(simpleSigningPayload(other), ci.privateKey),
+  }]);
+  const v = await verifySubject(IMAGE, [stored, counted], cfg, new Date(), {
+    checked: new Map([[good.digest, Promise.resolve(alone)]]),
+  });
+  assert.equal(reads, 0);
+  assert.equal(v.verified, true);
+  assert.deepEqual(v.signers.map((s) => s.valid), [false, true]);
+  assert.match(v.signers[0].reason!, /payload names/);
+  // Without it, the same artifact is read and checked here.
+  const w = await verifySubject(IMAGE, [counted], cfg);
+  assert.equal(reads, 1);
+  assert.equal(w.verified, true);
 });

@@ -70,7 +70,7 @@ async function checkLayer(
   const payload = await readLayer(art, layer, LIMITS.payloadBytes, "the simple-signing payload");
   const named = payloadDigest(payload);
   if (named !== subject) throw new Refused(`payload names ${named}, not the subject ${subject}`);
-  const key = trustedSigner(cfg.keys, payload, signature, budget);
+  const key = await trustedSigner(cfg.keys, payload, signature, budget);
   if (key) return keySigner(key);
   const cert = a[CERTIFICATE_ANNOTATION]?.trim();
   if (!cert) throw new Refused("signed by an untrusted key");

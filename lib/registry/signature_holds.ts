@@ -205,6 +205,7 @@ export class SignatureHolds {
     let planned: PlannedMutation[] = [];
     let included = false;
     let outcome: SettleOutcome | null = null;
+    let settled = false; // the commit carrying it landed (the push may still fail after it)
     const settle: Settle = {
       ns,
       digest: subject,
@@ -224,19 +225,20 @@ export class SignatureHolds {
         outcome = included ? did as SettleOutcome : null;
       },
       landed: () => {
-        if (included) fx.landed();
+        if (!included) return;
+        fx.landed();
+        settled = true;
       },
       finish: async (pushed) => {
         await fx.committed();
-        if (!pushed) return;
-        if (!included || !outcome) {
+        if (!settled || !outcome) {
           // It moved meanwhile (another signature, a delete) or did not fit: judged afresh.
-          await this.reconsider(ns, subject);
+          if (pushed) await this.reconsider(ns, subject);
           return;
         }
         this.d.events.committed(planned);
         this.observeTransition(repo, prev, next);
-        if (outcome.released.length > 0 || (prev?.held && !next.held)) {
+        if (released) {
           log.info("held image released: its signature verified", {
             namespace: ns,
             digest: subject,

@@ -22,6 +22,7 @@ import {
   type SignatureVerdict,
   type TagRecord,
 } from "../kv/mod.ts";
+import { eventTime } from "../oci/mod.ts";
 import { tagMutations } from "./manifest_writes.ts";
 import type { WriteFacts } from "./write_facts.ts";
 
@@ -357,7 +358,7 @@ export class SignatureMeta {
         const existing = now[i].value;
         if (existing?.digest === digest) return;
         if (s.mayMove && !s.mayMove(tag, existing)) return;
-        muts.push(...tagMutations(ns, digest, tag, existing, Date.now(), touched));
+        muts.push(...tagMutations(ns, digest, tag, existing, eventTime(), touched));
         muts.push(
           ...fx.mutationsFor({ kind: "tag-changed", ns, digest, tag, previous: existing }),
         );

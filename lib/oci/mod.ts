@@ -7,3 +7,4 @@ export * from "./range.ts";
 export * from "./media_types.ts";
 export * from "./manifest.ts";
 export * from "./link.ts";
+export * from "./source_timestamp.ts";

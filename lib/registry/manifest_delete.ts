@@ -2,9 +2,11 @@
 // both follow: immutable tags, and replication's last-writer-wins on the source's timestamp
 // (X-Svc-Source-Timestamp rules 1-7).
 import {
+  eventTime,
   isValidTag,
   parseDigest,
   parseManifest,
+  parseSourceTimestamp,
   RegistryError,
   rejectedWrite,
   truncate,
@@ -24,15 +26,6 @@ export interface DeleteOptions {
    * another (created meanwhile) refuses the delete, 409 DENIED.
    */
   authorizedTags?: ReadonlySet<string>;
-}
-
-const RFC3339 = /^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:[Zz]|[+-]\d{2}:\d{2})$/;
-
-/** Rule 1: LWW applies only to a header that parses as RFC 3339; rule 6: future → now. */
-export function parseSourceTimestamp(v: string | null): number | null {
-  if (v === null || !RFC3339.test(v.trim())) return null;
-  const t = Date.parse(v.trim());
-  return Number.isFinite(t) ? Math.min(t, Date.now()) : null;
 }
 
 /** DELETE of a tag or a revision, and which tags may not move or go. */
@@ -102,7 +95,7 @@ export class ManifestDeletes {
         ns,
         tag: reference,
         digest: tagged?.digest ?? null,
-        at: lww ?? Date.now(),
+        at: lww ?? eventTime(),
       });
       try {
         await this.d.meta.deleteTag(ns, reference, (t) => guard(reference, t), fx);
@@ -119,7 +112,7 @@ export class ManifestDeletes {
       kind: "manifest-delete",
       ns,
       digest: reference,
-      at: lww ?? Date.now(),
+      at: lww ?? eventTime(),
     });
     try {
       await this.d.meta.deleteRevision({

@@ -3,10 +3,12 @@
 // last-writer-wins, its signature verdict judged before the commit) and a manifest a
 // pull-through cache fetched, stored as served.
 import {
+  eventTime,
   manifestTooLarge,
   parseDigest,
   type ParsedManifest,
   parseManifest,
+  parseSourceTimestamp,
   RegistryError,
   rejectedWrite,
   unsettled,
@@ -17,7 +19,7 @@ import { type ManifestWrite } from "../metadata/mod.ts";
 import type { PushPlan, Signatures } from "./signatures.ts";
 import { pusherOf, type ViewerIdentity } from "./signature_rules.ts";
 import type { ManifestDeps } from "./manifest_read.ts";
-import { type ManifestDeletes, parseSourceTimestamp } from "./manifest_delete.ts";
+import type { ManifestDeletes } from "./manifest_delete.ts";
 
 export interface PutInput {
   body: ReadableStream<Uint8Array> | null;
@@ -89,7 +91,7 @@ export class ManifestPuts {
       record,
       parsed,
       tags,
-      tagCreatedAt: lww ?? Date.now(),
+      tagCreatedAt: lww ?? eventTime(),
       reserved,
       placed: () => this.d.store.exists(digest),
       requireBlobs: strict,
@@ -220,7 +222,7 @@ export class ManifestPuts {
       record,
       parsed,
       tags: tag === null ? [] : [tag],
-      tagCreatedAt: Date.now(),
+      tagCreatedAt: eventTime(),
       reserved,
       placed: () => this.d.store.exists(digest),
       guard: () => {},

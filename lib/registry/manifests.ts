@@ -17,7 +17,7 @@ import { ManifestDeletes } from "./manifest_delete.ts";
 
 export { BodyUnavailableError, type ManifestBody } from "./manifest_read.ts";
 export { MAX_TAGS_PER_PUSH, type PutInput } from "./manifest_put.ts";
-export { type DeleteOptions, parseSourceTimestamp } from "./manifest_delete.ts";
+export type { DeleteOptions } from "./manifest_delete.ts";
 
 export class Manifests {
   readonly #reads: ManifestReads;

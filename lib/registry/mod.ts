@@ -9,7 +9,7 @@ export {
 } from "./registry.ts";
 export { type BlobRead } from "./blobs.ts";
 export { type ReferrerDescriptor, REFERRERS_PAGE } from "./listings.ts";
-export { type DeleteOptions, MAX_TAGS_PER_PUSH, parseSourceTimestamp } from "./manifests.ts";
+export { type DeleteOptions, MAX_TAGS_PER_PUSH } from "./manifests.ts";
 export { rangeHeaders, type StartResult } from "./uploads.ts";
 export {
   formatSummary,

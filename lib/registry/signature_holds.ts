@@ -70,12 +70,11 @@ export class SignatureHolds {
         });
       }
     }
-    const repo = repositoryOf(this.d.cfg, ns).name;
     for (let round = 0; round < 5; round++) {
       const d = await this.decide(ns, digest, cfg);
       if (!d) return null;
       if (d.kept) return d.prev;
-      const { prev, pin, parsed, next } = d;
+      const { prev, pin, next } = d;
       // Unchanged: nothing written, unless the upstream was asked again (the time it was asked
       // is what keeps the next pull from asking again within UPSTREAM_RECHECK_MS).
       const recent = Date.now() - (prev?.checkedAt ?? 0) < UPSTREAM_RECHECK_MS;
@@ -92,20 +91,7 @@ export class SignatureHolds {
       );
       if (out === "stale") continue;
       if (out === "gone") return null;
-      this.d.events.committed(planned);
-      this.observeTransition(repo, prev, next);
-      if (released) {
-        log.info("held image released: its signature verified", {
-          namespace: ns,
-          digest,
-          tags: out.released.join(","),
-        });
-      }
-      if (
-        next.state === "verified" && prev?.state !== "verified" && depth < 2
-      ) {
-        await this.afterVerified(ns, digest, parsed, depth);
-      }
+      await this.settled(ns, digest, { ...d, planned, released: out.released }, depth);
       return next;
     }
     log.warn("signature verdict kept changing; left for the next re-check", {
@@ -194,7 +180,7 @@ export class SignatureHolds {
     // The signature's own check begins now, beside the reads of what is stored.
     const d = await this.decide(ns, subject, cfg, incomingSignature(subject, incoming, cfg));
     if (!d || d.kept) return null;
-    const { prev, next, pin, parsed } = d;
+    const { prev, next, pin } = d;
     const released = !!prev?.held && !next.held;
     const fx = await this.d.effects.begin({
       kind: "image-release",
@@ -217,7 +203,6 @@ export class SignatureHolds {
         !existing || existing.digest === subject || !this.d.isImmutable(ns, tag),
       events: () => (planned = this.transitionEvents(ns, subject, prev, next, cfg)),
     };
-    const repo = repositoryOf(this.d.cfg, ns).name;
     return {
       add: async (op, budget, spare) => {
         const did = await this.d.meta.settleInto(settle, op, budget, spare);
@@ -236,20 +221,31 @@ export class SignatureHolds {
           if (pushed) await this.reconsider(ns, subject);
           return;
         }
-        this.d.events.committed(planned);
-        this.observeTransition(repo, prev, next);
-        if (released) {
-          log.info("held image released: its signature verified", {
-            namespace: ns,
-            digest: subject,
-            tags: outcome.released.join(","),
-          });
-        }
-        if (next.state === "verified" && prev?.state !== "verified") {
-          await this.afterVerified(ns, subject, parsed, 0);
-        }
+        await this.settled(ns, subject, { ...d, planned, released: outcome.released }, 0);
       },
     };
+  }
+
+  /** After a verdict change landed: its events woken, metrics, the release logged, follow-ups. */
+  private async settled(
+    ns: string,
+    digest: string,
+    s: Decision & { planned: PlannedMutation[]; released: string[] },
+    depth: number,
+  ): Promise<void> {
+    const { prev, next } = s;
+    this.d.events.committed(s.planned);
+    this.observeTransition(repositoryOf(this.d.cfg, ns).name, prev, next);
+    if (prev?.held && !next.held) {
+      log.info("held image released: its signature verified", {
+        namespace: ns,
+        digest,
+        tags: s.released.join(","),
+      });
+    }
+    if (next.state === "verified" && prev?.state !== "verified" && depth < 2) {
+      await this.afterVerified(ns, digest, s.parsed, depth);
+    }
   }
 
   /**

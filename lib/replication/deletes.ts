@@ -7,6 +7,7 @@
 // mirror and the local state the truth, so a digest delete there also removes any other
 // downstream tag on that digest. What each downstream accepts is learned once (state.ts).
 import type { DownstreamConfig } from "../config/mod.ts";
+import { formatSourceTimestamp } from "../oci/mod.ts";
 import type { DigestHolds, ManifestMeta } from "../metadata/mod.ts";
 import { type DownstreamClient, type Unsupported, type WriteOutcome } from "./client.ts";
 import type { DownstreamState } from "./state.ts";
@@ -102,5 +103,5 @@ function done(r: WriteOutcome): DeleteOutcome {
 }
 
 function iso(ms: number): string {
-  return new Date(ms).toISOString();
+  return formatSourceTimestamp(ms);
 }

@@ -14,7 +14,12 @@
 // retried with backoff. Every run's outcome is recorded per downstream in KV (state.ts).
 import type { Config, DownstreamConfig } from "../config/mod.ts";
 import { repositoryOf } from "../config/mod.ts";
-import { type ParsedManifest, parseManifest, RegistryError } from "../oci/mod.ts";
+import {
+  formatSourceTimestamp,
+  type ParsedManifest,
+  parseManifest,
+  RegistryError,
+} from "../oci/mod.ts";
 import type { BlobMeta, DigestHolds, ManifestMeta } from "../metadata/mod.ts";
 import type { BlobStore } from "../storage/mod.ts";
 import { Scavenger } from "../streams/mod.ts";
@@ -212,7 +217,7 @@ export class Replicator {
         if (await this.held(p.namespace, local.digest)) return { outcome: "skipped" };
         await this.pushTree(d, p.namespace, name, local, job.signal);
         await this.pushSignatures(d, p.namespace, name, local.digest, job.signal);
-        const at = tag.createdAt === undefined ? null : new Date(tag.createdAt).toISOString();
+        const at = tag.createdAt === undefined ? null : formatSourceTimestamp(tag.createdAt);
         const r = await c.putManifest(name, p.tag!, local.bytes, local.mediaType, at);
         return { outcome: written(r) };
       }
@@ -253,7 +258,7 @@ export class Replicator {
     const sig = tag ? await this.local(ns, tag.digest) : null;
     if (sig) {
       await this.pushTree(d, ns, name, sig, signal);
-      const at = tag!.createdAt === undefined ? null : new Date(tag!.createdAt).toISOString();
+      const at = tag!.createdAt === undefined ? null : formatSourceTimestamp(tag!.createdAt);
       await d.client.putManifest(name, sigTag!, sig.bytes, sig.mediaType, at);
     }
     await this.pushReferrers(d, ns, name, digest, signal, 0);

@@ -214,17 +214,23 @@ Deno.test("tag writes rewrite the revtagver of the revisions they join and leave
     assert.equal((await t.kv.get(K.revTagVersion(NS, R1))).versionstamp, left.versionstamp);
   }));
 
+/** A held verdict with `tags` waiting, and the verified one its release stores. */
+function heldAndVerified(tags: string[]): { held: SignatureVerdict; verified: SignatureVerdict } {
+  const held: SignatureVerdict = {
+    state: "unverified",
+    fingerprint: "f",
+    checkedAt: 1,
+    signers: [],
+    held: { since: 1, until: Date.now() + 60_000, tags, tagCreatedAt: 1 },
+  };
+  const { held: _, ...verified } = { ...held, state: "verified" as const };
+  return { held, verified };
+}
+
 Deno.test("a held image's release checks the tags it writes, not the namespace's tagver", () =>
   withKv(async (t, meta) => {
     const sig = new SignatureMeta(t.kv);
-    const verdict: SignatureVerdict = {
-      state: "unverified",
-      fingerprint: "f",
-      checkedAt: 1,
-      signers: [],
-      held: { since: 1, until: Date.now() + 60_000, tags: ["a", "b"], tagCreatedAt: 1 },
-    };
-    const { held: _, ...verified } = { ...verdict, state: "verified" as const };
+    const { held: verdict, verified } = heldAndVerified(["a", "b"]);
     // R1 pushed into an enforce repository: held, `a` and `b` waiting for its signature.
     await meta.commit({ ...write(R1, []), head: sig.pushMutations(NS, R1, verdict) }, NO_FACTS);
     await meta.commit(write(R2, ["latest", "b"]), NO_FACTS);
@@ -269,14 +275,7 @@ Deno.test("a held image's release checks the tags it writes, not the namespace's
 Deno.test("a release rides in another push's commit (alongside), whole or not at all", () =>
   withKv(async (t, meta) => {
     const sig = new SignatureMeta(t.kv);
-    const verdict: SignatureVerdict = {
-      state: "unverified",
-      fingerprint: "f",
-      checkedAt: 1,
-      signers: [],
-      held: { since: 1, until: Date.now() + 60_000, tags: ["a"], tagCreatedAt: 1 },
-    };
-    const { held: _, ...verified } = { ...verdict, state: "verified" as const };
+    const { held: verdict, verified } = heldAndVerified(["a"]);
     await meta.commit({ ...write(R1, []), head: sig.pushMutations(NS, R1, verdict) }, NO_FACTS);
     // R2 (a signature of R1) pushed with R1's release riding in its commit, judged at `pin`.
     const push = async (
@@ -331,13 +330,7 @@ Deno.test("a release rides in another push's commit (alongside), whole or not at
 Deno.test("settleInto adds nothing when its checks would not fit beside the commit's", () =>
   withKv(async (t) => {
     const sig = new SignatureMeta(t.kv);
-    const held: SignatureVerdict = {
-      state: "unverified",
-      fingerprint: "f",
-      checkedAt: 1,
-      signers: [],
-      held: { since: 1, until: Date.now() + 60_000, tags: [], tagCreatedAt: 1 },
-    };
+    const { held, verified } = heldAndVerified([]);
     await new ManifestMeta(t.kv).commit(
       { ...write(R1, []), head: sig.pushMutations(NS, R1, held) },
       NO_FACTS,
@@ -345,7 +338,6 @@ Deno.test("settleInto adds nothing when its checks would not fit beside the comm
     const op = t.kv.atomic();
     const budget = new CommitBudget();
     for (let i = 0; i < 8; i++) budget.check(["filler", i]);
-    const { held: _, ...verified } = { ...held, state: "verified" as const };
     const settle = { ns: NS, digest: R1, pin: await sig.pin(NS, R1), next: verified, fx: NO_FACTS };
     // 8 checks taken and 1 kept spare: its two (revision, pin) do not fit.
     assert.equal(await sig.settleInto(settle, op, budget, 1), "full");

@@ -192,6 +192,7 @@ export class SignatureHolds {
     let included = false;
     let outcome: SettleOutcome | null = null;
     let settled = false; // the commit carrying it landed (the push may still fail after it)
+    let finished = false;
     const settle: Settle = {
       ns,
       digest: subject,
@@ -215,6 +216,8 @@ export class SignatureHolds {
         settled = true;
       },
       finish: async (pushed) => {
+        if (finished) return; // once: a failed push may close it from two places
+        finished = true;
         await fx.committed();
         if (!settled || !outcome) {
           // It moved meanwhile (another signature, a delete) or did not fit: judged afresh.

@@ -13,7 +13,7 @@ import {
 import { type RepositoryConfig } from "../config/mod.ts";
 import { NO_FACTS } from "../metadata/mod.ts";
 import { type JobContext, PermanentJobError } from "../jobs/mod.ts";
-import { isUpstreamError, type UpstreamSet } from "../upstream/mod.ts";
+import { isUpstreamError, type UpstreamSet, verifyDigest } from "../upstream/mod.ts";
 import { log } from "../log.ts";
 import { type BlobFill, FillError } from "./blob_fill.ts";
 import { AwaitingLayer, Prefetcher, type PrefetchItem } from "./prefetch.ts";
@@ -73,6 +73,8 @@ export class PullBlobs {
   private async prefetchOne(item: PrefetchItem, signal: AbortSignal): Promise<void> {
     const rc = this.upstreams.repository(item.ns);
     if (!rc || (rc.prefetchMaxBytes ?? 0) <= 0) return;
+    // A store that takes no new bytes would refuse the fill: the client's GET passes it through.
+    if (await this.d.blobRefusal?.()) return;
     if (await this.ensureBlob(rc, item.ns, item.digest, signal, false)) {
       this.d.observe?.("blob", "prefetch");
     }
@@ -146,6 +148,9 @@ export class PullBlobs {
           upstream: { status: part.status, contentRange: part.contentRange ?? null },
         };
       }
+      // The blob store takes no new bytes (below its reserve, full, failing): the client still
+      // gets the blob, verified and uncached, rather than a fill that would be refused.
+      if (await this.d.blobRefusal?.()) return await this.passThrough(up, ns, digest);
       const f = await this.startFill(rc, up, ns, digest);
       // Should this process die mid-fill, the job fetches the blob again; once the fill is
       // done the job is dropped, and when it failed the job retries (or dead-letters) now.
@@ -160,6 +165,36 @@ export class PullBlobs {
           `${digest} not found upstream of ${truncate(ns)} (${upstreamMessage(e)})`,
         ));
     }
+  }
+
+  /**
+   * A miss served straight from the upstream, its bytes checked as they pass (the last chunk
+   * held back until they hashed to `digest`) and not stored: no fill, no `cache` job; the next
+   * pull fills it once the store takes bytes again.
+   */
+  private async passThrough(
+    up: UpstreamSet,
+    ns: string,
+    digest: string,
+  ): Promise<PulledBlob> {
+    const whole = await up.getBlob(ns, digest);
+    const max = this.d.cfg.global.maxBlobSize;
+    if (whole.status !== 200 || (whole.size != null && max !== null && whole.size > max)) {
+      await whole.body.cancel();
+      throw new FillError(
+        whole.status !== 200
+          ? `upstream answered ${whole.status} to a whole-blob GET`
+          : `upstream blob of ${whole.size} bytes exceeds max_blob_size`,
+        whole.status === 200,
+      );
+    }
+    this.d.observe?.("blob", "uncached");
+    const limit = whole.size ?? max ?? Number.MAX_SAFE_INTEGER;
+    return {
+      size: whole.size ?? null,
+      range: { kind: "full" },
+      stream: verifyDigest(whole.body, digest, up.repository, limit),
+    };
   }
 
   private async runningFill(digest: string): Promise<BlobFill | null> {

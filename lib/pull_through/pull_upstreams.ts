@@ -28,6 +28,8 @@ export type PullThroughResult =
   | "prefetch"
   /** a cached manifest whose stored body failed its digest, fetched again */
   | "refetched"
+  /** a blob passed through uncached: the blob store took no new bytes (full, failing) */
+  | "uncached"
   | "error";
 
 export interface PullThroughDeps {
@@ -46,6 +48,11 @@ export interface PullThroughDeps {
   jobs: JobQueues;
   /** `max_cache_bytes`: eviction before fills, and the images it must not evict */
   cacheCap?: CacheCap;
+  /**
+   * Why the blob store takes no new bytes now (below its free-space reserve, full, failing), or
+   * null: a miss is then passed through uncached instead of filled.
+   */
+  blobRefusal?: () => Promise<string | null>;
   observeUpstream?: ObserveFn;
   observe?: (kind: "manifest" | "blob", result: PullThroughResult) => void;
 }

@@ -49,6 +49,8 @@ export interface RegistryOptions {
   observeEvictions?: (repository: string, images: number) => void;
   /** how long a pull stamp keeps a cached image in use (default a minute; tests shorten it) */
   cacheHoldMs?: number;
+  /** why the blob store takes no new bytes now, or null (StoreWatch.blobRefusal) */
+  blobRefusal?: () => Promise<string | null>;
   /**
    * What writes cause (lib/services/write_effects.ts composes events, replication, index and
    * scan), given this registry's queues and events. Default: events and audit records only.
@@ -206,6 +208,7 @@ export class Registry {
         usage: this.#usage,
       }),
       jobs: this.jobs,
+      blobRefusal: options.blobRefusal,
       observeUpstream: options.observeUpstream,
       observe: options.observePullThrough,
     });

@@ -130,8 +130,14 @@ export async function openServices(cfg: Config, opts: OpenOptions): Promise<Serv
           observeEvictions: metrics.cacheEvicted,
           observeSignatures: metrics.signatures,
           cacheHoldMs: opts.cacheHoldMs,
+          blobRefusal: () => watch.blobRefusal(),
         }
-        : { jobs, effects: allWriteEffects(cfg), cacheHoldMs: opts.cacheHoldMs },
+        : {
+          jobs,
+          effects: allWriteEffects(cfg),
+          cacheHoldMs: opts.cacheHoldMs,
+          blobRefusal: () => watch.blobRefusal(),
+        },
     );
   const services: Services = {
     cfg,

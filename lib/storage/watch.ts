@@ -126,6 +126,26 @@ export class StoreWatch {
     }
   }
 
+  /**
+   * Why the blob store takes no new bytes now (below its reserve, or full or failing within
+   * FAULT_HOLD_MS), or null: a pull-through cache then passes a blob through uncached instead of
+   * starting a fill that would be refused. Counted as a refusal, like admit's.
+   */
+  async blobRefusal(): Promise<string | null> {
+    if (Date.now() - this.readAt > READING_TTL_MS) await this.refresh();
+    for (const v of this.volumes ?? []) {
+      if (v.at === 0 || v.free >= v.reserve || !v.stores.includes("blob")) continue;
+      this.count("blob", "reserve");
+      return belowReserve(v);
+    }
+    const f = this.faults.get("blob");
+    if (f && Date.now() - f.at <= FAULT_HOLD_MS) {
+      this.count("blob", f.cause);
+      return f.detail;
+    }
+    return null;
+  }
+
   /** `n` bytes were written to the blob store's filesystem since its last reading. */
   spent(n: number): void {
     for (const v of this.volumes ?? []) if (v.stores.includes("blob")) v.free -= n;

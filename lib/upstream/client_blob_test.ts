@@ -183,22 +183,30 @@ Deno.test("a consumer cancelling a blob body releases the connection", async () 
   assert.deepEqual(await t.client.headBlob("x", d), { size: 1 << 20 });
 });
 
-Deno.test("verifyDigest: passes matching bytes, errors at the end on others", async () => {
+Deno.test("verifyDigest: passes matching bytes; on others, errors before their last chunk", async () => {
   await using t = await startUpstream();
   const data = bytes(100_000);
   const d = t.reg.addBlob("x", data);
   const ok = await t.client.getBlob("x", d);
   assert.deepEqual(await read(verifyDigest(ok.body, d, t.client.url)), data);
 
-  const lie = t.reg.addBlob("x", bytes(100), d.replace(/.$/, (c) => (c === "0" ? "1" : "0")));
+  const wrong = bytes(300_000);
+  const lie = t.reg.addBlob("x", wrong, d.replace(/.$/, (c) => (c === "0" ? "1" : "0")));
   const bad = await t.client.getBlob("x", lie);
   const chunks: Uint8Array[] = [];
   await assert.rejects(
     (async () => {
       for await (const c of verifyDigest(bad.body, lie, t.client.url)) chunks.push(c);
     })(),
-    isKind("digest-mismatch", new RegExp(`blob ${lie}: digest mismatch: 100 bytes hash to`)),
+    isKind("digest-mismatch", new RegExp(`blob ${lie}: digest mismatch: 300000 bytes hash to`)),
   );
-  assert.equal(chunks.reduce((n, c) => n + c.length, 0), 100, "the bytes flowed, then the error");
+  const got = chunks.reduce((n, c) => n + c.length, 0);
+  assert.ok(got < wrong.length, `the last chunk is held back: ${got} of ${wrong.length} bytes`);
+
+  const long = await t.client.getBlob("x", d);
+  await assert.rejects(
+    read(verifyDigest(long.body, d, t.client.url, 99_999)),
+    isKind("invalid", /more than the 99999 bytes expected/),
+  );
   assert.throws(() => verifyDigest(bad.body, "md5:x", t.client.url), isKind("invalid"));
 });

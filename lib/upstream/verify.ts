@@ -1,6 +1,6 @@
 // Fetched bytes against the digest they were asked for or announced under. A manifest is
-// checked whole; a blob as it streams past (the caller tees it to a client and the store): the
-// stream errors at its end, so a consumer that commits only on a clean end keeps no bad bytes.
+// checked whole; a blob as it streams past to a client: the stream errors at its end, before its
+// last bytes, so a client never takes a wrong blob for a whole one.
 import { parseDigest } from "../oci/mod.ts";
 import { digestBytes, Hasher } from "../streams/mod.ts";
 import { UpstreamError } from "./errors.ts";
@@ -32,22 +32,38 @@ export function namesOtherContent(digest: string, announced: string): boolean {
   return a !== null && b !== null && a.algorithm === b.algorithm && a.hex !== b.hex;
 }
 
-/** `body`, erroring at its end with `digest-mismatch` unless its bytes hash to `digest`. */
+/**
+ * `body`, erroring at its end with `digest-mismatch` unless its bytes hash to `digest`, and as
+ * soon as it passes `limit` bytes. Its last chunk is held back until the hash matched, so a
+ * client reading it (a pull passed through uncached) never sees all the bytes of a wrong blob
+ * end cleanly: with a Content-Length, it sees a short body.
+ */
 export function verifyDigest(
   body: ReadableStream<Uint8Array>,
   digest: string,
   upstream: string,
+  limit = Number.MAX_SAFE_INTEGER,
 ): ReadableStream<Uint8Array> {
   const d = parseDigest(digest);
   if (!d) throw new UpstreamError("invalid", upstream, `not a digest: ${JSON.stringify(digest)}`);
   const hasher = new Hasher(d.algorithm);
+  let held: Uint8Array | null = null;
   return body.pipeThrough(
     new TransformStream<Uint8Array, Uint8Array>({
       transform(chunk, c) {
+        if (chunk.byteLength === 0) return;
         hasher.update(chunk);
-        c.enqueue(chunk);
+        if (hasher.bytes > limit) {
+          throw new UpstreamError(
+            "invalid",
+            upstream,
+            `blob ${digest}: more than the ${limit} bytes expected`,
+          );
+        }
+        if (held) c.enqueue(held);
+        held = chunk;
       },
-      flush() {
+      flush(c) {
         const actual = hasher.peek();
         if (actual !== digest) {
           throw new UpstreamError(
@@ -56,6 +72,7 @@ export function verifyDigest(
             `blob ${digest}: digest mismatch: ${hasher.bytes} bytes hash to ${actual}`,
           );
         }
+        if (held) c.enqueue(held);
       },
     }),
   );

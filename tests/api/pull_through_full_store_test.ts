@@ -1,0 +1,74 @@
+// A pull-through cache whose blob store takes no new bytes (below `[blob_store] min_free_bytes`,
+// here set above any disk's free space) still serves its fleet: a miss is passed through from
+// the upstream uncached, checked against its digest as it passes. A wrong blob never ends cleanly
+// (its last chunk is held back until the bytes hashed), and nothing is stored or queued.
+import assert from "node:assert/strict";
+import { FakeRegistry, randomBytes } from "../helpers/fake_registry.ts";
+import { withServer } from "../helpers/server.ts";
+import { bytesOf, req, serverTestOpts } from "../helpers/api.ts";
+import { imageManifest, jsonBytes, OCI_CONFIG, OCI_LAYER } from "../helpers/oci_content.ts";
+
+const FULL = `[blob_store]\nmin_free_bytes = ${2 ** 52}\n`;
+const config = (upUrl: string) =>
+  `${FULL}[repository."hub"]\n[[repository."hub".upstream]]\nurl = "${upUrl}"\n`;
+
+Deno.test(
+  "pull-through with a full blob store: misses pass through uncached and verified",
+  serverTestOpts,
+  async () => {
+    const up = await FakeRegistry.start();
+    try {
+      const cfg = jsonBytes({ os: "linux", n: crypto.randomUUID() });
+      const layer = randomBytes(300_000);
+      const cfgDigest = up.addBlob("library/app", cfg);
+      const layerDigest = up.addBlob("library/app", layer);
+      up.addManifest(
+        "library/app",
+        imageManifest({ mediaType: OCI_CONFIG, digest: cfgDigest, size: cfg.length }, [
+          { mediaType: OCI_LAYER, digest: layerDigest, size: layer.length },
+        ]),
+        { tags: ["v1"] },
+      );
+      // bytes the upstream serves under a digest they do not hash to
+      const wrong = randomBytes(300_000);
+      const lie = up.addBlob(
+        "library/app",
+        wrong,
+        layerDigest.replace(/.$/, (c) => c === "0" ? "1" : "0"),
+      );
+      await withServer({ config: config(up.url) }, async (s) => {
+        const m = await req(s, "/v2/hub/library/app/manifests/v1");
+        assert.equal(m.status, 200, "a manifest is metadata: still cached");
+        await m.body?.cancel();
+        for (let i = 1; i <= 2; i++) {
+          const r = await req(s, `/v2/hub/library/app/blobs/${layerDigest}`);
+          assert.equal(r.status, 200, `pull ${i}`);
+          assert.equal(r.headers.get("content-length"), String(layer.length));
+          assert.deepEqual(await bytesOf(r), layer, `pull ${i}: the upstream's bytes`);
+          assert.equal(up.count("GET", `/v2/library/app/blobs/${layerDigest}`), i, "not cached");
+        }
+        const c = await req(s, `/v2/hub/library/app/blobs/${cfgDigest}`);
+        assert.deepEqual(await bytesOf(c), cfg);
+
+        const bad = await req(s, `/v2/hub/library/app/blobs/${lie}`);
+        let got = -1;
+        try {
+          got = (await bad.arrayBuffer()).byteLength;
+        } catch { /* the body broke off: what a client must see */ }
+        assert.ok(got < wrong.length, `a wrong blob never ends whole (${got} bytes read)`);
+
+        const metrics = await (await req(s, "/metrics")).text();
+        assert.match(metrics, /wharf_pull_through_total\{kind="blob",result="uncached"\} [3-9]/);
+        // Nothing was queued to fill later, and nothing is stored: a HEAD still asks upstream.
+        const jobs = await (await req(s, "/v2/_svc/jobs/list?queue=cache&n=100")).json();
+        assert.deepEqual(jobs.jobs, []);
+        const h = await req(s, `/v2/hub/library/app/blobs/${layerDigest}`, { method: "HEAD" });
+        await h.body?.cancel();
+        assert.equal(h.status, 200);
+        assert.equal(up.count("HEAD", `/v2/library/app/blobs/${layerDigest}`), 1);
+      });
+    } finally {
+      await up.close();
+    }
+  },
+);

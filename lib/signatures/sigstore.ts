@@ -3,6 +3,7 @@
 // bundles pushed as OCI 1.1 referrers, and the keyless cosign tag signatures, whose certificate
 // and Rekor bundle annotations are put into a bundle of the same shape first.
 import "./node_compat.ts";
+import "./cert_memo.ts";
 import { Buffer } from "node:buffer";
 import { createHash, type KeyObject } from "node:crypto";
 import { type Bundle, bundleFromJSON, type TransparencyLogEntry } from "@sigstore/bundle";

@@ -273,7 +273,14 @@ export async function verifyAcked(
       if (l.pulledOk > whole) continue;
       if (l.rotRefused === refused) lost.push(`${key} (rotten, not refused as such)`);
       const blob = pool.find((b) => b.digest === digest);
-      if (!blob || !(await pushBlob(s, l, ns, blob))) {
+      // A refusal with its cause (the free-space reserve, read again at most once a second) is
+      // answered "retry later": the client does.
+      let pushed = false;
+      for (let i = 0; blob && !pushed && i < 5; i++) {
+        if (i > 0) await new Promise((r) => setTimeout(r, 500));
+        pushed = await pushBlob(s, l, ns, blob);
+      }
+      if (!pushed) {
         lost.push(`${key} (rotten, could not be pushed again)`);
         continue;
       }

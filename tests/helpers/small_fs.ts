@@ -13,6 +13,8 @@ export interface SmallFs {
   fill(leave?: number): Promise<void>;
   /** removes the filler */
   drain(): Promise<void>;
+  /** makes the filesystem `bytes` big (a tmpfs remount: what an operator growing a disk does) */
+  grow(bytes: number): Promise<void>;
   /** unmounts and removes the directory */
   close(): Promise<void>;
 }
@@ -73,6 +75,9 @@ export async function mountSmallFs(bytes: number): Promise<SmallFs> {
     },
     async drain() {
       await Deno.remove(filler).catch(() => {});
+    },
+    async grow(size: number) {
+      await sh("mount", ["-o", `remount,size=${size}`, dir]);
     },
     async close() {
       // A server still holding files there keeps the mount busy: detach it lazily then.

@@ -177,16 +177,11 @@ export class PullBlobs {
     ns: string,
     digest: string,
   ): Promise<PulledBlob> {
-    const whole = await up.getBlob(ns, digest);
+    const whole = await this.wholeBlob(up, ns, digest);
     const max = this.d.cfg.global.maxBlobSize;
-    if (whole.status !== 200 || (whole.size != null && max !== null && whole.size > max)) {
+    if (whole.size != null && max !== null && whole.size > max) {
       await whole.body.cancel();
-      throw new FillError(
-        whole.status !== 200
-          ? `upstream answered ${whole.status} to a whole-blob GET`
-          : `upstream blob of ${whole.size} bytes exceeds max_blob_size`,
-        whole.status === 200,
-      );
+      throw new FillError(`upstream blob of ${whole.size} bytes exceeds max_blob_size`, true);
     }
     this.d.observe?.("blob", "uncached");
     const limit = whole.size ?? max ?? Number.MAX_SAFE_INTEGER;
@@ -195,6 +190,16 @@ export class PullBlobs {
       range: { kind: "full" },
       stream: verifyDigest(whole.body, digest, up.repository, limit),
     };
+  }
+
+  /** The upstream's whole blob: a 200, else a (retryable) FillError naming what it answered. */
+  private async wholeBlob(up: UpstreamSet, ns: string, digest: string) {
+    const whole = await up.getBlob(ns, digest);
+    if (whole.status !== 200) {
+      await whole.body.cancel();
+      throw new FillError(`upstream answered ${whole.status} to a whole-blob GET`, false);
+    }
+    return whole;
   }
 
   private async runningFill(digest: string): Promise<BlobFill | null> {
@@ -210,11 +215,7 @@ export class PullBlobs {
     digest: string,
   ): Promise<BlobFill> {
     return this.d.fills.begin(ns, digest, async () => {
-      const whole = await up.getBlob(ns, digest);
-      if (whole.status !== 200) {
-        await whole.body.cancel();
-        throw new FillError(`upstream answered ${whole.status} to a whole-blob GET`, false);
-      }
+      const whole = await this.wholeBlob(up, ns, digest);
       try {
         await this.d.cacheCap?.beforeFill(rc, ns, digest, whole.size ?? null);
       } catch (e) {

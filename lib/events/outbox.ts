@@ -14,10 +14,12 @@ import type { Config, EventWebhookConfig, JobQueueConfig } from "../config/mod.t
 import { failedKey, type JobRecord, storageKey } from "../jobs/mod.ts";
 import {
   K,
+  keepRenewed,
   type LeaseFormat,
   Leases,
   type LeaseState,
   type PlannedMutation,
+  renewEvery,
   UNTIL_FORMAT,
 } from "../kv/mod.ts";
 import { log } from "../log.ts";
@@ -172,7 +174,8 @@ export class OutboxDrainer {
   /**
    * One batch; how many due entries it found (0: nothing to do, look again after the poll
    * interval). The lease is taken for the batch and given back by its commit, so a process
-   * killed between batches leaves nothing for the next one to wait out.
+   * killed between batches leaves nothing for the next one to wait out, and one killed mid-batch
+   * at most the rest of one `lease_secs` term.
    */
   private async batch(hook: EventWebhookConfig): Promise<number> {
     const now = this.now();
@@ -186,9 +189,14 @@ export class OutboxDrainer {
     // An idle poll is this one small list, without the lease.
     if ((await list(1)).length === 0) return 0;
     const concurrency = Math.max(1, this.queue.concurrency.events);
-    // The lease covers a whole batch at its slowest, plus the configured lease.
-    const span = this.queue.leaseSecs * 1000 + Math.ceil(BATCH / concurrency) * hook.timeoutMs;
-    const took = await this.leases.take(leaseKey(hook.name), this.holder, span);
+    // A term of `lease_secs`, renewed while the batch delivers: a process killed mid-batch holds
+    // up the webhook's deliveries for at most that. (A term covering a whole batch at its slowest
+    // held them up for ~2 minutes after a crash.)
+    const took = await this.leases.take(
+      leaseKey(hook.name),
+      this.holder,
+      this.queue.leaseSecs * 1000,
+    );
     if (!took.ok) return 0; // another process drains this webhook
     const lease = took.lease;
     // Listed under the lease: a list from before it may predate the last holder's commit, and
@@ -201,16 +209,33 @@ export class OutboxDrainer {
 
     const outcome: (string | null)[] = new Array(due.length).fill(null);
     let next = 0;
-    await Promise.all(Array.from({ length: Math.min(concurrency, due.length) }, async () => {
-      for (let i = next++; i < due.length; i = next++) {
-        const e = due[i].value;
-        try {
-          await deliver(hook, JSON.stringify(e.event), e.event.id, e.event.kind);
-        } catch (err) {
-          outcome[i] = (err as Error).message || "delivery failed";
+    // Renewed, not held through: the commit below releases the lease as last renewed, and lands
+    // only if no other process took it meanwhile (then these entries are delivered again).
+    const renewal = keepRenewed(() => lease.renew(), renewEvery(lease.ttlMs), {
+      name: "event outbox",
+      onError: (e) => log.warn("event outbox: lease renewal failed", { error: String(e) }),
+    });
+    try {
+      await Promise.all(Array.from({ length: Math.min(concurrency, due.length) }, async () => {
+        for (let i = next++; i < due.length && !renewal.signal.aborted; i = next++) {
+          const e = due[i].value;
+          try {
+            await deliver(hook, JSON.stringify(e.event), e.event.id, e.event.kind);
+          } catch (err) {
+            outcome[i] = (err as Error).message || "delivery failed";
+          }
         }
-      }
-    }));
+      }));
+    } finally {
+      await renewal.stop();
+    }
+    if (renewal.signal.aborted) {
+      // Another process holds the outbox now: what this batch delivered is delivered again.
+      log.warn("event outbox: lease lost mid-batch; entries will be delivered again", {
+        webhook: hook.name,
+      });
+      return due.length;
+    }
 
     const op = this.leases.releaseInto(this.kv.atomic(), lease);
     const at = this.now();

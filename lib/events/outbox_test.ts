@@ -91,3 +91,74 @@ Deno.test("outbox: a dead letter is a job record of the events queue", () => {
   assert.equal(d.failed_at, 2000);
   assert.equal(d.last_error, "webhook w answered 500");
 });
+
+Deno.test({
+  name:
+    "outbox: a batch holds its lease for one lease_secs term at a time, renewed while a slow receiver answers",
+  sanitizeOps: false,
+  sanitizeResources: false,
+  fn: async () => {
+    const dir = await Deno.makeTempDir();
+    const kv = await Deno.openKv(`${dir}/kv`);
+    const got: string[] = [];
+    let slow = true;
+    const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen: () => {} }, async (r) => {
+      const ref = (await r.json()).reference;
+      // The first delivery outlasts two lease terms: without renewals the other drainer would
+      // take the outbox over and deliver the batch a second time.
+      if (slow) {
+        slow = false;
+        await new Promise((res) => setTimeout(res, 2500));
+      }
+      got.push(ref);
+      return new Response(null, { status: 204 });
+    });
+    const cfg = defaultConfig();
+    cfg.global.jobQueue.pollIntervalMs = 20;
+    cfg.global.jobQueue.leaseSecs = 1;
+    cfg.eventWebhooks = [{
+      name: "w",
+      url: `http://127.0.0.1:${(server.addr as Deno.NetAddr).port}/`,
+      events: [],
+      token: null,
+      timeoutMs: 10_000,
+      maxRetries: 3,
+      repositoryFilter: [],
+      policy: "async",
+    }];
+    const a = new OutboxDrainer(kv, cfg, "a");
+    const b = new OutboxDrainer(kv, cfg, "b");
+    try {
+      const op = kv.atomic();
+      for (let j = 0; j < 5; j++) {
+        const e = outboxEntry(cfg.eventWebhooks[0], event(j), Date.now());
+        op.set(e.key, e.value);
+      }
+      await op.commit();
+      a.start();
+      await new Promise((r) => setTimeout(r, 300));
+      b.start();
+      // Mid-batch the lease ends within one term: a process killed now holds the webhook up
+      // for at most that (it covered the whole batch at its slowest: ~2 minutes).
+      let longest = 0;
+      const watchUntil = Date.now() + 2000;
+      while (Date.now() < watchUntil) {
+        const l = (await kv.get<{ until: number }>(["evlease", "w"])).value;
+        if (l) longest = Math.max(longest, l.until - Date.now());
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      assert.ok(longest > 0, "a batch was under way");
+      assert.ok(longest <= 1100, `the lease ran ${longest} ms ahead`);
+      const end = Date.now() + 15_000;
+      while (got.length < 5 && Date.now() < end) await new Promise((r) => setTimeout(r, 20));
+      await new Promise((r) => setTimeout(r, 500));
+      assert.deepEqual([...got].sort(), ["t0", "t1", "t2", "t3", "t4"], "each delivered once");
+    } finally {
+      await a.stop();
+      await b.stop();
+      await server.shutdown();
+      kv.close();
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+});

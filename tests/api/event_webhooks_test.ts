@@ -158,7 +158,8 @@ Deno.test(
     const rx = startReceiver("t");
     const port = rx.port;
     await rx.stop();
-    const config = FAST_QUEUE + `[scan]\non_push = false\n` +
+    // lease_secs: a server killed mid-batch holds the outbox for at most one term.
+    const config = FAST_QUEUE + `lease_secs = 3\n[scan]\non_push = false\n` +
       hook("h", `http://127.0.0.1:${port}/hook`, `token = "t"\nmax_retries = 200`);
     const s1 = await startServer({ config });
     const pushed: string[] = [];

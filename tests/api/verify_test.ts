@@ -423,19 +423,38 @@ Deno.test({
       for (let i = 0; i < 10; i++) {
         digests.push(await pushBlob(s.url, "team/resume", random(100_000)));
       }
-      // 1 MB at 200 kB/s takes ~5 s; each run below is cut after about half of that.
+      // 1 MB at 200 kB/s takes ~5 s; each run below is cut well before its end.
       const start = () =>
         wharfCommand(["verify", "--rate", "200000", "-c", s.configPath], {
           env: { NO_COLOR: "1", WHARF_STRICT_KV_LIMITS: "1" },
           stdout: "piped",
           stderr: "piped",
         }).spawn();
-      const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+      // Each run is cut once its saved cursor shows progress (a fixed sleep raced a slow start
+      // on a busy machine).
+      const kv = await Deno.openKv(join(s.dataDir, "metadata.kv"));
+      const checked = async () =>
+        (await kv.get<{ phase: string; counts: Record<string, number> }>(["verifycur", ""]))
+          .value;
+      const cutOnce = async (
+        what: string,
+        past: number,
+        child: Deno.ChildProcess,
+        sig: Deno.Signal,
+      ) => {
+        try {
+          await until(what, async () => {
+            const c = await checked();
+            return !!c && c.phase === "blobs" && (c.counts.blobs ?? 0) > past;
+          });
+        } finally {
+          child.kill(sig);
+        }
+      };
 
       // Ctrl+C or SIGTERM: stops between two reads, saves the cursor, frees the lease, says so.
       const first = start();
-      await sleep(2500);
-      first.kill("SIGTERM");
+      await cutOnce("the first run's cursor", 0, first, "SIGTERM");
       const out1 = await first.output();
       const text1 = new TextDecoder().decode(out1.stdout);
       assert.equal(out1.code, 130, text1 + new TextDecoder().decode(out1.stderr));
@@ -446,10 +465,11 @@ Deno.test({
       assert.ok(n1 > 0 && n1 < 10, text1);
 
       // kill -9: the cursor saved within the last second is where the next run goes on; the
-      // dead run's lease runs out within seconds and the next run waits for it.
+      // dead run's lease runs out within seconds and the next run waits for it. Killed once its
+      // saved cursor is past the first run's.
       const second = start();
-      await sleep(1500);
-      second.kill("SIGKILL");
+      await cutOnce("the second run's cursor past the first's", n1, second, "SIGKILL");
+      kv.close();
       await second.output();
       const again = await runCli(s, "verify", ["--rate", "0"]);
       assert.equal(again.code, 0, again.stdout + again.stderr);

@@ -117,6 +117,16 @@ Deno.test("launch self: the entry point refuses anything but a child module", as
   }
 });
 
+/** Whether process `pid` has a handler for SIGINT (bit 2 of /proc's SigCgt mask). */
+function handlesSigint(pid: number): boolean {
+  try {
+    const m = /SigCgt:\s*([0-9a-f]+)/.exec(Deno.readTextFileSync(`/proc/${pid}/status`));
+    return !!m && (BigInt(`0x${m[1]}`) & 2n) !== 0n;
+  } catch {
+    return false;
+  }
+}
+
 Deno.test("launch: a child outlives the SIGINT of a terminal's Ctrl+C", async () => {
   const spec: ChildLaunchSpec = {
     module: new URL("../index/details_child.ts", import.meta.url),
@@ -136,7 +146,13 @@ Deno.test("launch: a child outlives the SIGINT of a terminal's Ctrl+C", async ()
     const w = child.stdin.getWriter();
     // The child waits for its input's end; the signal comes while it does.
     await w.write(new TextEncoder().encode("-----BEGIN CERTIFICATE-----\nMIIBAA==\n"));
-    await new Promise((r) => setTimeout(r, 1500));
+    // Signalled once it handles SIGINT (its SigCgt mask says so): a fixed wait raced a slow
+    // start on a busy machine, where the signal came before the listener.
+    const end = Date.now() + 30_000;
+    while (!handlesSigint(child.pid) && Date.now() < end) {
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    assert.ok(handlesSigint(child.pid), `${style}: the child never listened for SIGINT`);
     child.kill("SIGINT");
     await new Promise((r) => setTimeout(r, 200));
     await w.write(new TextEncoder().encode("-----END CERTIFICATE-----\n"));

@@ -246,7 +246,9 @@ Deno.test({
         } -> peak ${Math.round(peakRss / 1048576)} MiB`,
       );
       assert.deepEqual(bad, []);
-      assert.ok(slowest < 1000, `an answer took ${Math.round(slowest)} ms`);
+      // A parse on the serving thread stalls answers for many seconds; a busy 2-core CI machine
+      // (two test files and the sandbox children at once) delays them up to ~0.8 s.
+      assert.ok(slowest < 2500, `an answer took ${Math.round(slowest)} ms`);
       // The serving process holds no layer: its growth is listings read back, reports sent and
       // (here) the test-only KV limit wrapper, 105–180 MiB depending on the machine's load and so
       // on when V8 collects. The 50 MiB target is bench/hostile_bench.ts's; this guards against a

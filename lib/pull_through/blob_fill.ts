@@ -9,7 +9,10 @@
 // buffers), and only a blob whose bytes hash to its digest becomes visible: the upload file is
 // moved into place and linked to the namespace after the hash matched, or deleted. A follower's
 // stream ends only once the whole body hashed to the digest, so a client never sees a clean end
-// of wrong bytes.
+// of wrong bytes. Should the store refuse the bytes mid-fill (full, failing), the fill goes on
+// uncached for the clients following it within the memory window (their pace then holds the
+// upstream back; the store drops a failed append's bytes, so one further behind is cut off), and
+// leaves the table: the blob is not stored, its `cache` job retries later.
 import { parseDigest, type RegistryError, upstreamFailed } from "../oci/mod.ts";
 import { Hasher } from "../streams/mod.ts";
 import type { BlobStore, UploadReader } from "../storage/mod.ts";
@@ -36,6 +39,8 @@ export interface FillDeps {
   maxBlobSize: number | null;
   /** quotas: the linking commit is admitted by the ledger with the blob's size */
   usage?: UsageLedger;
+  /** LAG_GRACE_MS, shorter in tests */
+  lagGraceMs?: number;
 }
 
 /** Bytes received but not yet written the reader may hold before it waits for the writer. */
@@ -52,6 +57,17 @@ const FOLLOW_CHUNK = 256 * 1024;
  * is pulled (see RING in lib/storage/fs_read.ts), so a fresh ArrayBuffer per read, which V8 frees
  * late, is not needed. */
 const FOLLOW_RING = 4;
+/** An uncached fill waits this long for a follower more than MAX_UNWRITTEN behind, then cuts it
+ * off (its client retries) so the others go on. */
+const LAG_GRACE_MS = 10_000;
+
+/** Where one follower is, so an uncached fill keeps what it still needs and keeps to its pace. */
+interface Cursor {
+  pos: number;
+  movedAt: number;
+  /** why an uncached fill left this follower behind (its stream errors), or null */
+  cut: string | null;
+}
 
 interface Chunk {
   /** offset of the chunk's first byte in the blob */
@@ -68,8 +84,9 @@ export class BlobFill {
   /** running → verified (every byte hashed to the digest) → done (stored and linked) */
   state: "running" | "verified" | "done" | "failed" = "running";
   error: Error | null = null;
-  /** settles when the blob is stored and linked (or the fill failed) */
+  /** settles when the blob is stored and linked; rejects when it failed or went on uncached */
   readonly settled: Promise<void>;
+  private settle!: { resolve: () => void; reject: (e: Error) => void };
   private wake!: () => void;
   private changed: Promise<void>;
   private readonly uuid = `fill-${crypto.randomUUID()}`;
@@ -80,6 +97,9 @@ export class BlobFill {
   private inputDone = false;
   private aborted = false;
   private writeError: Error | null = null;
+  /** the store refused the bytes: followers are served from memory (and the file so far) only */
+  private uncached = false;
+  private readonly cursors = new Set<Cursor>();
 
   private constructor(
     private readonly deps: FillDeps,
@@ -89,8 +109,10 @@ export class BlobFill {
   ) {
     this.changed = this.nextChange();
     this.size = source.size;
-    this.settled = this.run(source);
+    this.settled = new Promise<void>((resolve, reject) => (this.settle = { resolve, reject }));
     this.settled.catch(() => {}); // observed through `state`/`error` by followers and callers
+    // Settled at most once: an uncached fill rejects `settled` early and goes on.
+    this.run(source).then(() => this.settle.resolve(), (e) => this.settle.reject(e));
   }
 
   /**
@@ -142,10 +164,7 @@ export class BlobFill {
       });
       const limit = this.size ?? max ?? Number.MAX_SAFE_INTEGER;
       for (;;) {
-        while (this.received - this.written > MAX_UNWRITTEN && !this.writeError) {
-          await this.changed;
-        }
-        if (this.writeError) throw this.writeError;
+        await this.roomToRead();
         let r: ReadableStreamReadResult<Uint8Array>;
         try {
           r = await reader.read();
@@ -169,6 +188,7 @@ export class BlobFill {
         hasher.update(bytes);
         this.window.push({ at: this.received, bytes });
         this.received += bytes.byteLength;
+        if (this.uncached) this.trimPassed();
         this.notify();
       }
       if (this.size !== null && this.received !== this.size) {
@@ -183,7 +203,14 @@ export class BlobFill {
       this.inputDone = true;
       this.notify();
       await writer;
-      if (this.writeError) throw this.writeError;
+      if (this.writeError && !this.uncached && !this.goUncached()) throw this.writeError;
+      if (this.uncached) {
+        // Every byte hashed; the followers finish from memory, then the (emptied) file goes.
+        while (this.cursors.size > 0) await this.changed;
+        this.window = [];
+        await store.deleteUpload(this.uuid).catch(() => {});
+        return;
+      }
       if (this.written !== this.size) {
         throw new Error(`cache fill wrote ${this.written} of ${this.size} bytes`);
       }
@@ -222,6 +249,83 @@ export class BlobFill {
       throw this.error;
     } finally {
       this.notify();
+    }
+  }
+
+  /**
+   * Waits until the fill may read on: the writer within MAX_UNWRITTEN, or (uncached) the slowest
+   * follower within it, cutting one off that has not moved for LAG_GRACE_MS. Throws when the
+   * store refused the bytes and no client follows the fill (nothing is left to do).
+   */
+  private async roomToRead(): Promise<void> {
+    for (;;) {
+      if (this.writeError && !this.uncached && !this.goUncached()) throw this.writeError;
+      if (!this.uncached) {
+        if (this.received - this.written <= MAX_UNWRITTEN) return;
+        await this.changed;
+        continue;
+      }
+      let slowest: Cursor | null = null;
+      for (const c of this.cursors) if (!slowest || c.pos < slowest.pos) slowest = c;
+      if (!slowest) throw this.error!; // every client went: nobody to pass the bytes to
+      if (this.received - slowest.pos <= MAX_UNWRITTEN) return;
+      const wait = slowest.movedAt + (this.deps.lagGraceMs ?? LAG_GRACE_MS) - Date.now();
+      if (wait <= 0) {
+        slowest.cut =
+          `fell more than ${MAX_UNWRITTEN} bytes behind the uncached fill of ${this.digest}`;
+        this.cursors.delete(slowest);
+        this.trimPassed();
+        this.notify();
+        continue;
+      }
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      await Promise.race([
+        this.changed,
+        new Promise<void>((r) => (timer = setTimeout(r, wait))),
+      ]);
+      clearTimeout(timer);
+    }
+  }
+
+  /**
+   * The store refused the fill's bytes: go on uncached for the clients following it (false when
+   * none does). `settled` rejects now, so the fill leaves the table and its job retries later.
+   */
+  private goUncached(): boolean {
+    // A failed append's bytes are dropped from the file (lib/storage): a follower behind the
+    // memory window has nowhere left to read from.
+    for (const c of this.cursors) {
+      if (c.pos >= this.windowStart) continue;
+      c.cut = `the blob store refused the fill of ${this.digest} (${this.writeError?.message}) ` +
+        `and dropped the bytes this client had yet to read`;
+      this.cursors.delete(c);
+    }
+    if (this.cursors.size === 0) return false;
+    this.uncached = true;
+    this.error = this.writeError;
+    log.warn("pull-through fill goes on uncached: the blob store refused its bytes", {
+      namespace: this.ns,
+      digest: this.digest,
+      followers: this.cursors.size,
+      error: this.error?.message,
+    });
+    this.settle.reject(this.error!);
+    this.trimPassed();
+    return true;
+  }
+
+  /** Uncached: drop the chunks every follower is past (nothing else will read them). */
+  private trimPassed(): void {
+    let floor = Infinity;
+    for (const c of this.cursors) floor = Math.min(floor, c.pos);
+    let drop = 0;
+    while (
+      drop < this.window.length &&
+      this.window[drop].at + this.window[drop].bytes.byteLength <= floor
+    ) drop++;
+    if (drop > 0) {
+      this.window.splice(0, drop);
+      this.unwritten = Math.max(0, this.unwritten - drop);
     }
   }
 
@@ -308,6 +412,23 @@ export class BlobFill {
     if (this.state === "done") return await this.stored(start, end);
     let pos = start;
     let closed = false;
+    const cursor: Cursor = { pos, movedAt: Date.now(), cut: null };
+    this.cursors.add(cursor);
+    const advance = (n: number) => {
+      pos += n;
+      cursor.pos = pos;
+      cursor.movedAt = Date.now();
+      if (this.uncached) {
+        this.trimPassed();
+        this.notify();
+      }
+    };
+    const leave = () => {
+      if (this.cursors.delete(cursor) && this.uncached) {
+        this.trimPassed();
+        this.notify();
+      }
+    };
     // The upload file, opened only when this follower falls behind the memory window.
     let reader: UploadReader | null = null;
     // The stored blob, once the fill moved the upload file into place before it was opened.
@@ -320,6 +441,7 @@ export class BlobFill {
         placed?.cancel().catch(() => {});
       }
       closed = true;
+      leave();
     };
     return new ReadableStream<Uint8Array>({
       pull: async (ctl) => {
@@ -337,12 +459,17 @@ export class BlobFill {
             ctl.error(this.failure());
             return;
           }
+          if (cursor.cut !== null) {
+            close();
+            ctl.error(upstreamFailed(cursor.cut));
+            return;
+          }
           const complete = this.state === "verified" || this.state === "done";
           const limit = Math.min(this.received, end === null ? Infinity : end + 1);
           if (pos < limit) {
             if (pos >= this.windowStart) {
               const piece = this.fromMemory(pos, limit);
-              pos += piece.byteLength;
+              advance(piece.byteLength);
               ctl.enqueue(piece);
               return;
             }
@@ -351,7 +478,13 @@ export class BlobFill {
               const opened = await this.openFile();
               if (opened === "placed") {
                 placed = (await this.stored(pos, end)).getReader();
+                leave();
                 continue;
+              }
+              if (opened === "failed" && this.uncached) {
+                close();
+                ctl.error(this.failure());
+                return;
               }
               if (opened === "failed") continue;
               reader = opened;
@@ -366,7 +499,7 @@ export class BlobFill {
               ctl.error(new Error("cache fill file shorter than written"));
               return;
             }
-            pos += n;
+            advance(n);
             ctl.enqueue(buf.subarray(0, n));
             return;
           }

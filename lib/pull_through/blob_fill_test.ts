@@ -355,3 +355,131 @@ Deno.test("a follower's stream never ends cleanly before the bytes hashed to the
     await assert.rejects(bytes(await fill.follow(0, 99)).then(() => fill.settled));
   });
 });
+
+/** A store whose upload writes fail, as a full disk's do, once `room` bytes went in. */
+class FullAfter extends FsBlobStore {
+  constructor(root: string, private room: number) {
+    super(root);
+  }
+  override appendUpload(...a: Parameters<FsBlobStore["appendUpload"]>) {
+    const [uuid, offset, body, opts] = a;
+    let left = this.room;
+    return super.appendUpload(uuid, offset, body, {
+      ...opts,
+      onChunk: (c) => {
+        // Thrown where the write is reported: the append fails as a failed write fails it.
+        if (c.byteLength > left) throw new Error("No space left on device (os error 28)");
+        left -= c.byteLength;
+        opts.onChunk?.(c);
+      },
+    });
+  }
+}
+
+async function withFullStore(
+  room: number,
+  lagGraceMs: number,
+  fn: (fills: Fills, store: FsBlobStore, blobs: BlobMeta, dir: string) => Promise<void>,
+) {
+  const dir = await Deno.makeTempDir({ prefix: "wharf-fill-full-" });
+  const t = await openTestKv();
+  const store = new FullAfter(join(dir, "blobs"), room);
+  await store.init();
+  const blobs = new BlobMeta(t.kv);
+  try {
+    await fn(new Fills({ store, blobs, maxBlobSize: null, lagGraceMs }), store, blobs, dir);
+    assert.deepEqual(t.violations, []);
+  } finally {
+    await t.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
+/** Reads `s` whole, calling `each` with the bytes so far after every chunk. */
+async function readAll(
+  s: ReadableStream<Uint8Array>,
+  each?: (n: number) => Promise<void> | void,
+): Promise<Uint8Array> {
+  const parts: Uint8Array[] = [];
+  let n = 0;
+  for await (const c of s) {
+    parts.push(c.slice());
+    n += c.byteLength;
+    await each?.(n);
+  }
+  const out = new Uint8Array(n);
+  let at = 0;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.byteLength;
+  }
+  return out;
+}
+
+Deno.test("the store refusing a fill's bytes midway: its followers still get every byte, verified, and nothing is stored", async () => {
+  await withFullStore(6_000_000, 10_000, async (fills, store, blobs, dir) => {
+    const data = random(12_000_000);
+    const digest = digestBytes("sha256", data);
+    // An upstream slower than the clients (as a WAN link is): they follow at its front.
+    const slow = source(data, { gate: () => new Promise((r) => setTimeout(r, 3)) });
+    const fill = await fills.begin("ns/full", digest, () => Promise.resolve(slow));
+    const followers = await Promise.all([fill.follow(), fill.follow()]);
+    // Asks from the start but reads nothing before the store refuses: the bytes it had yet to
+    // read were in the file, which the failed append emptied.
+    const idle = (await fill.follow()).getReader();
+    let peak = 0;
+    const got = await Promise.all(
+      followers.map((f) => readAll(f, () => void (peak = Math.max(peak, fill.inMemory)))),
+    );
+    for (const g of got) assert.deepEqual(g, data);
+    await assert.rejects(fill.settled, /No space left on device/);
+    await assert.rejects(async () => void (await idle.read()), (e: RegistryError) => {
+      assert.match(
+        e.detail,
+        /^the blob store refused the fill of sha256:[0-9a-f]{64} \(No space left on device.*dropped the bytes this client had yet to read$/,
+      );
+      return true;
+    });
+    assert.equal(fills.get(digest), undefined, "a new client does not join an uncached fill");
+    assert.ok(peak <= FILL_MEMORY_BOUND + 200_000, `held ${peak} bytes`);
+    assert.equal(await store.exists(digest), false);
+    assert.equal(await blobs.link("ns/full", digest), null);
+    for (let i = 0; i < 50 && (await uploadFiles(dir)).length > 0; i++) {
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    assert.deepEqual(await uploadFiles(dir), [], "the upload file goes once they finished");
+  });
+});
+
+Deno.test("an uncached fill cuts off a follower that stopped reading; the others go on", async () => {
+  await withFullStore(1_000_000, 300, async (fills) => {
+    const data = random(12_000_000);
+    const digest = digestBytes("sha256", data);
+    const slow = source(data, { gate: () => new Promise((r) => setTimeout(r, 1)) });
+    const fill = await fills.begin("ns/stall", digest, () => Promise.resolve(slow));
+    const reading = await fill.follow();
+    const stalled = (await fill.follow()).getReader();
+    const first = await stalled.read(); // one chunk, then nothing
+    assert.ok(!first.done);
+    assert.deepEqual(await readAll(reading), data);
+    await assert.rejects(async () => {
+      for (;;) if ((await stalled.read()).done) break;
+    }, (e: RegistryError) => {
+      assert.match(e.detail, /^fell more than \d+ bytes behind the uncached fill of sha256:/);
+      return true;
+    });
+    await assert.rejects(fill.settled, /No space left on device/);
+  });
+});
+
+Deno.test("a fill nobody follows fails when the store refuses its bytes", async () => {
+  await withFullStore(1_000_000, 10_000, async (fills, store, _blobs, dir) => {
+    const data = random(3_000_000);
+    const digest = digestBytes("sha256", data);
+    const fill = await fills.begin("ns/job", digest, () => Promise.resolve(source(data)));
+    await assert.rejects(fill.settled, /No space left on device/);
+    assert.equal(fill.state, "failed");
+    assert.equal(await store.exists(digest), false);
+    assert.deepEqual(await uploadFiles(dir), []);
+  });
+});

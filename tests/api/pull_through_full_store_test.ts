@@ -4,7 +4,8 @@
 // (its last chunk is held back until the bytes hashed), and nothing is stored or queued.
 import assert from "node:assert/strict";
 import { FakeRegistry, randomBytes } from "../helpers/fake_registry.ts";
-import { withServer } from "../helpers/server.ts";
+import { startServer, type TestServer, withServer } from "../helpers/server.ts";
+import { ignoreWithoutSmallFs, mountSmallFs } from "../helpers/small_fs.ts";
 import { bytesOf, req, serverTestOpts } from "../helpers/api.ts";
 import { imageManifest, jsonBytes, OCI_CONFIG, OCI_LAYER } from "../helpers/oci_content.ts";
 
@@ -72,3 +73,55 @@ Deno.test(
     }
   },
 );
+
+Deno.test({
+  name: "pull-through: the disk fills during a fill: its client still gets every byte, " +
+    "verified and uncached; once space returns the blob is cached",
+  ignore: ignoreWithoutSmallFs("the disk-full pull-through test"),
+  ...serverTestOpts,
+  async fn() {
+    const MIB = 1024 * 1024;
+    const fs = await mountSmallFs(24 * MIB);
+    const up = await FakeRegistry.start();
+    let s: TestServer | null = null;
+    try {
+      const layer = randomBytes(12 * MIB);
+      const digest = up.addBlob("library/big", layer);
+      // An upstream slower than the client, as over a WAN link: the client follows the fill's
+      // front, which the store's refusal does not take away.
+      up.fault({ path: `/blobs/${digest}`, times: 1 }, { trickleMs: 15, chunkBytes: 256 * 1024 });
+      // No reserve: the fill starts, then its writes meet ENOSPC.
+      s = await startServer({
+        dataDir: fs.dir,
+        config: `[blob_store]\nmin_free_bytes = 0\n[repository."hub"]\n` +
+          `[[repository."hub".upstream]]\nurl = "${up.url}"\n`,
+      });
+      await fs.fill(4 * MIB);
+      const r = await req(s, `/v2/hub/library/big/blobs/${digest}`);
+      assert.equal(r.status, 200);
+      assert.deepEqual(await bytesOf(r), layer, "every byte, though the store took only some");
+      assert.match(s.output(), /pull-through fill goes on uncached: the blob store refused/);
+      assert.equal(up.count("GET", `/v2/library/big/blobs/${digest}`), 1);
+
+      await fs.drain();
+      // Space is back: once the store's fault is no longer held (FAULT_HOLD_MS after it was
+      // last met) a pull fills the cache, and the one after is served from it.
+      let cached = false;
+      for (let end = Date.now() + 45_000; Date.now() < end && !cached;) {
+        const again = await req(s, `/v2/hub/library/big/blobs/${digest}`);
+        assert.equal(again.status, 200);
+        assert.deepEqual(await bytesOf(again), layer);
+        const before = up.count("GET", `/v2/library/big/blobs/${digest}`);
+        const third = await req(s, `/v2/hub/library/big/blobs/${digest}`);
+        assert.deepEqual(await bytesOf(third), layer);
+        cached = up.count("GET", `/v2/library/big/blobs/${digest}`) === before;
+        if (!cached) await new Promise((res) => setTimeout(res, 1000));
+      }
+      assert.ok(cached, "cached once the disk has room");
+    } finally {
+      await s?.stop();
+      await up.close();
+      await fs.close();
+    }
+  },
+});

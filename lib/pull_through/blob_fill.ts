@@ -57,8 +57,8 @@ const FOLLOW_CHUNK = 256 * 1024;
  * is pulled (see RING in lib/storage/fs_read.ts), so a fresh ArrayBuffer per read, which V8 frees
  * late, is not needed. */
 const FOLLOW_RING = 4;
-/** An uncached fill waits this long for a follower more than MAX_UNWRITTEN behind, then cuts it
- * off (its client retries) so the others go on. */
+/** An uncached fill waits this long for a follower that stopped reading (more than MAX_UNWRITTEN
+ * behind, or the last one left), then cuts it off (its client retries) so the others go on. */
 const LAG_GRACE_MS = 10_000;
 
 /** Where one follower is, so an uncached fill keeps what it still needs and keeps to its pace. */
@@ -206,7 +206,7 @@ export class BlobFill {
       if (this.writeError && !this.uncached && !this.goUncached()) throw this.writeError;
       if (this.uncached) {
         // Every byte hashed; the followers finish from memory, then the (emptied) file goes.
-        while (this.cursors.size > 0) await this.changed;
+        while (this.cursors.size > 0) await this.awaitFollower(this.slowest()!);
         this.window = [];
         await store.deleteUpload(this.uuid).catch(() => {});
         return;
@@ -265,26 +265,38 @@ export class BlobFill {
         await this.changed;
         continue;
       }
-      let slowest: Cursor | null = null;
-      for (const c of this.cursors) if (!slowest || c.pos < slowest.pos) slowest = c;
+      const slowest = this.slowest();
       if (!slowest) throw this.error!; // every client went: nobody to pass the bytes to
       if (this.received - slowest.pos <= MAX_UNWRITTEN) return;
-      const wait = slowest.movedAt + (this.deps.lagGraceMs ?? LAG_GRACE_MS) - Date.now();
-      if (wait <= 0) {
-        slowest.cut =
-          `fell more than ${MAX_UNWRITTEN} bytes behind the uncached fill of ${this.digest}`;
-        this.cursors.delete(slowest);
-        this.trimPassed();
-        this.notify();
-        continue;
-      }
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      await Promise.race([
-        this.changed,
-        new Promise<void>((r) => (timer = setTimeout(r, wait))),
-      ]);
-      clearTimeout(timer);
+      await this.awaitFollower(slowest);
     }
+  }
+
+  /** The follower furthest behind, or null when none is left. */
+  private slowest(): Cursor | null {
+    let slowest: Cursor | null = null;
+    for (const c of this.cursors) if (!slowest || c.pos < slowest.pos) slowest = c;
+    return slowest;
+  }
+
+  /**
+   * Uncached: waits for a change (a follower moved or left), cutting `c` off once it has not
+   * moved for LAG_GRACE_MS (a client that stopped reading would hold the others, and the bytes
+   * kept for it, for as long as its connection stays open).
+   */
+  private async awaitFollower(c: Cursor): Promise<void> {
+    const wait = c.movedAt + (this.deps.lagGraceMs ?? LAG_GRACE_MS) - Date.now();
+    if (wait <= 0) {
+      c.cut = `stopped reading for ${this.deps.lagGraceMs ?? LAG_GRACE_MS} ms while the ` +
+        `uncached fill of ${this.digest} waited on it`;
+      this.cursors.delete(c);
+      this.trimPassed();
+      this.notify();
+      return;
+    }
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    await Promise.race([this.changed, new Promise<void>((r) => (timer = setTimeout(r, wait)))]);
+    clearTimeout(timer);
   }
 
   /**
@@ -300,6 +312,7 @@ export class BlobFill {
         `and dropped the bytes this client had yet to read`;
       this.cursors.delete(c);
     }
+    this.notify();
     if (this.cursors.size === 0) return false;
     this.uncached = true;
     this.error = this.writeError;

@@ -107,7 +107,8 @@ Deno.test({
       // Space is back: once the store's fault is no longer held (FAULT_HOLD_MS after it was
       // last met) a pull fills the cache, and the one after is served from it.
       let cached = false;
-      for (let end = Date.now() + 45_000; Date.now() < end && !cached;) {
+      const end = Date.now() + 45_000;
+      while (Date.now() < end && !cached) {
         const again = await req(s, `/v2/hub/library/big/blobs/${digest}`);
         assert.equal(again.status, 200);
         assert.deepEqual(await bytesOf(again), layer);

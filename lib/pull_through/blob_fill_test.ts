@@ -5,6 +5,7 @@ import { BlobMeta } from "../metadata/mod.ts";
 import { RegistryError } from "../oci/errors.ts";
 import { FsBlobStore } from "../storage/mod.ts";
 import { digestBytes } from "../streams/hasher.ts";
+import { concatBytes } from "../streams/mod.ts";
 import { BlobFill, FILL_MEMORY_BOUND, FillError, Fills, type FillSource } from "./blob_fill.ts";
 
 async function withFills(
@@ -407,22 +408,24 @@ async function readAll(
     n += c.byteLength;
     await each?.(n);
   }
-  const out = new Uint8Array(n);
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.byteLength;
-  }
-  return out;
+  return concatBytes(parts, n);
+}
+
+/**
+ * A fill of `size` random bytes in `ns` from an upstream slower than the clients (a chunk every
+ * `gateMs`, as over a WAN link): its followers keep to its front.
+ */
+async function slowFill(fills: Fills, ns: string, size: number, gateMs: number) {
+  const data = random(size);
+  const digest = digestBytes("sha256", data);
+  const slow = source(data, { gate: () => new Promise((r) => setTimeout(r, gateMs)) });
+  const fill = await fills.begin(ns, digest, () => Promise.resolve(slow));
+  return { data, digest, fill };
 }
 
 Deno.test("the store refusing a fill's bytes midway: its followers still get every byte, verified, and nothing is stored", async () => {
   await withFullStore(6_000_000, 10_000, async (fills, store, blobs, dir) => {
-    const data = random(12_000_000);
-    const digest = digestBytes("sha256", data);
-    // An upstream slower than the clients (as a WAN link is): they follow at its front.
-    const slow = source(data, { gate: () => new Promise((r) => setTimeout(r, 3)) });
-    const fill = await fills.begin("ns/full", digest, () => Promise.resolve(slow));
+    const { data, digest, fill } = await slowFill(fills, "ns/full", 12_000_000, 3);
     const followers = await Promise.all([fill.follow(), fill.follow()]);
     // Asks from the start but reads nothing before the store refuses: the bytes it had yet to
     // read were in the file, which the failed append emptied.
@@ -453,10 +456,7 @@ Deno.test("the store refusing a fill's bytes midway: its followers still get eve
 
 Deno.test("an uncached fill cuts off a follower that stopped reading; the others go on", async () => {
   await withFullStore(1_000_000, 300, async (fills) => {
-    const data = random(12_000_000);
-    const digest = digestBytes("sha256", data);
-    const slow = source(data, { gate: () => new Promise((r) => setTimeout(r, 1)) });
-    const fill = await fills.begin("ns/stall", digest, () => Promise.resolve(slow));
+    const { data, fill } = await slowFill(fills, "ns/stall", 12_000_000, 1);
     const reading = await fill.follow();
     const stalled = (await fill.follow()).getReader();
     const first = await stalled.read(); // one chunk, then nothing
@@ -489,10 +489,7 @@ Deno.test("a fill nobody follows fails when the store refuses its bytes", async 
 
 Deno.test("an uncached fill whose bytes all arrived lets go of a follower that stopped reading", async () => {
   await withFullStore(500_000, 300, async (fills, _store, _blobs, dir) => {
-    const data = random(3_000_000);
-    const digest = digestBytes("sha256", data);
-    const slow = source(data, { gate: () => new Promise((r) => setTimeout(r, 1)) });
-    const fill = await fills.begin("ns/end", digest, () => Promise.resolve(slow));
+    const { data, fill } = await slowFill(fills, "ns/end", 3_000_000, 1);
     const reading = await fill.follow();
     const stalled = (await fill.follow()).getReader();
     assert.ok(!(await stalled.read()).done);

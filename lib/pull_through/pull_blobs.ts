@@ -308,6 +308,10 @@ export class PullBlobs {
         await up.headBlob(ns, digest);
         if (await this.d.blobs.mount(ns, digest, NO_FACTS)) return false;
       }
+      // A store that takes no new bytes would refuse the fill: no download for nothing, the job
+      // retries with its backoff (a client's pull passes through meanwhile).
+      const refusal = await this.d.blobRefusal?.();
+      if (refusal) throw new FillError(`the blob store takes no new bytes: ${refusal}`, false);
       fill = await this.startFill(rc, up, ns, digest);
       if (insure) this.insure(fill, ns, digest);
     }

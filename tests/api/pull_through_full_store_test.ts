@@ -6,6 +6,7 @@ import assert from "node:assert/strict";
 import { FakeRegistry, randomBytes } from "../helpers/fake_registry.ts";
 import { startServer, type TestServer, withServer } from "../helpers/server.ts";
 import { ignoreWithoutSmallFs, mountSmallFs } from "../helpers/small_fs.ts";
+import { until } from "../helpers/until.ts";
 import { bytesOf, req, serverTestOpts } from "../helpers/api.ts";
 import { imageManifest, jsonBytes, OCI_CONFIG, OCI_LAYER } from "../helpers/oci_content.ts";
 
@@ -58,6 +59,29 @@ Deno.test(
         } catch { /* the body broke off: what a client must see */ }
         assert.ok(got < wrong.length, `a wrong blob never ends whole (${got} bytes read)`);
 
+        // A range goes upstream as is and queues the blob's cache job (SPEC's rule 8): the job
+        // downloads nothing for a store that would refuse the bytes, it retries later.
+        const ranged = randomBytes(100_000);
+        const rangedDigest = up.addBlob("library/app", ranged);
+        const part = await req(s, `/v2/hub/library/app/blobs/${rangedDigest}`, {
+          headers: { Range: "bytes=0-9" },
+        });
+        assert.equal(part.status, 206);
+        assert.deepEqual(await bytesOf(part), ranged.subarray(0, 10));
+        await until("the cache job's first attempt", async () => {
+          const list = await (await req(s, "/v2/_svc/jobs/list?queue=cache&n=10")).json();
+          return list.jobs.some((j: { attempts: number }) => j.attempts >= 1);
+        });
+        assert.equal(up.count("GET", `/v2/library/app/blobs/${rangedDigest}`), 1, "the range only");
+        const pending = await (await req(s, "/v2/_svc/jobs/list?queue=cache&n=10")).json();
+        const del = await req(
+          s,
+          `/v2/_svc/jobs/pending?queue=cache&key=${pending.jobs[0].storage_key}`,
+          { method: "DELETE" },
+        );
+        await del.body?.cancel();
+        assert.equal(del.status, 204);
+
         const metrics = await (await req(s, "/metrics")).text();
         assert.match(metrics, /wharf_pull_through_total\{kind="blob",result="uncached"\} [3-9]/);
         // Nothing was queued to fill later, and nothing is stored: a HEAD still asks upstream.
@@ -101,6 +125,9 @@ Deno.test({
       assert.equal(r.status, 200);
       assert.deepEqual(await bytesOf(r), layer, "every byte, though the store took only some");
       assert.match(s.output(), /pull-through fill goes on uncached: the blob store refused/);
+      // The fill's cache job (queued if the KV, on the same full disk, took it) does not download
+      // the blob again while the store refuses it: it retries later.
+      await new Promise((r) => setTimeout(r, 2000));
       assert.equal(up.count("GET", `/v2/library/big/blobs/${digest}`), 1);
 
       await fs.drain();

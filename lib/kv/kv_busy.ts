@@ -9,8 +9,11 @@
 // tool) is another matter: Deno then waits 5 s per write before "database is locked", and its
 // writes queue behind one another (five concurrent writes measured 5, 10, 15 s...). So retries
 // stop after BUSY_BOUND_MS, the write answers 503 naming the file (kv_faults.ts), and while the
-// lock stays every later write but one (the probe that notices its release) fails at once
-// instead of queueing for its 5 s.
+// lock stays every later write but one (the probe that notices its release) fails within
+// PROBE_WAIT_MS instead of queueing for its 5 s. It waits that long for the probe because a
+// probe that began while the lock was held ends only at SQLite's next busy-handler wake-up
+// after the release (≤ 100 ms): a write arriving in between must not be refused for a lock
+// that is already gone (a CI run saw exactly that: the first push after the release, 503).
 //
 // A file that was read-only when the process opened it (a restore with the wrong owner, `chattr
 // +i`) gives a handle that stays read-only after the file is fixed: a write refused that way opens
@@ -20,6 +23,8 @@ import { kvFaultError, type KvFaultKind, kvFaultKind } from "./kv_faults.ts";
 
 const ATTEMPTS = 200;
 const REOPEN_EVERY_MS = 2_000;
+/** How long a write waits for the probe in flight before it is refused for the lock. */
+export const PROBE_WAIT_MS = 400;
 /**
  * Retries of a write refused for the lock stop once it has waited this long: contention between
  * writers clears in milliseconds, and a held lock's first refusal comes after Deno's 5 s.
@@ -44,20 +49,27 @@ export interface KvWriteWatch {
 class Writes {
   /** when a write last gave up on another process's lock; 0: no lock seen since */
   private lockedAt = 0;
-  private probing = false;
+  /** the probe in flight: resolves true when its write reached the file */
+  private probing: Promise<boolean> | null = null;
   private reopenedAt = 0;
   /** the handles writes went to before (closed with the current one) */
   readonly retired: Deno.Kv[] = [];
   constructor(private readonly watch: KvWriteWatch, public current: Deno.Kv) {}
 
   async run<T>(fn: () => Promise<T>): Promise<T> {
-    const probe = this.lockedAt !== 0;
-    if (probe && this.probing) {
-      throw this.fault("locked", new Error("database is locked (held by another process)"));
+    if (this.lockedAt !== 0 && this.probing) {
+      if (!(await settledWithin(this.probing, PROBE_WAIT_MS))) {
+        throw this.fault("locked", new Error("database is locked (held by another process)"));
+      }
+      // The probe got through: the lock is gone, this write goes on as any other.
     }
-    if (probe) this.probing = true;
+    const probe = this.lockedAt !== 0;
+    let reached!: (ok: boolean) => void;
+    if (probe) this.probing = new Promise((r) => reached = r);
+    let ok = false;
     try {
       const r = await retrying(fn);
+      ok = true;
       this.lockedAt = 0;
       this.watch.report?.(null);
       return r;
@@ -68,7 +80,10 @@ class Writes {
       if (kind === "read_only") await this.reopen();
       throw this.fault(kind, e as Error);
     } finally {
-      if (probe) this.probing = false;
+      if (probe) {
+        this.probing = null;
+        reached(ok);
+      }
     }
   }
 
@@ -90,6 +105,19 @@ class Writes {
     const err = kvFaultError(kind, this.watch.path, e);
     this.watch.report?.({ kind, detail: err.detail });
     return err;
+  }
+}
+
+/** Whether `p` resolved true within `ms` (false on timeout). */
+async function settledWithin(p: Promise<boolean>, ms: number): Promise<boolean> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  try {
+    return await Promise.race([
+      p,
+      new Promise<boolean>((r) => timer = setTimeout(() => r(false), ms)),
+    ]);
+  } finally {
+    clearTimeout(timer);
   }
 }
 

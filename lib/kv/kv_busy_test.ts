@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { RegistryError } from "../oci/mod.ts";
-import { BUSY_BOUND_MS, withBusyRetry } from "./kv_busy.ts";
+import { BUSY_BOUND_MS, PROBE_WAIT_MS, withBusyRetry } from "./kv_busy.ts";
 import { kvFaultKind } from "./kv_faults.ts";
 import { openMetadata } from "./open.ts";
 import { K } from "./keys.ts";
@@ -10,7 +10,7 @@ import { ignoreWithoutSmallFs, mountSmallFs } from "../../tests/helpers/small_fs
 
 Deno.test({
   name: "KV held locked by another process: a write answers 503 naming the file within the " +
-    "bound, later ones at once, and writes work again when the lock goes (no reopen)",
+    "bound, later ones without queueing behind it, and writes work again when the lock goes (no reopen)",
   sanitizeResources: false,
   sanitizeOps: false,
   async fn() {
@@ -56,6 +56,50 @@ Deno.test({
       raw.close();
       await Deno.remove(dir, { recursive: true });
     }
+  },
+});
+
+Deno.test({
+  name: "KV lock released while a probe is in flight: a write arriving meanwhile waits for the " +
+    "probe and lands (CI: the first push after the release answered 503); while the probe " +
+    "fails, writes are refused within PROBE_WAIT_MS",
+  async fn() {
+    // A stand-in handle: SQLite's timing (a probe ends at its busy handler's next wake-up after
+    // the release) cannot be pinned on a real file, the order of events can here.
+    let locked = true;
+    let held: PromiseWithResolvers<void> | null = null;
+    const sets: string[] = [];
+    const fake = {
+      async set(key: Deno.KvKey) {
+        if (held) await held.promise;
+        if (locked) throw new TypeError("database is locked");
+        sets.push(String(key[0]));
+        return { ok: true, versionstamp: "00" };
+      },
+    } as unknown as Deno.Kv;
+    const kv = withBusyRetry(fake, { path: "fake.kv" });
+    const first = await kv.set(["a"], 1).then(() => null, (e) => e);
+    assert.ok(first instanceof RegistryError && first.status === 503, String(first));
+
+    held = Promise.withResolvers<void>();
+    const probe = kv.set(["probe"], 1).then(() => null, (e) => e);
+    let t = Date.now();
+    const refused = await kv.set(["during"], 1).then(() => null, (e) => e);
+    const waited = Date.now() - t;
+    assert.ok(refused instanceof RegistryError && refused.status === 503, String(refused));
+    assert.ok(waited >= PROBE_WAIT_MS - 50 && waited < PROBE_WAIT_MS + 600, `waited ${waited} ms`);
+
+    // The lock goes while the probe still waits; a write arrives before the probe has ended.
+    locked = false;
+    t = Date.now();
+    const after = kv.set(["after"], 1).then(() => null, (e) => e);
+    setTimeout(() => held!.resolve(), 50);
+    assert.equal(await after, null, "the write after the release landed");
+    assert.equal(await probe, null);
+    held = null;
+    assert.deepEqual(sets.sort(), ["after", "probe"]);
+    await kv.set(["later"], 1);
+    assert.ok(sets.includes("later"));
   },
 });
 

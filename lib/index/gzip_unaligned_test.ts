@@ -139,11 +139,20 @@ Deno.test("gzip -9 of zeros: a checkpoint every ~4 MiB, and the last file reads 
   if (passes.length === 2) assert.deepEqual(passes[1].checkpoints, passes[0].checkpoints);
 });
 
-Deno.test("the index pass and LayerReader: a read at the end of 64 MiB of gzip -9 zeros is quick", async () => {
+/** Counts the bytes of the blob's ranges a reader asks for (derived files are not counted). */
+class ReadsCountedStore extends FsBlobStore {
+  compressedRead = 0;
+  override read(digest: string, range?: { start: number; end: number }, size?: number) {
+    if (range) this.compressedRead += range.end - range.start + 1;
+    return super.read(digest, range, size);
+  }
+}
+
+Deno.test("the index pass and LayerReader: a read at the end of 64 MiB of gzip -9 zeros starts at the last checkpoint", async () => {
   const dir = await Deno.makeTempDir({ prefix: "wharf-unaligned-" });
   const kv = await Deno.openKv(join(dir, "kv"));
   try {
-    const store = new FsBlobStore(join(dir, "store"));
+    const store = new ReadsCountedStore(join(dir, "store"));
     await store.init();
     const tail = new TextEncoder().encode("hello from the end\n");
     const gz = await run(
@@ -170,14 +179,19 @@ Deno.test("the index pass and LayerReader: a read at the end of 64 MiB of gzip -
       let last = null;
       for await (const e of reader.entries(record)) last = e;
       assert.equal(last?.path, "z.txt");
-      const t0 = performance.now();
+      store.compressedRead = 0;
       const got = await readAllStream(
         await reader.read(digest, gz.length, record, last.offset, last.offset + last.size - 1),
       );
-      const ms = performance.now() - t0;
       assert.ok(equal(got, tail));
-      // inflating all 64 MiB took ~250 ms here; one interval, a few ms (generous: shared CI)
-      assert.ok(ms < 150, `${inflater}: ${ms.toFixed(1)} ms`);
+      // From the last checkpoint, not from the start: inflating all of it took ~250 ms here,
+      // one interval a few ms. Counted in compressed bytes asked of the store rather than timed,
+      // which a loaded machine would blur. A gzip -9 block of zeros holds ~8.5 MB, so the last
+      // checkpoint may lie that far back (7,801 of 65,285 bytes here): a quarter is the bound.
+      assert.ok(
+        store.compressedRead > 0 && store.compressedRead <= gz.length / 4,
+        `${inflater}: read ${store.compressedRead} of ${gz.length} compressed bytes`,
+      );
     }
   } finally {
     kv.close();

@@ -353,7 +353,6 @@ read_timeout_secs = 5
             async () =>
               await page.locator("table[data-jobs=pending] tr[data-job]")
                 .count() === 106,
-            10_000,
           );
           // the other queues and an unknown one
           await page.click("nav[aria-label='Job queues'] a:has-text('scan')");
